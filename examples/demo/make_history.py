@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Build the demo git repository: the wordstat sources with a six-commit history.
+
+    python3 examples/demo/make_history.py DIR
+
+Each commit is one realistic change; the README next to this file lists them with their ground
+truth.  The script is deterministic (fixed author, dates) so commit ids are stable across runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE / "src"
+
+CONFIG = """\
+# git perf configuration of the wordstat demo
+[build]
+command = "make -s"
+binary = "wordstat"
+
+[[workload]]
+name = "small"            # fast; its exact call counts are the ground truth in the README
+command = "./wordstat 2000 100"
+timeout = 60
+
+[[workload]]
+name = "default"          # ~370k calls of is_word_char; ~6 s under full tracing
+command = "./wordstat 50000 1000"
+timeout = 300
+
+[[workload]]
+name = "large"            # 1.5 million calls of is_word_char: for sampling modes and benchmarks
+command = "./wordstat 200000 2000"
+timeout = 600
+
+[collect]
+mode = "trace"
+"""
+
+
+def edit(root: Path, name: str, old: str, new: str) -> None:
+    p = root / name
+    text = p.read_text()
+    if old not in text:
+        raise SystemExit(f"make_history: {name} does not contain the expected text:\n{old}")
+    p.write_text(text.replace(old, new, 1))
+
+
+def comment_only(root: Path) -> None:
+    edit(root, "hashtab.c", "/* FNV-1a: the helper every lookup goes through */",
+         "/* FNV-1a (Fowler-Noll-Vo, variant 1a), 32-bit: xor each byte in, then multiply by the\n"
+         " * FNV prime.  Every lookup and every resize goes through this helper. */")
+
+
+def rename(root: Path) -> None:
+    for name in ("mathx.c", "demo.h", "main.c"):
+        p = root / name
+        p.write_text(p.read_text().replace("checksum_all", "checksum_strings"))
+
+
+def slowdown(root: Path) -> None:
+    # Two passes over the buffer and a modulus the compiler cannot strength-reduce: ~2-3x slower.
+    edit(root, "mathx.c", """NOINLINE uint32_t checksum_block(const unsigned char *buf, size_t n) {
+    uint32_t a = 1, b = 0;
+    for (size_t i = 0; i < n; i++) {
+        a = (a + buf[i]) % 65521u;
+        b = (b + a) % 65521u;
+    }
+    return checksum_combine(a, b);
+}""", """uint32_t adler_modulus = 65521u; /* a variable, so tests can try other moduli */
+
+NOINLINE uint32_t checksum_block(const unsigned char *buf, size_t n) {
+    /* pass 1: the byte sum */
+    uint32_t a = 1;
+    for (size_t i = 0; i < n; i++) a = (a + buf[i]) % adler_modulus;
+    /* pass 2: the sum of the running byte sums */
+    uint32_t run = 1, b = 0;
+    for (size_t i = 0; i < n; i++) {
+        run = (run + buf[i]) % adler_modulus;
+        b = (b + run) % adler_modulus;
+    }
+    return checksum_combine(a, b);
+}""")
+
+
+def speedup(root: Path) -> None:
+    # One random draw per word instead of two rng_range calls (three rng_next calls).
+    edit(root, "text.c", """        unsigned vocab = 1 + rng_range(1 + rng_range(400));""",
+         """        uint64_t r = rng_next();
+        unsigned vocab = 1 + (unsigned)((r >> 32) % (1 + (r & 0xffff) % 400));""")
+
+
+def new_function(root: Path) -> None:
+    edit(root, "report.c", "void report_summary(", """void report_lengths(entry_t **entries, size_t n) {
+    size_t hist[8] = {0};
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        while (entries[i]->key[len]) len++;
+        hist[len < 7 ? len : 7] += (size_t)entries[i]->count;
+    }
+    printf("lengths:");
+    for (int i = 1; i < 8; i++) printf(" %d:%zu", i, hist[i]);
+    printf("\\n");
+}
+
+void report_summary(""")
+    edit(root, "demo.h", "void report_summary(", "void report_lengths(entry_t **entries, size_t n);\nvoid report_summary(")
+    edit(root, "main.c", "    report_top(entries, unique, 5);\n",
+         "    report_top(entries, unique, 5);\n    report_lengths(entries, unique);\n")
+
+
+HISTORY = [
+    ("wordstat: text statistics with hashing, sorting and expressions", None),
+    ("hashtab: document the FNV-1a hash (comment only)", comment_only),
+    ("mathx: rename checksum_all to checksum_strings", rename),
+    ("mathx: compute the Adler-32 sums in two passes with a configurable modulus", slowdown),
+    ("text: draw each word from one random number", speedup),
+    ("report: print a histogram of word lengths", new_function),
+]
+
+
+def git(root: Path, *args: str, date: str | None = None) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="Demo Developer", GIT_AUTHOR_EMAIL="dev@example.com",
+               GIT_COMMITTER_NAME="Demo Developer", GIT_COMMITTER_EMAIL="dev@example.com")
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def build(dest: Path) -> list[str]:
+    """Create the repository at DEST (must not exist or be empty); returns the commit ids, oldest first."""
+    if dest.exists() and any(dest.iterdir()):
+        raise SystemExit(f"make_history: {dest} exists and is not empty")
+    dest.mkdir(parents=True, exist_ok=True)
+    git(dest, "init", "-q", "-b", "main")
+    for f in SRC.iterdir():
+        if f.suffix in (".c", ".h") or f.name == "Makefile":
+            shutil.copy(f, dest / f.name)
+    (dest / ".gitperf.toml").write_text(CONFIG)
+    (dest / ".gitignore").write_text("*.o\nwordstat\n")
+    commits = []
+    for i, (subject, change) in enumerate(HISTORY):
+        if change:
+            change(dest)
+        git(dest, "add", "-A")
+        git(dest, "commit", "-q", "-m", subject, date=f"2026-01-{i + 1:02d}T12:00:00+00:00")
+        commits.append(git(dest, "rev-parse", "HEAD").strip())
+    return commits
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    for c, (subject, _) in zip(build(Path(sys.argv[1])), HISTORY):
+        print(c[:12], subject)

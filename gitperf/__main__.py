@@ -1,0 +1,3 @@
+from gitperf.cli import main
+
+main()

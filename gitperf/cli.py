@@ -1,0 +1,211 @@
+"""`git perf`: a thin click layer over the library.  Library errors carry their exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from gitperf import __version__, config
+from gitperf.errors import EXIT_USAGE, GitPerfError
+
+EXIT_CODES = """\b
+Exit codes:
+  0  success / no degradation
+  1  degradation found (check, hook)
+  2  usage, configuration or input error
+  3  not enough data to decide
+  4  this machine cannot collect (no eBPF, no privileges)
+"""
+
+
+class PerfGroup(click.Group):
+    """Turns library errors into one clear line and the documented exit code."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except GitPerfError as e:
+            click.echo(f"git perf: error: {e}", err=True)
+            ctx.exit(e.exit_code)
+
+
+def _progress(quiet: bool):
+    def say(msg: str) -> None:
+        if not quiet:
+            click.echo(f"git perf: {msg}", err=True)
+    return say
+
+
+def _repo():
+    from gitperf.store import open_repo
+    return open_repo(".")
+
+
+@click.group(cls=PerfGroup, epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="git perf")
+def main():
+    """Continuous performance analysis of native programs: eBPF profiles stored as git notes."""
+
+
+@main.command()
+@click.option("--binary", default="build/app", help="Path of the binary the build produces.")
+@click.option("--command", "command", default=None, help="Workload command line.")
+@click.option("--force", is_flag=True, help="Overwrite an existing .gitperf.toml.")
+@click.option("--hooks", is_flag=True, help="Also install the pre-push hook (not available yet).")
+def init(binary, command, force, hooks):
+    """Write a commented .gitperf.toml at the repository root."""
+    repo = _repo()
+    path = Path(repo.workdir) / config.FILENAME
+    if path.exists() and not force:
+        raise GitPerfError(f"{path} exists; use --force to overwrite it")
+    text = config.template(binary, command or f"./{binary}")
+    config.parse(text, str(path))  # the template must always be valid
+    path.write_text(text)
+    click.echo(f"wrote {path}")
+    if hooks:
+        raise GitPerfError("hooks are not available yet (the pre-push hook is planned); the config was written")
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("rev", required=False, default="HEAD")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--workload", "workloads", multiple=True, help="Workload name (repeatable; default all). "
+              "Ad hoc: the name to store the profile under (default adhoc).")
+@click.option("--func", "funcs", multiple=True, help="Probe only this function (repeatable); main is always probed.")
+@click.option("--mode", type=click.Choice(config.MODES), help="Probing mode (overrides collect.mode).")
+@click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Optimisation pipeline (only none so far).")
+@click.option("--repeat", type=click.IntRange(min=1), help="Runs per workload (one profile each).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds before a run is killed.")
+@click.option("--binary", type=click.Path(dir_okay=False), help="Ad hoc: the ELF binary to probe.")
+@click.option("--no-build", is_flag=True, help="Do not run the build command.")
+@click.option("--per-probe", is_flag=True, help="Attach one uprobe per function instead of uprobe_multi links.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+def collect(rev, command, workloads, funcs, mode, pipeline, repeat, timeout, binary, no_build, per_probe, as_json,
+            quiet):
+    """Profile REV (default HEAD) under eBPF and store one profile per workload run as a git note.
+
+    \b
+    With .gitperf.toml:  git perf collect [REV] [--workload NAME]
+    Ad hoc:              git perf collect --binary PATH --no-build [--workload NAME] -- CMD ARGS...
+    Needs root (or CAP_BPF and CAP_PERFMON).  Ctrl-C detaches every probe and stores nothing.
+    """
+    from gitperf.collect import CollectRequest, collect as do_collect
+    from gitperf.engine.bcc_engine import BccEngine
+
+    if pipeline not in (None, "none"):
+        raise GitPerfError(f"--pipeline {pipeline} is not available yet; use --pipeline none")
+    # Ad hoc, click cannot tell REV from the command's first word after `--`: a word that names a
+    # commit and is followed by more words is REV, anything else starts the command.
+    if binary and rev != "HEAD" and not (command and _looks_like_rev(rev)):
+        command, rev = (rev, *command), "HEAD"
+    req = CollectRequest(
+        rev=rev, workloads=() if binary else tuple(workloads), funcs=tuple(funcs), mode=mode, repeat=repeat,
+        timeout=timeout, binary=binary, no_build=no_build, command=tuple(command),
+        adhoc_name=workloads[0] if binary and workloads else "adhoc",
+    )
+    engine = BccEngine(force_per_probe=per_probe)
+    engine.check()  # exit 4 before anything else when this machine cannot collect
+    commit, stored = do_collect(_repo(), req, engine, _progress(quiet or as_json))
+    if as_json:
+        click.echo(json.dumps({"commit": commit, "profiles": [
+            {"id": c.id, "workload": c.profile.header.workload, "partial": c.profile.header.partial,
+             "metrics": _metrics_json(c.profile),
+             "plan": {"probed": list(c.profile.plan.probed), "removed": {k: list(v) for k, v in
+                      c.profile.plan.removed.items()}, "changed": list(c.profile.plan.changed)}}
+            for c in stored]}, indent=2))
+        return
+    from gitperf.render import collect_summary
+    click.echo(collect_summary(commit, stored))
+
+
+def _looks_like_rev(word: str) -> bool:
+    try:
+        from gitperf.store import resolve_commit
+        resolve_commit(_repo(), word)
+        return True
+    except GitPerfError:
+        return False
+
+
+def _metrics_json(profile) -> dict:
+    import dataclasses
+    return dataclasses.asdict(profile.metrics)
+
+
+@main.command()
+@click.option("-n", "--max-count", type=int, default=20, help="How many commits.")
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("rev", required=False, default="HEAD")
+def log(max_count, as_json, rev):
+    """First-parent commits from REV and how many profiles each has."""
+    from gitperf.query import first_parent_log
+    rows = first_parent_log(_repo(), rev, max_count)
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
+        return
+    for r in rows:
+        mark = f"{r.profiles:3d} profile{'s' if r.profiles != 1 else ' '}" if r.profiles else "  -         "
+        bad = f"  ({r.unreadable} unreadable)" if r.unreadable else ""
+        click.echo(f"{r.commit[:12]} {mark}  {r.subject}{bad}")
+
+
+@main.command()
+@click.argument("rev", required=False, default="HEAD")
+@click.option("--workload", help="Only this workload.")
+@click.option("--top", type=int, default=25, help="Functions per profile (by exclusive time); 0 = all.")
+@click.option("--json", "as_json", is_flag=True)
+def show(rev, workload, top, as_json):
+    """The profiles stored for REV."""
+    from gitperf.render import show_json, show_text
+    from gitperf.store import NotesStore, resolve_commit
+    repo = _repo()
+    commit = resolve_commit(repo, rev)
+    profiles, bad = NotesStore(repo).read(commit)
+    if workload:
+        profiles = [p for p in profiles if p.profile.header.workload == workload]
+    for b in bad:
+        click.echo(f"git perf: warning: {b}", err=True)
+    if as_json:
+        click.echo(json.dumps(show_json(commit, profiles), indent=2))
+    else:
+        click.echo(show_text(commit, profiles, top))
+
+
+@main.command()
+@click.argument("remote", required=False, default="origin")
+def push(remote):
+    """Push the profiles (refs/notes/perf) to REMOTE without force; merges first if needed."""
+    from gitperf.store import NotesStore
+    NotesStore(_repo()).push(remote)
+    click.echo(f"pushed refs/notes/perf to {remote}")
+
+
+@main.command()
+@click.argument("remote", required=False, default="origin")
+def pull(remote):
+    """Fetch REMOTE's profiles and merge them into ours by union (nothing is lost)."""
+    from gitperf.store import NotesStore
+    NotesStore(_repo()).pull(remote)
+    click.echo(f"merged refs/notes/perf from {remote}")
+
+
+def _planned(name: str, what: str):
+    @main.command(name=name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                  help=f"{what} (not available yet).", epilog=EXIT_CODES)
+    def cmd():
+        raise GitPerfError(f"git perf {name} is not available in this version yet")
+    return cmd
+
+
+for _name, _what in [("check", "Degradations of REV against its baseline"), ("diff", "Per-function comparison of "
+                     "two commits"), ("report", "Markdown / HTML / JSON report"), ("serve", "The dashboard on "
+                     "127.0.0.1"), ("hooks", "Install or uninstall the pre-push hook")]:
+    _planned(_name, _what)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""`git perf collect`: configuration -> build -> analysis -> plan -> engine -> profiles -> notes.
+
+Profiles are written only after every requested run finished (or was marked partial), so an
+interrupted collection writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from gitperf import __version__, codec, elf, workload
+from gitperf.build import checkout, run_build
+from gitperf.config import CollectConfig, Config, Workload, load as load_config
+from gitperf.engine.base import Engine, RawCollection
+from gitperf.errors import CollectionAborted, ConfigError, InputError
+from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.plan import ProbePlan, make_plan
+from gitperf.store import NotesStore, resolve_commit
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    rev: str = "HEAD"
+    workloads: tuple[str, ...] = ()  # names; () = all configured
+    funcs: tuple[str, ...] = ()
+    mode: str | None = None
+    repeat: int | None = None
+    timeout: float | None = None
+    binary: str | None = None  # ad hoc: the ELF to probe
+    no_build: bool = False
+    command: tuple[str, ...] = ()  # ad hoc: the workload's command line
+    adhoc_name: str = "adhoc"
+
+
+@dataclass(frozen=True)
+class Collected:
+    id: str
+    profile: Profile
+    line_bytes: int
+
+
+def machine_fingerprint() -> str:
+    """Hardware identity: profiles from different hardware are not comparable."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 30)
+    return hashlib.sha1(f"{platform.machine()}|{cpu}|{os.cpu_count()}|{mem}".encode()).hexdigest()[:12]
+
+
+def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson interval of a proportion k/n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+# The profile keeps at most this many sampled calls in all, shared among the functions that were
+# called (at least SERIES_FLOOR each): ~2.5 bytes a call compressed keeps a 1000-function profile
+# within tens of kilobytes (DESIGN.md §5).
+SERIES_BUDGET = 8000
+SERIES_FLOOR = 8
+
+
+def _quantize(ns: int) -> int:
+    """Durations to 3 significant digits: far below run-to-run noise, and they compress 2-3x better."""
+    if ns < 1000:
+        return ns
+    scale = 10 ** (len(str(ns)) - 3)
+    return round(ns / scale) * scale
+
+
+def _thin(series: list[tuple[int, int]], limit: int) -> tuple[tuple[int, int], ...]:
+    """An evenly spaced subset of a series (already in call order)."""
+    if len(series) > limit:
+        step = len(series) / limit
+        series = [series[int(i * step)] for i in range(limit)]
+    return tuple((o, _quantize(d)) for o, d in series)
+
+
+def build_functions(plan: ProbePlan, raw: RawCollection) -> list[FunctionStats]:
+    """Raw kernel data -> per-function results, exact where the kernel saw every call."""
+    out = []
+    reached = sum(1 for r in raw.functions if r.series) or 1
+    per_function = min(plan.series_limit, max(SERIES_FLOOR, SERIES_BUDGET // reached))
+    duty = plan.window_ns / plan.period_ns if plan.mode == "bursty" and plan.period_ns else 1.0
+    total_samples = sum(r.stack_samples for r in raw.functions) + raw.unknown_samples
+    wall_ns = raw.run.wall_s * 1e9
+    for f, r in zip(plan.functions, raw.functions):
+        if not r.count and not r.stack_samples:
+            continue
+        kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=r.exclusive_ns, min_ns=r.min_ns,
+                  max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), stack_samples=r.stack_samples)
+        if plan.mode == "stack" and f.name != "main":
+            # Only stack samples: exclusive time = share of samples x wall time, with its interval.
+            lo, hi = _wilson(r.stack_samples, total_samples)
+            est = int(wall_ns * r.stack_samples / total_samples) if total_samples else 0
+            kw.update(count=0, total_ns=est, exclusive_ns=est, sampled=True, ci_low=lo * wall_ns, ci_high=hi * wall_ns)
+        elif duty < 1.0:
+            # Bursty: the kernel saw calls only during bursts; scale up, Poisson interval on the count.
+            half = 1.96 * math.sqrt(max(r.count, 1))
+            scale = 1 / duty
+            kw.update(count=round(r.count * scale), total_ns=round(r.total_ns * scale),
+                      exclusive_ns=round(r.exclusive_ns * scale), sampled=True,
+                      ci_low=max(r.count - half, 0) * scale * (r.total_ns / max(r.count, 1)),
+                      ci_high=(r.count + half) * scale * (r.total_ns / max(r.count, 1)))
+        out.append(FunctionStats(**kw))
+    return out
+
+
+def coverage(plan: ProbePlan, funcs: list[FunctionStats]) -> tuple[float, float]:
+    """HC: share of the root's inclusive time found in other probed functions' exclusive time.
+    TLC: share of the root's inclusive time spent in its (probed) callees."""
+    root = next((f for f in funcs if f.name == "main"), None)
+    if root is None or root.total_ns == 0:
+        return 0.0, 0.0
+    others = sum(f.exclusive_ns for f in funcs if f.name != "main" and not f.sampled)
+    return min(others / root.total_ns, 1.0), (root.total_ns - root.exclusive_ns) / root.total_ns
+
+
+def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Workload, cwd: str,
+                header_base: dict, ore: float, oo: float, progress: Progress, env: dict | None) -> Profile:
+    t0 = time.perf_counter()
+    started = time.time()
+    raw = engine.collect(binary, plan, lambda where: workload.run(wl.argv, cwd, wl.timeout, where, env), progress)
+    funcs = build_functions(plan, raw)
+    hc, tlc = coverage(plan, funcs)
+    header = Header(**header_base, workload=wl.name, command=tuple(wl.argv), started=started,
+                    finished=time.time(), exit_status=raw.run.exit_status, partial=raw.run.partial)
+    metrics = Metrics(
+        PT=time.perf_counter() - t0 + ore + oo, CPT=raw.collection_s, PRT=raw.run.wall_s, RDV=raw.raw_bytes,
+        OO=oo, ORE=ore, PL=len(plan.functions) if plan.mode != "stack" else 1,
+        PLR=sum(1 for f in funcs if f.count), HC=hc, TLC=tlc, dropped=raw.dropped, records=raw.records,
+        stack_samples=raw.stack_samples, untimed=raw.overflow, attach_s=raw.attach_s, detach_s=raw.detach_s,
+    )
+    record = PlanRecord(probed=plan.names, removed=plan.removed, changed=plan.changed, strategy=plan.strategy,
+                        mode=plan.mode, params={"sample_every": plan.sample_every, "record_limit": plan.record_limit,
+                                                "period_ns": plan.period_ns, "window_ns": plan.window_ns,
+                                                "stack_hz": plan.stack_hz, "attach": raw.attach_method})
+    profile = Profile(header, metrics, record, tuple(funcs))
+    size = len(codec.encode(profile))
+    return replace(profile, metrics=replace(metrics, PS=size))
+
+
+def _adhoc_config(req: CollectRequest) -> Config:
+    if not req.command:
+        raise InputError("ad hoc collection needs the workload's command after `--`, e.g. "
+                         "git perf collect --binary ./app --no-build -- ./app input.txt")
+    import shlex
+    wl = Workload(name=req.adhoc_name, command=shlex.join(req.command), timeout=req.timeout or 300.0)
+    return Config(path="(command line)", workloads=(wl,))
+
+
+def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store: NotesStore | None = None,
+            ) -> tuple[str, list[Collected]]:
+    """Collect and store profiles of `req.rev`; returns the commit and what was stored."""
+    commit = resolve_commit(repo, req.rev)
+    engine.check()  # fail fast (exit 4) before any build
+    store = store or NotesStore(repo)
+    adhoc = req.binary is not None
+    profiles: list[Profile] = []
+    try:
+        if adhoc and req.no_build:
+            cfg = _adhoc_config(req)
+            profiles = _collect_in(Path.cwd(), Path(req.binary), cfg, req, commit, engine, progress)
+        else:
+            with checkout(repo, commit) as root:
+                cfg = _adhoc_config(req) if adhoc else load_config(root)
+                if cfg is None:
+                    raise ConfigError(str(root / ".gitperf.toml"), "",
+                                      "not found in this commit: run `git perf init`, or collect ad hoc with "
+                                      "--binary PATH --no-build -- CMD ARGS...")
+                build_cmd = "" if req.no_build else cfg.build.command
+                if build_cmd:
+                    progress(f"building {commit[:12]}: {build_cmd}")
+                    run_build(build_cmd, root, commit)
+                binary = Path(req.binary) if adhoc else root / cfg.build.binary
+                if not adhoc and not cfg.build.binary:
+                    raise ConfigError(cfg.path, "build.binary", "missing: which ELF file should be probed?")
+                profiles = _collect_in(root, binary, cfg, req, commit, engine, progress)
+    except KeyboardInterrupt:
+        raise CollectionAborted("interrupted: probes detached, workload killed, nothing was stored") from None
+    stored = []
+    for p in profiles:
+        line = codec.encode(p)
+        stored.append(Collected(store.add_line(commit, line), p, len(line)))
+    return commit, stored
+
+
+def _collect_in(root: Path, binary_path: Path, cfg: Config, req: CollectRequest, commit: str,
+                engine: Engine, progress: Progress) -> list[Profile]:
+    t0 = time.perf_counter()
+    binary = elf.load(binary_path)
+    ore = time.perf_counter() - t0
+    ccfg: CollectConfig = cfg.collect if req.mode is None else replace(cfg.collect, mode=req.mode)
+    t1 = time.perf_counter()
+    plan = make_plan(binary, ccfg, req.funcs)
+    oo = time.perf_counter() - t1
+    wls = [cfg.workload(n) for n in req.workloads] if req.workloads else list(cfg.workloads)
+    if not wls:
+        raise ConfigError(cfg.path, "workload", "no workloads defined: add a [[workload]] table")
+    header_base = dict(tool_version=__version__, commit=commit, binary=os.path.relpath(binary.path, root)
+                       if binary.path.startswith(str(root)) else binary.path, build_id=binary.build_id,
+                       engine=engine.name, machine=machine_fingerprint(), kernel=platform.release())
+    env = dict(os.environ, GITPERF_COMMIT=commit)
+    out = []
+    runs = [(wl, i) for wl in wls for i in range(req.repeat or wl.repeat)]
+    for k, (wl, i) in enumerate(runs, start=1):
+        if req.timeout:
+            wl = replace(wl, timeout=req.timeout)
+        progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
+        p = profile_run(engine, binary, plan, wl, str(root), header_base, ore, oo, progress, env)
+        if p.header.partial:
+            progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
+        out.append(p)
+    return out

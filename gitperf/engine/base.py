@@ -1,0 +1,56 @@
+"""The engine interface (after the thesis' common engine interface) and the raw data an engine
+returns.  `collect.py` turns a `RawCollection` into a `Profile`; engines know nothing of git."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from gitperf.elf import BinaryInfo
+from gitperf.plan import ProbePlan
+from gitperf.workload import RunResult, Scope
+
+
+@dataclass
+class RawFunction:
+    count: int = 0  # exact: counted at entry in the kernel
+    timed: int = 0  # calls whose return was seen (== count unless cut off by exit/crash/burst)
+    total_ns: int = 0
+    exclusive_ns: int = 0
+    min_ns: int = 0
+    max_ns: int = 0
+    hist: list[int] = field(default_factory=list)
+    series: list[tuple[int, int]] = field(default_factory=list)  # (ordinal, inclusive ns)
+    stack_samples: int = 0
+
+
+@dataclass
+class RawCollection:
+    functions: list[RawFunction]  # indexed like plan.functions
+    run: RunResult
+    attach_s: float
+    detach_s: float
+    collection_s: float  # CPT: attach .. results read
+    raw_bytes: int  # RDV
+    records: int
+    dropped: int
+    overflow: int  # calls deeper than the shadow stack (counted, not timed)
+    unmatched: int
+    stack_samples: int
+    unknown_samples: int  # samples outside the binary's functions
+    attach_method: str  # "uprobe_multi" | "per-probe"
+
+
+# The workload runner an engine calls once its probes are in place.
+RunWorkload = Callable[[Scope], RunResult]
+Progress = Callable[[str], None]
+
+
+class Engine(Protocol):
+    name: str
+
+    def check(self) -> None:
+        """Raise EnvironmentUnavailable (exit 4) with what to do when this machine cannot collect."""
+
+    def collect(self, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload, progress: Progress) -> RawCollection:
+        """Attach, run the workload, read the results, detach: detach happens on every exit path."""

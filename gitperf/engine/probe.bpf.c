@@ -1,0 +1,252 @@
+// git perf collection program (bcc).  One entry and one return program serve every probed
+// function: with a uprobe_multi link the function id is the attach cookie; with per-probe attach
+// (old kernels) the driver generates one tiny stub per function that passes its id.
+//
+// Compile-time constants (-D from the driver):
+//   NFUNCS        number of probed functions (ids 0..NFUNCS-1)
+//   ROOT_FID      id of the root (main): its entry records the process's load bias for symbolisation
+//   CGROUP_ID     only threads in this cgroup v2 are traced (0 = no filter)
+//   PERIOD_NS, WINDOW_NS   timed sampling: record only calls that start in the first WINDOW_NS of
+//                          every PERIOD_NS (0 = always)
+//   USE_COOKIE    1 with uprobe_multi links
+#include <uapi/linux/ptrace.h>
+#include <linux/bpf_perf_event.h>
+
+// The kernel installs at most 64 nested return probes per thread (MAX_URETPROBE_DEPTH in
+// kernel/events/uprobes.c); deeper calls fire their entry but never their return.  The shadow stack
+// mirrors that depth exactly: a call entered at depth >= 64 is counted but not timed.
+#define MAX_DEPTH 64
+#define DEPTH_MASK (MAX_DEPTH - 1)
+#define NHIST 40               // log2 buckets of duration in ns: 2^39 ns ~ 9 min
+#define STALE_SCAN 4           // frames searched for a return whose entry is not on top
+
+// conf.flags
+#define F_RECORD_ALL   0       // every call (subject to `every`)
+#define F_DYNAMIC      1       // dynamic probing: record ordinals < limit
+#define F_BACKOFF      2       // ... and re-enable for `limit` calls at limit*2^k (doubling back-off)
+
+// counters[]
+#define C_DROPS 0              // ring buffer full: records lost (reported in the profile)
+#define C_RECORDS 1            // records submitted
+#define C_OVERFLOW 2           // calls nested deeper than MAX_DEPTH (counted, not timed)
+#define C_UNMATCHED 3          // returns with no matching entry (burst boundaries, longjmp)
+#define C_SAMPLES 4            // perf_event samples taken
+#define NCOUNTERS 8
+
+struct frame {
+    u64 start;
+    u64 child;                 // inclusive time of completed callees
+    u64 ord;                   // this call's ordinal among the function's calls
+    u32 fid;
+    u32 record;
+};
+
+struct tstack {
+    u32 depth;
+    u32 pad;
+    struct frame f[MAX_DEPTH];
+};
+
+struct fstat {
+    u64 total;
+    u64 excl;
+    u64 min;
+    u64 max;
+    u64 timed;                 // calls whose return was seen (count comes from `calls`)
+    u64 hist[NHIST];
+};
+
+struct fconf {
+    u64 vaddr;
+    u32 every;                 // record every n-th call (1 = all)
+    u32 limit;                 // F_DYNAMIC threshold
+    u32 flags;
+    u32 pad;
+};
+
+struct rec {
+    u32 fid;
+    u32 pid;
+    u32 tid;
+    u32 depth;
+    u64 ord;
+    u64 dur;
+    u64 excl;
+};
+
+struct skey {
+    u32 tgid;
+    s32 stackid;
+};
+
+BPF_ARRAY(conf, struct fconf, NFUNCS);
+BPF_ARRAY(calls, u64, NFUNCS);                  // exact call counts, shared by all CPUs
+BPF_PERCPU_ARRAY(stats, struct fstat, NFUNCS);
+BPF_PERCPU_ARRAY(counters, u64, NCOUNTERS);
+BPF_PERCPU_ARRAY(zero_stack, struct tstack, 1); // a zeroed value to create a thread's stack from
+BPF_HASH(stacks, u32, struct tstack, 16384);
+BPF_HASH(bases, u32, u64, 4096);                // tgid -> load bias of the binary
+BPF_RINGBUF_OUTPUT(records, RINGBUF_PAGES);
+BPF_STACK_TRACE(ustacks, 16384);
+BPF_HASH(samples, struct skey, u64, 65536);
+
+// The frame at depth d.  The empty asm hides d's known range from clang, so the mask survives
+// into the bytecode and the verifier sees a bounded index.
+static __always_inline struct frame *frame_at(struct tstack *st, u32 d) {
+    asm volatile("" : "+r"(d));
+    return &st->f[d & DEPTH_MASK];
+}
+
+static __always_inline void bump(u32 idx) {
+    u64 *c = counters.lookup(&idx);
+    if (c) (*c)++;
+}
+
+static __always_inline int in_scope(void) {
+#if CGROUP_ID
+    return bpf_get_current_cgroup_id() == CGROUP_ID;
+#else
+    return 1;
+#endif
+}
+
+static __always_inline int should_record(struct fconf *c, u64 ord, u64 now) {
+    if (c->every > 1 && ord % c->every)
+        return 0;
+    if (c->flags & F_DYNAMIC) {
+        u64 q = ord / (c->limit ? c->limit : 1);
+        if (q && !((c->flags & F_BACKOFF) && (q & (q - 1)) == 0))
+            return 0;
+    }
+#if PERIOD_NS
+    if (now % PERIOD_NS >= WINDOW_NS)
+        return 0;
+#endif
+    return 1;
+}
+
+static __always_inline int do_entry(struct pt_regs *ctx, u32 fid) {
+    if (fid >= NFUNCS || !in_scope())
+        return 0;
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tid = (u32)id;
+    struct tstack *st = stacks.lookup(&tid);
+    if (!st) {
+        u32 z = 0;
+        struct tstack *zero = zero_stack.lookup(&z);
+        if (!zero)
+            return 0;
+        stacks.update(&tid, zero);
+        st = stacks.lookup(&tid);
+        if (!st)
+            return 0;
+    }
+    struct fconf *c = conf.lookup(&fid);
+    u64 *cnt = calls.lookup(&fid);
+    if (!c || !cnt)
+        return 0;
+    u64 ord = __sync_fetch_and_add(cnt, 1);
+    if (fid == ROOT_FID) {
+        u32 tgid = id >> 32;
+        u64 bias = PT_REGS_IP(ctx) - c->vaddr;
+        bases.update(&tgid, &bias);
+    }
+    u32 d = st->depth;
+    if (d >= MAX_DEPTH) {      // no return probe will fire for this call: do not push
+        bump(C_OVERFLOW);
+        return 0;
+    }
+    st->depth = d + 1;
+    struct frame *f = frame_at(st, d);
+    f->fid = fid;
+    f->child = 0;
+    f->ord = ord;
+    u64 now = bpf_ktime_get_ns();
+    f->record = should_record(c, ord, now);
+    f->start = now;            // last, so the probe's own cost is mostly outside the interval
+    return 0;
+}
+
+static __always_inline int do_return(struct pt_regs *ctx, u32 fid) {
+    u64 now = bpf_ktime_get_ns();
+    if (fid >= NFUNCS || !in_scope())
+        return 0;
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tid = (u32)id;
+    struct tstack *st = stacks.lookup(&tid);
+    if (!st || st->depth == 0) {
+        bump(C_UNMATCHED);
+        return 0;
+    }
+    u32 d = st->depth - 1;
+    // Frames whose return we never saw (a burst ended, longjmp) lie above ours: drop them.
+#pragma unroll
+    for (int i = 0; i < STALE_SCAN; i++) {
+        if (frame_at(st, d)->fid == fid || d == 0)
+            break;
+        d--;
+        bump(C_UNMATCHED);
+    }
+    struct frame *f = frame_at(st, d);
+    if (f->fid != fid) {
+        bump(C_UNMATCHED);
+        return 0;
+    }
+    u64 dur = now - f->start;
+    u64 excl = dur > f->child ? dur - f->child : 0;
+    u64 ord = f->ord;
+    u32 record = f->record;
+    st->depth = d;
+    if (d > 0)
+        frame_at(st, d - 1)->child += dur;
+
+    struct fstat *s = stats.lookup(&fid);
+    if (s) {
+        s->total += dur;
+        s->excl += excl;
+        s->timed++;
+        if (s->min == 0 || dur < s->min)
+            s->min = dur;
+        if (dur > s->max)
+            s->max = dur;
+        u32 b = bpf_log2l(dur);
+        if (b < NHIST)
+            s->hist[b]++;
+    }
+    if (record) {
+        struct rec *r = records.ringbuf_reserve(sizeof(struct rec));
+        if (!r) {
+            bump(C_DROPS);
+            return 0;
+        }
+        r->fid = fid;
+        r->pid = id >> 32;
+        r->tid = tid;
+        r->depth = d;
+        r->ord = ord;
+        r->dur = dur;
+        r->excl = excl;
+        records.ringbuf_submit(r, 0);
+        bump(C_RECORDS);
+    }
+    return 0;
+}
+
+#if USE_COOKIE
+int on_entry(struct pt_regs *ctx) { return do_entry(ctx, (u32)bpf_get_attach_cookie(ctx)); }
+int on_return(struct pt_regs *ctx) { return do_return(ctx, (u32)bpf_get_attach_cookie(ctx)); }
+#endif
+
+// perf_event CPU-clock sampling: count (process, user stack) pairs; the driver symbolises them.
+int on_sample(struct bpf_perf_event_data *ctx) {
+    if (!in_scope())
+        return 0;
+    struct skey k = {};
+    k.tgid = bpf_get_current_pid_tgid() >> 32;
+    k.stackid = ustacks.get_stackid(ctx, BPF_F_USER_STACK);
+    if (k.stackid < 0)
+        return 0;
+    samples.increment(k);
+    bump(C_SAMPLES);
+    return 0;
+}

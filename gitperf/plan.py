@@ -1,0 +1,82 @@
+"""Which functions to probe and how (DESIGN.md §1 "plan").
+
+This issue's strategies are the thesis' `userspace` (every function defined in the binary) and an
+explicit function list; the analysis pipelines (match, shaping, diff tracing, baselines, sampling)
+will produce the same `ProbePlan` with `removed` filled in.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from gitperf.config import CollectConfig
+from gitperf.elf import BinaryInfo, FunctionSymbol
+from gitperf.errors import InputError
+
+ROOT = "main"
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    functions: tuple[FunctionSymbol, ...]  # probe ids are indexes into this tuple
+    root: int | None  # index of the root function (main), or None when the binary has none
+    mode: str = "trace"  # trace | sample | dynamic | timed | bursty | stack
+    sample_every: int = 1
+    record_limit: int = 1000
+    reenable: bool = True
+    period_ns: int = 0
+    window_ns: int = 0
+    stack_hz: int = 0
+    series_limit: int = 1000
+    strategy: str = "userspace"
+    removed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    changed: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.functions)
+
+
+def _pick(binary: BinaryInfo, names: tuple[str, ...]) -> list[FunctionSymbol]:
+    table = binary.by_name()
+    picked = []
+    for n in names:
+        if n not in table:
+            close = difflib.get_close_matches(n, table.keys(), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise InputError(f"function '{n}' is not defined in {binary.path}{hint}")
+        picked.append(table[n])
+    return picked
+
+
+def make_plan(binary: BinaryInfo, cfg: CollectConfig, funcs: tuple[str, ...] = ()) -> ProbePlan:
+    """A plan from the configuration (and `--func` names, which override the strategy)."""
+    names = funcs or (cfg.functions if cfg.strategy == "funcs" else ())
+    removed: dict[str, tuple[str, ...]] = {}
+    if names:
+        chosen = _pick(binary, names)
+        table = binary.by_name()
+        if ROOT in table and table[ROOT] not in chosen:
+            chosen.append(table[ROOT])  # the root is always probed: it anchors TLC and symbolisation
+        strategy = "funcs"
+        removed["not-selected"] = tuple(sorted(set(table) - {f.name for f in chosen}))
+    else:
+        chosen, strategy = list(binary.functions), "userspace"
+    chosen.sort(key=lambda f: f.vaddr)
+    root = next((i for i, f in enumerate(chosen) if f.name == ROOT), None)
+
+    mode = cfg.mode
+    every = cfg.sample_every if mode == "sample" else 1
+    # In plain trace mode every call is aggregated in the kernel; the per-call series is bounded by
+    # dynamic probing with back-off, so a function called millions of times cannot flood the ring.
+    dynamic = mode in ("trace", "dynamic")
+    return ProbePlan(
+        functions=tuple(chosen), root=root, mode=mode, sample_every=every,
+        record_limit=cfg.record_limit if dynamic else 0,
+        reenable=cfg.reenable if mode == "dynamic" else True,
+        period_ns=int(cfg.period_ms * 1e6) if mode in ("timed", "bursty") else 0,
+        window_ns=int(cfg.window_ms * 1e6) if mode in ("timed", "bursty") else 0,
+        stack_hz=cfg.stack_hz or (199 if mode == "stack" else 0),
+        series_limit=cfg.series_limit, strategy=strategy, removed=removed,
+    )

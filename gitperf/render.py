@@ -1,0 +1,92 @@
+"""Text and JSON views of profiles (the CLI's output).  Pure functions: data in, text out."""
+
+from __future__ import annotations
+
+from gitperf.model import Profile, StoredProfile
+
+
+def fmt_ns(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.2f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def metrics_line(p: Profile) -> str:
+    m = p.metrics
+    return (f"PT {m.PT:.2f}s  CPT {m.CPT:.2f}s  PRT {m.PRT:.3f}s  RDV {fmt_bytes(m.RDV)}  PS {fmt_bytes(m.PS)}  "
+            f"PL {m.PL}  PLR {m.PLR}  HC {m.HC:.1%}  TLC {m.TLC:.1%}  attach {m.attach_s * 1e3:.0f} ms  "
+            f"detach {m.detach_s * 1e3:.0f} ms")
+
+
+def _warnings(p: Profile) -> list[str]:
+    out = []
+    if p.header.partial:
+        out.append(f"PARTIAL: {p.header.partial} (exit status {p.header.exit_status})")
+    if p.metrics.dropped:
+        out.append(f"{p.metrics.dropped} sampled call records were lost (ring buffer full); "
+                   "aggregates are still exact")
+    if p.metrics.untimed:
+        out.append(f"{p.metrics.untimed} calls nested deeper than 64 probed frames were counted but not timed")
+    return out
+
+
+def collect_summary(commit: str, stored) -> str:
+    lines = [f"commit {commit}"]
+    for c in stored:
+        p = c.profile
+        lines.append(f"  {c.id}  {p.header.workload}  ({p.plan.mode}, {p.plan.params.get('attach', '?')})")
+        lines.append("    " + metrics_line(p))
+        lines += ["    warning: " + w for w in _warnings(p)]
+        top = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)[:5]
+        lines.append("    hottest (exclusive): " + ", ".join(f"{f.name} {fmt_ns(f.exclusive_ns)}" for f in top))
+    return "\n".join(lines)
+
+
+def show_text(commit: str, profiles: list[StoredProfile], top: int = 25) -> str:
+    if not profiles:
+        return f"commit {commit}: no profiles (collect with `git perf collect {commit[:12]}`)"
+    lines = [f"commit {commit}"]
+    for sp in profiles:
+        p = sp.profile
+        h = p.header
+        lines += ["", f"profile {sp.id}  workload {h.workload}  engine {h.engine}  mode {p.plan.mode}  "
+                      f"machine {h.machine}  kernel {h.kernel}", "  " + metrics_line(p)]
+        lines += ["  warning: " + w for w in _warnings(p)]
+        funcs = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)
+        if top:
+            funcs = funcs[:top]
+        lines.append(f"  {'function':<32} {'calls':>10} {'total':>11} {'exclusive':>11} {'mean':>10}  ")
+        for f in funcs:
+            calls = f"~{f.count}" if f.sampled else str(f.count)
+            est = f"  [{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
+            lines.append(f"  {f.name[:32]:<32} {calls:>10} {fmt_ns(f.total_ns):>11} {fmt_ns(f.exclusive_ns):>11} "
+                         f"{fmt_ns(f.mean_ns):>10}{est}")
+    return "\n".join(lines)
+
+
+def profile_json(sp: StoredProfile) -> dict:
+    import dataclasses
+    p = sp.profile
+    funcs = []
+    for f in p.functions:
+        d = {"name": f.name, "count": f.count, "total_ns": f.total_ns, "exclusive_ns": f.exclusive_ns,
+             "min_ns": f.min_ns, "max_ns": f.max_ns, "sampled": f.sampled, "hist_log2": list(f.hist),
+             "series_len": len(f.series), "stack_samples": f.stack_samples}
+        if f.sampled:
+            d.update(ci_low=f.ci_low, ci_high=f.ci_high)
+        funcs.append(d)
+    return {"id": sp.id, "workload": p.header.workload, "engine": p.header.engine, "config_key": p.config_key,
+            "header": dataclasses.asdict(p.header), "metrics": dataclasses.asdict(p.metrics),
+            "plan": dataclasses.asdict(p.plan), "functions": funcs}
+
+
+def show_json(commit: str, profiles: list[StoredProfile]) -> dict:
+    return {"commit": commit, "profiles": [profile_json(sp) for sp in profiles]}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# One idempotent set-up for git perf, used by `make demo` and `make test`.
+#
+#   1. Debian packages: bcc (+ its Python module), kernel headers, a C compiler, chromium
+#   2. /lib/modules/$(uname -r)/{build,source} -> installed headers when the running kernel has none
+#   3. .venv with the pinned Python dependencies and the project (editable)
+#   4. Debian's bcc Python module made importable inside .venv
+#
+# Running it twice changes nothing.  Without root it reports each step it could not do
+# and carries on with the rest (the venv still works for everything but collection).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.gitperf-setup-stamp"
+DEBS=(python3-bpfcc libbpfcc linux-headers-amd64 gcc make chromium valgrind)
+SKIPPED=()
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# --- 1. Debian packages -------------------------------------------------------------------
+missing=()
+for p in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if is_root; then
+    say "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    SKIPPED+=("apt-get install ${missing[*]} (needs root)")
+  fi
+fi
+
+# --- 2. kernel headers for bcc's run-time compiler ---------------------------------------
+KREL="$(uname -r)"
+MODDIR="/lib/modules/$KREL"
+if [ ! -e "$MODDIR/build/include/generated" ] || [ ! -e "$MODDIR/source/include/linux/kconfig.h" ]; then
+  # Debian splits headers: the arch package has the generated files, -common the sources.
+  arch_hdr="$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | grep -v -- -rt- | grep -v cloud | sort -V | tail -1 || true)"
+  common_hdr="${arch_hdr%-amd64}-common"
+  if [ -z "$arch_hdr" ] || [ ! -d "$common_hdr" ]; then
+    SKIPPED+=("kernel headers: none installed under /usr/src (install linux-headers-amd64)")
+  elif is_root; then
+    say "linking $MODDIR/{build,source} to $arch_hdr (running kernel $KREL has no headers package)"
+    mkdir -p "$MODDIR"
+    ln -sfn "$arch_hdr" "$MODDIR/build"
+    ln -sfn "$common_hdr" "$MODDIR/source"
+  else
+    SKIPPED+=("ln -s $arch_hdr $MODDIR/build; ln -s $common_hdr $MODDIR/source (needs root)")
+  fi
+fi
+
+# --- 3. virtual environment -----------------------------------------------------------------
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  say "error: git perf needs Python 3.11 (found $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11"
+  exit 2
+fi
+[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
+
+# Re-install only when the pins or the project metadata changed.
+want="$(cat "$ROOT/requirements.lock" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+  say "installing pinned Python dependencies (first run: a few minutes, angr is large)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements.lock"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e "$ROOT"
+  echo "$want" > "$STAMP"
+fi
+
+# --- 4. Debian's bcc module inside the venv ---------------------------------------------------
+# bcc's Python binding is pure Python over libbcc.so (ctypes), so linking just that package
+# into the venv works with any CPython 3.11 and keeps the rest of dist-packages out.
+SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ -d /usr/lib/python3/dist-packages/bcc ]; then
+  [ "$(readlink "$SITE/bcc" 2>/dev/null)" = /usr/lib/python3/dist-packages/bcc ] \
+    || ln -sfn /usr/lib/python3/dist-packages/bcc "$SITE/bcc"
+else
+  SKIPPED+=("bcc Python module: /usr/lib/python3/dist-packages/bcc missing (install python3-bpfcc)")
+fi
+
+if [ ${#SKIPPED[@]} -gt 0 ]; then
+  say "could not do these steps; collection will not work until they are done:"
+  for s in "${SKIPPED[@]}"; do say "  - $s"; done
+fi
+exit 0

@@ -1,0 +1,20 @@
+"""Small builders for tests that need profiles without running eBPF."""
+
+from __future__ import annotations
+
+import time
+
+from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+
+
+def make_profile(commit: str, workload: str = "w", n_functions: int = 3, seed: int = 0, series: int = 0) -> Profile:
+    funcs = tuple(
+        FunctionStats(name=f"fn_{i}<int>", count=100 + i + seed, total_ns=10_000 * (i + 1) + seed,
+                      exclusive_ns=5_000 * (i + 1), min_ns=10, max_ns=900, hist=(0, 1, 5, 3),
+                      series=tuple((k * 3, 1000 + (k * 37 + i) % 500) for k in range(series)))
+        for i in range(n_functions))
+    header = Header(tool_version="test", commit=commit, binary="app", build_id="abc", command=("./app",),
+                    workload=workload, engine="bcc", machine="m1", kernel="6.x", started=time.time(),
+                    finished=time.time() + seed)
+    return Profile(header, Metrics(PL=n_functions, PLR=n_functions), PlanRecord(probed=tuple(f.name for f in funcs)),
+                   funcs)

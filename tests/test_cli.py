@@ -1,0 +1,57 @@
+import json
+
+import pytest
+
+from conftest import git, run_cli
+from gitperf.store import NotesStore, open_repo
+from helpers import make_profile
+
+COMMANDS = ["init", "collect", "log", "show", "push", "pull", "check", "diff", "report", "serve", "hooks"]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_every_command_has_help(empty_repo, cmd):
+    r = run_cli(empty_repo, cmd, "--help")
+    assert r.returncode == 0 and "Usage:" in r.stdout
+
+
+def test_top_level_help_documents_exit_codes(empty_repo):
+    # `git perf --help` makes git look for a man page; `git perf -h` reaches us, as for any git extension
+    r = run_cli(empty_repo, "-h")
+    assert r.returncode == 0
+    for code in ("0  success", "1  degradation", "2  usage", "3  not enough data", "4  this machine cannot collect"):
+        assert code in r.stdout
+
+
+def test_planned_commands_say_so_with_exit_2(empty_repo):
+    r = run_cli(empty_repo, "check")
+    assert r.returncode == 2 and "not available" in r.stderr
+
+
+def test_outside_a_repository(tmp_path):
+    r = run_cli(tmp_path, "log")
+    assert r.returncode == 2 and "not a git repository" in r.stderr
+
+
+def test_log_and_show(demo_repo):
+    root, commits = demo_repo
+    store = NotesStore(open_repo(root))
+    store.add(commits[3], make_profile(commits[3], "small"))
+    store.add(commits[3], make_profile(commits[3], "default", seed=1))
+    r = run_cli(root, "log", "--json")
+    rows = json.loads(r.stdout)
+    assert [row["commit"] for row in rows] == commits[::-1]
+    assert {row["commit"]: row["profiles"] for row in rows}[commits[3]] == 2
+    text = run_cli(root, "log").stdout
+    assert "2 profiles" in text and "rename checksum_all" in text
+
+    shown = json.loads(run_cli(root, "show", commits[3], "--json").stdout)
+    assert shown["commit"] == commits[3]
+    assert {p["workload"] for p in shown["profiles"]} == {"small", "default"}
+    f = shown["profiles"][0]["functions"][0]
+    assert {"name", "count", "total_ns", "exclusive_ns", "sampled"} <= f.keys()
+    assert "fn_0<int>" in run_cli(root, "show", commits[3]).stdout
+
+    r = run_cli(root, "show", "no-such-rev")
+    assert r.returncode == 2 and "unknown revision 'no-such-rev'" in r.stderr
+    assert "no profiles" in run_cli(root, "show", commits[0]).stdout

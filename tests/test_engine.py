@@ -1,0 +1,292 @@
+"""The bcc engine and `git perf collect` on real compiled programs (needs root + eBPF)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DEMO, git, run_cli
+from gitperf.engine.bpflink import uprobe_multi_links
+from gitperf.store import NotesStore, open_repo
+
+pytestmark = pytest.mark.ebpf
+
+
+def ground_truth() -> dict[str, int]:
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) \|$", (DEMO / "README.md").read_text(), re.M)
+    assert len(rows) >= 30
+    return {name: int(n) for name, n in rows}
+
+
+def collect_json(root, *args, env=None) -> dict:
+    r = run_cli(root, "collect", "--json", *args, env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def stored(root, commit) -> list[dict]:
+    r = run_cli(root, "show", commit, "--json", "--top", "0")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["profiles"]
+
+
+def by_name(profile) -> dict[str, dict]:
+    return {f["name"]: f for f in profile["functions"]}
+
+
+@pytest.fixture
+def first_commit(demo_repo):
+    root, commits = demo_repo
+    git(root, "checkout", "-q", commits[0])
+    return root, commits[0]
+
+
+def test_trace_counts_equal_ground_truth_and_times_are_consistent(first_commit):
+    root, c = first_commit
+    out = collect_json(root, "--workload", "small")
+    assert out["commit"] == c and len(out["profiles"]) == 1
+    m = out["profiles"][0]["metrics"]
+    assert m["dropped"] == 0 and m["PL"] >= 40 and m["PLR"] == len(ground_truth())
+    [p] = stored(root, c)
+    funcs = by_name(p)
+    assert {n: f["count"] for n, f in funcs.items()} == ground_truth()
+    for f in funcs.values():
+        assert f["total_ns"] >= f["exclusive_ns"] >= 0, f
+        assert not f["sampled"]
+    # exclusive times add up to the root's inclusive time (deep is_even/is_odd frames are untimed
+    # and their time lands in the nearest timed caller, so the sum still covers it)
+    root_incl = funcs["main"]["total_ns"]
+    excl_sum = sum(f["exclusive_ns"] for f in funcs.values())
+    assert abs(excl_sum - root_incl) <= 0.05 * root_incl, (excl_sum, root_incl)
+    # recursion: fib's inclusive time counts nested calls again, its exclusive time does not
+    assert funcs["fib"]["exclusive_ns"] < funcs["main"]["total_ns"] < funcs["fib"]["total_ns"]
+    # is_even(1001) nests 1002 calls; beyond 64 probed frames they are counted but not timed
+    assert 900 < p["metrics"]["untimed"] < 1002
+    assert p["header"]["partial"] == "" and p["header"]["exit_status"] == 0
+
+
+def test_sample_every_n_records_one_call_in_n(first_commit):
+    root, c = first_commit
+    cfg = (root / ".gitperf.toml").read_text().replace('mode = "trace"', 'mode = "sample"\nsample_every = 10')
+    (root / ".gitperf.toml").write_text(cfg)
+    git(root, "commit", "-qam", "sample every 10th call")
+    c2 = git(root, "rev-parse", "HEAD")
+    out = collect_json(root, "--workload", "small")
+    [p] = stored(root, c2)
+    funcs = by_name(p)
+    assert funcs["fib"]["count"] == 57313
+    total_calls = sum(f["count"] for f in funcs.values())
+    m = out["profiles"][0]["metrics"]
+    # every 10th ordinal of every timed call (calls below 64 nested frames are untimed, unrecorded)
+    timed = total_calls - m["untimed"]
+    assert timed / 10 - len(funcs) <= m["records"] <= timed / 10 + len(funcs), (m["records"], timed)
+    assert max(len_ for len_ in (f["series_len"] for f in funcs.values())) <= 200
+
+
+def test_per_probe_fallback_gives_the_same_counts(first_commit):
+    root, c = first_commit
+    r = run_cli(root, "collect", "-q", "--workload", "small", "--per-probe", "--func", "ht_insert",
+                "--func", "ht_lookup", "--func", "fib", "--func", "cmp_by_count")
+    assert r.returncode == 0, r.stderr
+    [p] = stored(root, c)
+    assert p["plan"]["params"]["attach"] == "per-probe"
+    counts = {n: f["count"] for n, f in by_name(p).items()}
+    gt = ground_truth()
+    assert counts == {n: gt[n] for n in ("ht_insert", "ht_lookup", "fib", "cmp_by_count", "main")}
+
+
+def test_adhoc_without_config_multi_process_workload(tmp_path, demo_repo):
+    root, commits = demo_repo
+    subprocess.run(["make", "-s"], cwd=root, check=True)
+    binary = root / "wordstat"
+    # a shell workload that runs the binary twice in two processes
+    r = run_cli(root, "collect", "--json", "--binary", str(binary), "--no-build", "--workload", "twice",
+                "--func", "fib", "--", "/bin/sh", "-c", f"{binary} 10 1 >/dev/null; {binary} 10 1 >/dev/null")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["commit"] == commits[-1]
+    [p] = stored(root, commits[-1])
+    assert p["workload"] == "twice"
+    assert by_name(p)["fib"]["count"] == 2 * 57313 and by_name(p)["main"]["count"] == 2
+
+
+def test_stack_sampling_finds_the_hot_loop(demo_repo):
+    root, commits = demo_repo
+    subprocess.run(["make", "-s"], cwd=root, check=True)
+    r = run_cli(root, "collect", "-q", "--binary", str(root / "wordstat"), "--no-build", "--mode", "stack",
+                "--", str(root / "wordstat"), "1000000", "100")
+    assert r.returncode == 0, r.stderr
+    [p] = stored(root, commits[-1])
+    funcs = by_name(p)
+    assert p["metrics"]["stack_samples"] > 20
+    hottest = max((f for f in funcs.values() if f["sampled"]), key=lambda f: f["stack_samples"])
+    assert hottest["name"] in ("checksum_block", "is_word_char", "text_tokenize"), hottest
+    assert hottest["ci_low"] <= hottest["total_ns"] <= hottest["ci_high"]
+
+
+@pytest.mark.parametrize("pie", [True, False])
+def test_pie_and_non_pie(tmp_path, pie):
+    src = tmp_path / "p.c"
+    src.write_text("__attribute__((noinline)) int f(int x){return x*2+1;}\n"
+                   "int main(int c,char**v){int s=0;for(int i=0;i<1234;i++)s+=f(i);return s==0;}\n")
+    exe = tmp_path / "p"
+    subprocess.run(["cc", "-O2", "-g", "-pie" if pie else "-no-pie", "-fPIE" if pie else "-fno-pie",
+                    "-o", str(exe), str(src)], check=True)
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "x")
+    r = run_cli(repo, "collect", "-q", "--binary", str(exe), "--no-build", "--", str(exe))
+    assert r.returncode == 0, r.stderr
+    [p] = stored(repo, "HEAD")
+    assert by_name(p)["f"]["count"] == 1234
+
+
+def _slow_workload_repo(tmp_path, body: str) -> Path:
+    repo = tmp_path / "slow"
+    repo.mkdir()
+    (repo / "s.c").write_text("#include <unistd.h>\n#include <signal.h>\n"
+                              "__attribute__((noinline)) void tick(void){ usleep(1000); }\n"
+                              "int main(void){ " + body + " }\n")
+    (repo / ".gitperf.toml").write_text('[build]\ncommand = "cc -O2 -g -o s s.c"\nbinary = "s"\n'
+                                        '[[workload]]\nname = "w"\ncommand = "./s"\ntimeout = 2\n')
+    (repo / ".gitignore").write_text("s\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "slow")
+    return repo
+
+
+def test_hang_times_out_keeps_partial_profile_and_detaches(tmp_path):
+    repo = _slow_workload_repo(tmp_path, "for(;;) tick(); return 0;")
+    before = set(uprobe_multi_links())
+    r = run_cli(repo, "collect", "--json")
+    assert r.returncode == 0, r.stderr
+    [p] = stored(repo, "HEAD")
+    assert p["header"]["partial"] == "timeout" and p["header"]["exit_status"] is None
+    assert by_name(p)["tick"]["count"] > 100
+    assert set(uprobe_multi_links()) == before
+
+
+def test_crash_keeps_profile_marked_partial(tmp_path):
+    repo = _slow_workload_repo(tmp_path, "for(int i=0;i<5;i++) tick(); raise(SIGSEGV); return 0;")
+    r = run_cli(repo, "collect", "-q")
+    assert r.returncode == 0, r.stderr
+    [p] = stored(repo, "HEAD")
+    assert p["header"]["partial"] == "crashed: SIGSEGV"
+    assert by_name(p)["tick"]["count"] == 5
+
+
+def test_ctrl_c_detaches_and_writes_no_note(tmp_path):
+    repo = _slow_workload_repo(tmp_path, "for(;;) tick(); return 0;")
+    (repo / ".gitperf.toml").write_text((repo / ".gitperf.toml").read_text().replace("timeout = 2", "timeout = 60"))
+    git(repo, "commit", "-qam", "longer timeout")
+    before = set(uprobe_multi_links())
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    # git-perf itself (through `git perf`, git also dies of the SIGINT and reports that instead)
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "git-perf"), "collect"], cwd=repo, env=env,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and set(uprobe_multi_links()) == before:
+        time.sleep(0.05)
+    assert set(uprobe_multi_links()) != before, "probes never attached"
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "nothing was stored" in err
+    assert set(uprobe_multi_links()) == before
+    assert NotesStore(open_repo(repo)).commits() == []
+    survivors = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p) == "./s"]
+    assert not survivors, "the workload outlived the collection"
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return ""
+
+
+def test_two_collections_at_once_both_succeed_with_exact_counts(first_commit):
+    root, c = first_commit
+    procs = [subprocess.Popen(["git", "perf", "collect", "-q", "--workload", "small", "--func", "fib",
+                               "--func", "ht_insert"], cwd=root, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"))
+             for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    profiles = stored(root, c)
+    assert len(profiles) == 2
+    for p in profiles:  # each saw only its own run, though both probed the same file
+        assert by_name(p)["fib"]["count"] == 57313 and by_name(p)["ht_insert"]["count"] == 2000
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("missing", "binary not found"),
+    ("script", "not an ELF binary"),
+    ("stripped", "is stripped"),
+])
+def test_bad_binaries_exit_2_with_what_to_do(tmp_path, empty_repo, kind, words):
+    path = tmp_path / "prog"
+    if kind == "script":
+        path.write_text("#!/bin/sh\necho hi\n")
+    elif kind == "stripped":
+        (tmp_path / "p.c").write_text("int main(void){return 0;}\n")
+        subprocess.run(["cc", "-O2", "-s", "-o", str(path), str(tmp_path / "p.c")], check=True)
+    r = run_cli(empty_repo, "collect", "--binary", str(path), "--no-build", "--", str(path))
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr
+    assert NotesStore(open_repo(empty_repo)).commits() == []
+
+
+def test_unknown_function_suggests_close_names(first_commit):
+    root, _ = first_commit
+    r = run_cli(root, "collect", "--workload", "small", "--func", "ht_insrt")
+    assert r.returncode == 2 and "did you mean ht_insert" in r.stderr
+
+
+def test_counts_match_callgrind(demo_repo):
+    """An independent oracle: valgrind counts every call of every non-recursive function."""
+    root, commits = demo_repo
+    subprocess.run(["make", "-s"], cwd=root, check=True)
+    cg = root / "cg.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", "./wordstat", "300", "20"],
+                   cwd=root, check=True, capture_output=True)
+    names, counts, cfn = {}, {}, None
+    for line in cg.read_text().splitlines():
+        m = re.match(r"(c?fn)=\((\d+)\)(?: (.*))?", line)
+        if m:
+            if m.group(3):
+                names[m.group(2)] = m.group(3)
+            if m.group(1) == "cfn":
+                cfn = names[m.group(2)]
+            continue
+        m = re.match(r"calls=(\d+)", line)
+        if m and cfn:
+            counts[cfn] = counts.get(cfn, 0) + int(m.group(1))
+    r = run_cli(root, "collect", "-q", "--binary", str(root / "wordstat"), "--no-build", "--",
+                "./wordstat", "300", "20")
+    assert r.returncode == 0, r.stderr
+    [p] = stored(root, commits[-1])
+    recursive = {"fib", "is_even", "is_odd", "gen", "parse_expr", "parse_term", "parse_factor", "merge_rec"}
+    mine = {n: f["count"] for n, f in by_name(p).items() if n not in recursive}
+    assert mine and mine == {n: counts[n] for n in mine}
+
+
+def test_without_privileges_exits_4_with_what_to_do(empty_repo):
+    # root with every capability dropped is what an unprivileged user has for tracing
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    r = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all", "git", "perf", "collect"],
+                       cwd=empty_repo, env=env, capture_output=True, text=True)
+    assert r.returncode == 4, (r.returncode, r.stderr)
+    assert "needs root" in r.stderr and "CAP_BPF" in r.stderr

@@ -1,0 +1,101 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pygit2
+
+from conftest import git, run_cli
+from gitperf import codec
+from gitperf.store import NOTES_REF, NotesStore, open_repo
+from helpers import make_profile
+
+
+def head(repo_dir: Path) -> str:
+    return git(repo_dir, "rev-parse", "HEAD")
+
+
+def test_add_and_read_back(empty_repo):
+    store = NotesStore(open_repo(empty_repo))
+    c = head(empty_repo)
+    p1, p2 = make_profile(c, "a"), make_profile(c, "b")
+    i1, i2 = store.add(c, p1), store.add(c, p2)
+    assert i1 != i2
+    good, bad = store.read(c)
+    assert [g.profile for g in good] == [p1, p2] and not bad
+    assert store.add(c, p1) == i1  # same content: same id, not stored twice
+    assert len(store.read(c)[0]) == 2
+    assert store.commits() == [c]
+    # git itself sees one line per profile
+    assert len(git(empty_repo, "notes", f"--ref={NOTES_REF}", "show", c).splitlines()) == 2
+
+
+def test_corrupt_line_is_reported_skipped_and_survives_later_writes(empty_repo):
+    c = head(empty_repo)
+    good_line = codec.encode(make_profile(c, "a"))
+    git(empty_repo, "notes", f"--ref={NOTES_REF}", "add", "-m", good_line + "\nthis is not a profile", c)
+    store = NotesStore(open_repo(empty_repo))
+    profiles, bad = store.read(c)
+    assert len(profiles) == 1
+    assert len(bad) == 1 and bad[0].line_no == 2 and "unknown encoding" in bad[0].reason
+    store.add(c, make_profile(c, "b"))
+    text = git(empty_repo, "notes", f"--ref={NOTES_REF}", "show", c)
+    assert "this is not a profile" in text.splitlines()
+    r = run_cli(empty_repo, "show", c)
+    assert r.returncode == 0 and "line 2" in r.stderr and "skipped" in r.stderr
+
+
+WRITER = """
+import sys
+sys.path.insert(0, {tests!r})
+from gitperf.store import NotesStore, open_repo
+from helpers import make_profile
+store = NotesStore(open_repo({repo!r}))
+for k in range(3):
+    store.add({commit!r}, make_profile({commit!r}, "w%s-%d" % (sys.argv[1], k)))
+"""
+
+
+def test_eight_concurrent_writers_lose_nothing(empty_repo):
+    c = head(empty_repo)
+    script = WRITER.format(tests=str(Path(__file__).parent), repo=str(empty_repo), commit=c)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(i)]) for i in range(8)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    good, bad = NotesStore(open_repo(empty_repo)).read(c)
+    assert not bad
+    assert sorted(g.profile.header.workload for g in good) == sorted(f"w{i}-{k}" for i in range(8) for k in range(3))
+
+
+def _clone(remote: Path, dest: Path) -> Path:
+    git(dest.parent, "clone", "-q", str(remote), dest.name)
+    return dest
+
+
+def test_two_clones_push_and_pull_in_either_order_keep_both(empty_repo, tmp_path):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(empty_repo), str(remote))
+    c = head(empty_repo)
+    for order in ("ab", "ba"):
+        a, b = _clone(remote, tmp_path / f"a-{order}"), _clone(remote, tmp_path / f"b-{order}")
+        pa, pb = make_profile(c, f"from-a-{order}"), make_profile(c, f"from-b-{order}")
+        NotesStore(open_repo(a)).add(c, pa)
+        NotesStore(open_repo(b)).add(c, pb)
+        first, second = (a, b) if order == "ab" else (b, a)
+        assert run_cli(first, "push").returncode == 0
+        r = run_cli(second, "push")  # rejected as non-fast-forward inside: must merge and retry
+        assert r.returncode == 0, r.stderr
+        assert run_cli(first, "pull").returncode == 0
+        for clone in (a, b):
+            names = {g.profile.header.workload for g in NotesStore(open_repo(clone)).read(c)[0]}
+            assert {f"from-a-{order}", f"from-b-{order}"} <= names, (order, clone, names)
+    # the remote holds all four, and its notes ref was never force-pushed (history is linear merges)
+    r = pygit2.Repository(str(remote))
+    lines = r.lookup_note(c, NOTES_REF).message.splitlines()
+    assert len(lines) == 4
+
+
+def test_pull_from_remote_without_notes_is_fine(empty_repo, tmp_path):
+    remote = tmp_path / "r.git"
+    git(tmp_path, "clone", "-q", "--bare", str(empty_repo), str(remote))
+    a = _clone(remote, tmp_path / "a")
+    r = run_cli(a, "pull")
+    assert r.returncode == 0, r.stderr
