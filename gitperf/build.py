@@ -3,6 +3,8 @@ otherwise a temporary `git worktree` that is removed afterwards (the user's tree
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import shutil
 import subprocess
 import tempfile
@@ -44,11 +46,16 @@ def checkout(repo: pygit2.Repository, commit: str) -> Iterator[Path]:
         subprocess.run(["git", "worktree", "prune"], cwd=cwd, capture_output=True)
 
 
-def run_build(command: str, root: Path, commit: str, timeout: float = 1800) -> None:
+def run_build(command: str, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> None:
+    """Run the build command at `root`.  Builds of one directory are serialised (two collections at
+    once in one work tree would otherwise race inside make); the second build is then a no-op."""
     if not command.strip():
         return
+    lock = lock_dir / f"build-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}.lock"
     try:
-        r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True, timeout=timeout)
+        with open(lock, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise BuildError(f"build of {commit[:12]} did not finish in {timeout:.0f}s: {command}") from None
     if r.returncode != 0:

@@ -21,7 +21,8 @@ from gitperf.engine.base import Engine, RawCollection
 from gitperf.errors import CollectionAborted, ConfigError, InputError
 from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
 from gitperf.plan import ProbePlan, make_plan
-from gitperf.store import NotesStore, resolve_commit
+from gitperf.engine import calibrate
+from gitperf.store import NotesStore, perf_dir, resolve_commit
 
 Progress = Callable[[str], None]
 
@@ -135,8 +136,15 @@ def coverage(plan: ProbePlan, funcs: list[FunctionStats]) -> tuple[float, float]
     return min(others / root.total_ns, 1.0), (root.total_ns - root.exclusive_ns) / root.total_ns
 
 
+def predicted_overhead(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dict[str, float]) -> float:
+    """Seconds the probes should have added: calls x calibrated cost of the entry's class."""
+    entry = {f.name: f.entry for f in plan.functions}
+    return sum(f.count * cost_ns.get(entry.get(f.name, "singlestep"), 0.0) for f in funcs if not f.sampled) / 1e9
+
+
 def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Workload, cwd: str,
-                header_base: dict, ore: float, oo: float, progress: Progress, env: dict | None) -> Profile:
+                header_base: dict, ore: float, oo: float, progress: Progress, env: dict | None,
+                cost_ns: dict[str, float]) -> Profile:
     t0 = time.perf_counter()
     started = time.time()
     raw = engine.collect(binary, plan, lambda where: workload.run(wl.argv, cwd, wl.timeout, where, env), progress)
@@ -149,12 +157,13 @@ def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Wor
         OO=oo, ORE=ore, PL=len(plan.functions) if plan.mode != "stack" else 1,
         PLR=sum(1 for f in funcs if f.count), HC=hc, TLC=tlc, dropped=raw.dropped, records=raw.records,
         stack_samples=raw.stack_samples, untimed=raw.overflow, attach_s=raw.attach_s, detach_s=raw.detach_s,
+        predicted_overhead_s=predicted_overhead(plan, funcs, cost_ns) if plan.mode != "bursty" else 0.0,
     )
     record = PlanRecord(probed=plan.names, removed=plan.removed, changed=plan.changed, strategy=plan.strategy,
                         mode=plan.mode, params={"sample_every": plan.sample_every, "record_limit": plan.record_limit,
                                                 "period_ns": plan.period_ns, "window_ns": plan.window_ns,
                                                 "stack_hz": plan.stack_hz, "attach": raw.attach_method})
-    profile = Profile(header, metrics, record, tuple(funcs))
+    profile = Profile(header, metrics, record, tuple(funcs), calibration=dict(cost_ns))
     size = len(codec.encode(profile))
     return replace(profile, metrics=replace(metrics, PS=size))
 
@@ -179,7 +188,7 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
     try:
         if adhoc and req.no_build:
             cfg = _adhoc_config(req)
-            profiles = _collect_in(Path.cwd(), Path(req.binary), cfg, req, commit, engine, progress)
+            profiles = _collect_in(Path.cwd(), Path(req.binary), cfg, req, commit, engine, progress, perf_dir(repo))
         else:
             with checkout(repo, commit) as root:
                 cfg = _adhoc_config(req) if adhoc else load_config(root)
@@ -190,11 +199,11 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
                 build_cmd = "" if req.no_build else cfg.build.command
                 if build_cmd:
                     progress(f"building {commit[:12]}: {build_cmd}")
-                    run_build(build_cmd, root, commit)
+                    run_build(build_cmd, root, commit, perf_dir(repo))
                 binary = Path(req.binary) if adhoc else root / cfg.build.binary
                 if not adhoc and not cfg.build.binary:
                     raise ConfigError(cfg.path, "build.binary", "missing: which ELF file should be probed?")
-                profiles = _collect_in(root, binary, cfg, req, commit, engine, progress)
+                profiles = _collect_in(root, binary, cfg, req, commit, engine, progress, perf_dir(repo))
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workload killed, nothing was stored") from None
     stored = []
@@ -205,7 +214,7 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
 
 
 def _collect_in(root: Path, binary_path: Path, cfg: Config, req: CollectRequest, commit: str,
-                engine: Engine, progress: Progress) -> list[Profile]:
+                engine: Engine, progress: Progress, cache_dir: Path) -> list[Profile]:
     t0 = time.perf_counter()
     binary = elf.load(binary_path)
     ore = time.perf_counter() - t0
@@ -220,13 +229,14 @@ def _collect_in(root: Path, binary_path: Path, cfg: Config, req: CollectRequest,
                        if binary.path.startswith(str(root)) else binary.path, build_id=binary.build_id,
                        engine=engine.name, machine=machine_fingerprint(), kernel=platform.release())
     env = dict(os.environ, GITPERF_COMMIT=commit)
+    cost_ns = calibrate.costs(engine, cache_dir, progress)
     out = []
     runs = [(wl, i) for wl in wls for i in range(req.repeat or wl.repeat)]
     for k, (wl, i) in enumerate(runs, start=1):
         if req.timeout:
             wl = replace(wl, timeout=req.timeout)
         progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
-        p = profile_run(engine, binary, plan, wl, str(root), header_base, ore, oo, progress, env)
+        p = profile_run(engine, binary, plan, wl, str(root), header_base, ore, oo, progress, env, cost_ns)
         if p.header.partial:
             progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
         out.append(p)

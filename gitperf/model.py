@@ -54,6 +54,7 @@ class Metrics:
     untimed: int = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
     attach_s: float = 0.0
     detach_s: float = 0.0
+    predicted_overhead_s: float = 0.0  # calls x calibrated per-hit cost of each entry class
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def metrics_line(p: Profile) -> str:
     m = p.metrics
     return (f"PT {m.PT:.2f}s  CPT {m.CPT:.2f}s  PRT {m.PRT:.3f}s  RDV {fmt_bytes(m.RDV)}  PS {fmt_bytes(m.PS)}  "
             f"PL {m.PL}  PLR {m.PLR}  HC {m.HC:.1%}  TLC {m.TLC:.1%}  attach {m.attach_s * 1e3:.0f} ms  "
-            f"detach {m.detach_s * 1e3:.0f} ms")
+            f"detach {m.detach_s * 1e3:.0f} ms  probe cost (predicted) {m.predicted_overhead_s:.2f}s")
 
 
 def _warnings(p: Profile) -> list[str]:

@@ -290,3 +290,17 @@ def test_without_privileges_exits_4_with_what_to_do(empty_repo):
                        cwd=empty_repo, env=env, capture_output=True, text=True)
     assert r.returncode == 4, (r.returncode, r.stderr)
     assert "needs root" in r.stderr and "CAP_BPF" in r.stderr
+
+
+def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit):
+    root, c = first_commit
+    out = collect_json(root, "--workload", "small")
+    cal = json.loads(next((root / ".git" / "perf").glob("calibration-*.json")).read_text())
+    assert set(cal) == {"push", "nop", "branch", "endbr", "singlestep"}
+    # the kernel emulates push; it single-steps mov out of line, which costs several times more
+    assert cal["singlestep"] > 2 * cal["push"] > 0
+    [p] = stored(root, c)
+    assert p["metrics"]["predicted_overhead_s"] > 0
+    # the probes are nearly all of the probed run time: calls x calibrated cost must account for it
+    m = out["profiles"][0]["metrics"]
+    assert 0.5 < m["predicted_overhead_s"] / m["PRT"] < 1.5, m
