@@ -118,7 +118,6 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
     if not isinstance(symtab, SymbolTableSection):
         raise InputError(f"{path} is stripped (no symbol table): git perf needs function names. "
                          "Build with -g and do not strip it (no `strip`, no `-s`, no `install -s`).")
-    text = elf.get_section_by_name(".text")
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     stream = elf.stream
     seen: dict[int, FunctionSymbol] = {}
@@ -138,7 +137,6 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
         seen[vaddr] = FunctionSymbol(name, vaddr, sym["st_size"], off, classify(mnemonic), mnemonic)
     if not seen:
         raise InputError(f"{path} has a symbol table but no functions in it")
-    del text
     return BinaryInfo(
         path=path,
         build_id=_build_id(elf, path),
