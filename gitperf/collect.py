@@ -9,6 +9,7 @@ import hashlib
 import math
 import os
 import platform
+import shlex
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -172,7 +173,6 @@ def _adhoc_config(req: CollectRequest) -> Config:
     if not req.command:
         raise InputError("ad hoc collection needs the workload's command after `--`, e.g. "
                          "git perf collect --binary ./app --no-build -- ./app input.txt")
-    import shlex
     wl = Workload(name=req.adhoc_name, command=shlex.join(req.command), timeout=req.timeout or 300.0)
     return Config(path="(command line)", workloads=(wl,))
 

@@ -103,8 +103,6 @@ class BccEngine:
         bcc = _import_bcc()
         # mode=stack probes only the root (its entry gives the load bias for symbolisation)
         probed = [plan.root] if plan.mode == "stack" and plan.root is not None else list(range(len(plan.functions)))
-        if not probed:
-            probed = []
         multi = self.uses_multi_link
         n = max(len(plan.functions), 1)
         with scope() as where:
