@@ -183,12 +183,13 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
     commit = resolve_commit(repo, req.rev)
     engine.check()  # fail fast (exit 4) before any build
     store = store or NotesStore(repo)
+    cache_dir = perf_dir(repo)  # build locks and the probe-cost calibration
     adhoc = req.binary is not None
     profiles: list[Profile] = []
     try:
         if adhoc and req.no_build:
             cfg = _adhoc_config(req)
-            profiles = _collect_in(Path.cwd(), Path(req.binary), cfg, req, commit, engine, progress, perf_dir(repo))
+            profiles = _collect_in(Path.cwd(), Path(req.binary), cfg, req, commit, engine, progress, cache_dir)
         else:
             with checkout(repo, commit) as root:
                 cfg = _adhoc_config(req) if adhoc else load_config(root)
@@ -199,11 +200,11 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
                 build_cmd = "" if req.no_build else cfg.build.command
                 if build_cmd:
                     progress(f"building {commit[:12]}: {build_cmd}")
-                    run_build(build_cmd, root, commit, perf_dir(repo))
+                    run_build(build_cmd, root, commit, cache_dir)
                 binary = Path(req.binary) if adhoc else root / cfg.build.binary
                 if not adhoc and not cfg.build.binary:
                     raise ConfigError(cfg.path, "build.binary", "missing: which ELF file should be probed?")
-                profiles = _collect_in(root, binary, cfg, req, commit, engine, progress, perf_dir(repo))
+                profiles = _collect_in(root, binary, cfg, req, commit, engine, progress, cache_dir)
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workload killed, nothing was stored") from None
     stored = []
