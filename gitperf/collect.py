@@ -97,8 +97,10 @@ def _thin(series: list[tuple[int, int]], limit: int) -> tuple[tuple[int, int], .
     return tuple((o, _quantize(d)) for o, d in series)
 
 
-def build_functions(plan: ProbePlan, raw: RawCollection) -> list[FunctionStats]:
+def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, str] | None = None,
+                    ) -> list[FunctionStats]:
     """Raw kernel data -> per-function results, exact where the kernel saw every call."""
+    locations = locations or {}
     out = []
     reached = sum(1 for r in raw.functions if r.series) or 1
     per_function = min(plan.series_limit, max(SERIES_FLOOR, SERIES_BUDGET // reached))
@@ -109,7 +111,8 @@ def build_functions(plan: ProbePlan, raw: RawCollection) -> list[FunctionStats]:
         if not r.count and not r.stack_samples:
             continue
         kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=r.exclusive_ns, min_ns=r.min_ns,
-                  max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), stack_samples=r.stack_samples)
+                  max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), stack_samples=r.stack_samples,
+                  location=locations.get(f.name, ""))
         if plan.mode == "stack" and f.name != "main":
             # Only stack samples: exclusive time = share of samples x wall time, with its interval.
             lo, hi = _wilson(r.stack_samples, total_samples)
@@ -145,11 +148,11 @@ def predicted_overhead(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dic
 
 def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Workload, cwd: str,
                 header_base: dict, ore: float, oo: float, progress: Progress, env: dict | None,
-                cost_ns: dict[str, float]) -> Profile:
+                cost_ns: dict[str, float], locations: dict[str, str] | None = None) -> Profile:
     t0 = time.perf_counter()
     started = time.time()
     raw = engine.collect(binary, plan, lambda where: workload.run(wl.argv, cwd, wl.timeout, where, env), progress)
-    funcs = build_functions(plan, raw)
+    funcs = build_functions(plan, raw, locations)
     hc, tlc = coverage(plan, funcs)
     header = Header(**header_base, workload=wl.name, command=tuple(wl.argv), started=started,
                     finished=time.time(), exit_status=raw.run.exit_status, partial=raw.run.partial)
@@ -218,6 +221,7 @@ def _collect_in(root: Path, binary_path: Path, cfg: Config, req: CollectRequest,
                 engine: Engine, progress: Progress, cache_dir: Path) -> list[Profile]:
     t0 = time.perf_counter()
     binary = elf.load(binary_path)
+    locations = elf.source_locations(binary.path)
     ore = time.perf_counter() - t0
     ccfg: CollectConfig = cfg.collect if req.mode is None else replace(cfg.collect, mode=req.mode)
     t1 = time.perf_counter()
@@ -237,7 +241,8 @@ def _collect_in(root: Path, binary_path: Path, cfg: Config, req: CollectRequest,
         if req.timeout:
             wl = replace(wl, timeout=req.timeout)
         progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
-        p = profile_run(engine, binary, plan, wl, str(root), header_base, ore, oo, progress, env, cost_ns)
+        p = profile_run(engine, binary, plan, wl, str(root), header_base, ore, oo, progress, env, cost_ns,
+                        locations)
         if p.header.partial:
             progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
         out.append(p)

@@ -143,3 +143,32 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
         pie=elf["e_type"] == "ET_DYN",
         functions=tuple(sorted(seen.values(), key=lambda f: f.vaddr)),
     )
+
+
+def source_locations(path: str | os.PathLike) -> dict[str, str]:
+    """Function name -> "file:line" of its definition, from DWARF (empty without debug info).
+    The file is relative to the compilation directory, as the compiler saw it."""
+    out: dict[str, str] = {}
+    with open(path, "rb") as fh:
+        try:
+            elf = ELFFile(fh)
+            if not elf.has_dwarf_info():
+                return out
+            dwarf = elf.get_dwarf_info()
+            for cu in dwarf.iter_CUs():
+                lineprog = dwarf.line_program_for_CU(cu)
+                files = lineprog["file_entry"] if lineprog else []
+                base = 0 if cu["version"] >= 5 else 1  # DWARF 5 numbers files from 0
+                for die in cu.iter_DIEs():
+                    if die.tag != "DW_TAG_subprogram" or "DW_AT_decl_line" not in die.attributes:
+                        continue
+                    name = die.attributes.get("DW_AT_name")
+                    fidx = die.attributes.get("DW_AT_decl_file")
+                    if name is None or fidx is None or "DW_AT_declaration" in die.attributes:
+                        continue
+                    i = fidx.value - base
+                    fname = files[i].name.decode(errors="replace") if 0 <= i < len(files) else "?"
+                    out.setdefault(name.value.decode(errors="replace"), f"{fname}:{die.attributes['DW_AT_decl_line'].value}")
+        except (ELFError, KeyError, IndexError, ValueError, AttributeError):
+            return out  # locations are a convenience: broken debug info must not stop a collection
+    return out

@@ -1,0 +1,199 @@
+"""Statistics for the checks (DESIGN.md §10).  Pure functions over plain numbers; no I/O.
+
+Times are compared on a log scale: run-to-run noise on a shared machine is multiplicative (a
+busy machine makes every call a few percent slower), so log(target / base) is roughly normal with a
+spread that does not depend on the function's size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+# MAD -> standard deviation for normal data.
+MAD_TO_SD = 1.4826
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Run-to-run standard deviation of log(time) and where the estimate came from."""
+
+    sigma: float
+    df: float  # degrees of freedom of the estimate (inf = assumed, not estimated)
+    source: str  # "replicates" | "history" | "cross-section" | "prior"
+
+
+def center(values) -> float:
+    """Mean of one or two runs; the median from three on, so one disturbed run (another process
+    hogging the machine for a second) does not move the result."""
+    v = np.asarray(values, float)
+    return float(np.median(v)) if len(v) >= 3 else float(v.mean())
+
+
+def center_var(n: int) -> float:
+    """Variance of `center` over n runs, in units of one run's variance (pi/2 / n for the median:
+    its asymptotic efficiency, conservative for small n)."""
+    return 1 / n if n < 3 else math.pi / 2 / n
+
+
+def log_ratio_test(target: Sequence[float], base: Sequence[float], noise: Noise,
+                   extra_var: float = 0.0) -> tuple[float, float, float]:
+    """One-sided test that target is slower than base.
+
+    `target` and `base` are per-run totals; `noise.sigma` the per-run SD of log(total); `extra_var`
+    adds within-run sampling variance of the log ratio (e.g. from a bootstrap over sampled calls).
+    Returns (log ratio of geometric means, its standard error, p-value of "no slowdown").
+    """
+    lt = np.log(np.maximum(np.asarray(target, float), 1.0))
+    lb = np.log(np.maximum(np.asarray(base, float), 1.0))
+    d = center(lt) - center(lb)
+    se = math.sqrt(noise.sigma ** 2 * (center_var(len(lt)) + center_var(len(lb))) + extra_var)
+    if se == 0:
+        return d, 0.0, 0.0 if d > 0 else 1.0
+    t = d / se
+    p = float(sps.norm.sf(t) if math.isinf(noise.df) else sps.t.sf(t, noise.df))
+    return d, se, p
+
+
+def interval(d: float, se: float, df: float, confidence: float) -> tuple[float, float]:
+    """Two-sided interval of the relative change exp(d) - 1."""
+    q = sps.norm.ppf(0.5 + confidence / 2) if math.isinf(df) else sps.t.ppf(0.5 + confidence / 2, df)
+    return math.expm1(d - q * se), math.expm1(d + q * se)
+
+
+def pooled_replicate_sigma(groups: Sequence[Sequence[float]]) -> Noise | None:
+    """SD of log(total) from commits measured more than once (pooled within-commit variance)."""
+    ss, df = 0.0, 0
+    for g in groups:
+        if len(g) >= 2:
+            lg = np.log(np.maximum(np.asarray(g, float), 1.0))
+            ss += float(((lg - lg.mean()) ** 2).sum())
+            df += len(g) - 1
+    if df < 2:
+        return None
+    return Noise(math.sqrt(ss / df), df, "replicates")
+
+
+def history_sigma(values: Sequence[float], min_points: int) -> Noise | None:
+    """Noise from consecutive commits' values: robust SD of successive log differences / sqrt(2).
+
+    Successive differences ignore slow drift, and the MAD ignores the odd real change, so a history
+    that contains a regression still yields the noise level rather than the regression's size."""
+    if len(values) < min_points:
+        return None
+    diffs = np.diff(np.log(np.maximum(np.asarray(values, float), 1.0)))
+    sd = MAD_TO_SD * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2)
+    return Noise(sd, max(len(diffs) - 1, 1), "history")
+
+
+def cross_section_sigma(log_ratios: Sequence[float]) -> Noise | None:
+    """Noise from one pair of runs: the robust spread of log(target/base) across functions.
+
+    Most functions do not change in a commit, so their ratios show how much two runs of the same
+    code differ; the MAD is unaffected by the few that did change."""
+    r = np.asarray(log_ratios, float)
+    if len(r) < 5:
+        return None
+    sd = MAD_TO_SD * float(np.median(np.abs(r - np.median(r)))) / math.sqrt(2)
+    return Noise(sd, len(r) - 1, "cross-section")
+
+
+def robust_z(value: float, history: Sequence[float]) -> float:
+    """(log value - median) / (1.4826 MAD) against earlier commits (Iglewicz & Hoaglin)."""
+    h = np.log(np.maximum(np.asarray(history, float), 1.0))
+    med = float(np.median(h))
+    mad = MAD_TO_SD * float(np.median(np.abs(h - med)))
+    mad = max(mad, 0.01)  # a perfectly flat history would make any change infinitely significant
+    return (math.log(max(value, 1.0)) - med) / mad
+
+
+def holm(pvalues: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """(Weighted) Holm-Bonferroni adjusted p-values: family-wise error control over all functions
+    checked.  Without it, 40 functions tested at 1% raise a false alarm in a third of clean commits.
+    Weights (Holm 1979, weighted form) give some hypotheses a larger share of the error budget; the
+    family-wise level holds for any fixed non-negative weights."""
+    m = len(pvalues)
+    w = [1.0] * m if weights is None else [max(float(x), 1e-12) for x in weights]
+    order = sorted(range(m), key=lambda i: pvalues[i] / w[i])
+    remaining = sum(w)
+    adjusted = [0.0] * m
+    running = 0.0
+    for i in order:
+        running = max(running, min(1.0, pvalues[i] * remaining / w[i]))
+        adjusted[i] = running
+        remaining -= w[i]
+    return adjusted
+
+
+def bootstrap_log_ratio_var(target: Sequence[float], base: Sequence[float], n_boot: int = 400,
+                            seed: int = 0) -> float:
+    """Bootstrap variance of log(mean(target) / mean(base)) over sampled per-call durations."""
+    a = np.asarray(target, float)
+    b = np.asarray(base, float)
+    if len(a) < 2 or len(b) < 2:
+        return 0.0
+    rng = np.random.default_rng(seed)
+    ma = a[rng.integers(0, len(a), (n_boot, len(a)))].mean(axis=1)
+    mb = b[rng.integers(0, len(b), (n_boot, len(b)))].mean(axis=1)
+    return float(np.var(np.log(np.maximum(ma, 1e-9) / np.maximum(mb, 1e-9)), ddof=1))
+
+
+def bootstrap_ratio_ci(target: Sequence[float], base: Sequence[float], confidence: float = 0.95,
+                       n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(target) / mean(base) - 1 (relative change of the mean)."""
+    a = np.asarray(target, float)
+    b = np.asarray(base, float)
+    rng = np.random.default_rng(seed)
+    ma = a[rng.integers(0, len(a), (n_boot, len(a)))].mean(axis=1)
+    mb = b[rng.integers(0, len(b), (n_boot, len(b)))].mean(axis=1)
+    r = ma / np.maximum(mb, 1e-9) - 1
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(r, alpha)), float(np.quantile(r, 1 - alpha))
+
+
+def mann_whitney_slower(target: Sequence[float], base: Sequence[float]) -> float:
+    """One-sided p-value that target's per-call durations are stochastically larger than base's."""
+    if len(target) < 3 or len(base) < 3:
+        return 1.0
+    return float(sps.mannwhitneyu(target, base, alternative="greater").pvalue)
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # first index of the new level
+    before: float  # mean of the window before
+    after: float  # mean of the window after
+    p: float
+
+
+def change_points(values: Sequence[float], window: int = 5, alpha: float = 0.01) -> list[ChangePoint]:
+    """Level shifts in a series (oldest first), in the style of Hunter/Otava: at every split, a Welch
+    t-test between the `window` values before and after on log scale; keep the local minima of the
+    p-value that are below `alpha`, at least `window` apart."""
+    x = np.log(np.maximum(np.asarray(values, float), 1.0))
+    n = len(x)
+    cands = []
+    for i in range(2, n - 1):
+        a, b = x[max(0, i - window):i], x[i:i + window]
+        if len(a) < 2 or len(b) < 1:
+            continue
+        if len(b) == 1:  # a shift at the newest commit: compare it with the window's spread
+            sd = max(float(np.std(a, ddof=1)), 0.01)
+            p = float(sps.t.sf(abs(b[0] - a.mean()) / (sd * math.sqrt(1 + 1 / len(a))), len(a) - 1)) * 2
+        else:
+            if np.std(a) == 0 and np.std(b) == 0:
+                p = 0.0 if a.mean() != b.mean() else 1.0
+            else:
+                p = float(sps.ttest_ind(b, a, equal_var=False).pvalue)
+        cands.append((p, i, float(np.exp(a.mean())), float(np.exp(b.mean()))))
+    picked: list[ChangePoint] = []
+    for p, i, before, after in sorted(cands):
+        if p >= alpha or math.isnan(p):
+            break
+        if all(abs(i - c.index) >= window for c in picked):
+            picked.append(ChangePoint(i, before, after, p))
+    return sorted(picked, key=lambda c: c.index)
