@@ -36,12 +36,13 @@ NOT_ENOUGH_DATA = "not-enough-data"
 MIN_HISTORY = 4  # commits before the history's spread is trusted as a noise estimate
 HISTORY_Z = 3.5  # Iglewicz & Hoaglin's outlier cut-off for the modified z-score
 NOISE_FLOOR = 0.01  # 1%: timer and scheduling jitter never allow a tighter estimate
-# Session-to-session SD of a workload's log total when there is no history to measure it: the demo's
-# `default` workload, 8 collections on one commit, had a CV of 5-7% for main (ranges of 16-23%).
-PRIOR_SESSION_SIGMA = 0.10
+# Session-to-session SD of a workload's log total when there is no history to measure it: on these
+# machines `main` of the demo had a CV of 5.3% over 8 collections of `default` and over 6 of `small`.
+PRIOR_SESSION_SIGMA = 0.07
 MODERATION_DF = 4  # weight (in degrees of freedom) of the all-function spread in each function's noise
 ROOT = "main"
-CHANGED_SHARE = 0.5  # of the error budget, for the functions the commit changed
+CHANGED_SHARE = 0.5  # of the error budget left after the root, for the functions the commit changed
+ROOT_SHARE = 0.25  # of the error budget, for the workload total
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,8 @@ class Change:
     workload: str
     function: str
     type: str
-    relative: float  # target / base - 1 of inclusive time per run
-    absolute_ns: float  # target - base, inclusive time per run
+    relative: float  # estimated change of inclusive time per run (functions: net of the common shift)
+    absolute_ns: float  # the same in ns per run (base_ns and target_ns are the raw medians)
     exclusive_delta_ns: float  # same for exclusive time: where the time was added
     confidence: float  # 1 - Holm-adjusted p-value of the change's direction
     ci_low: float  # interval of `relative` at the configured confidence
@@ -66,6 +67,7 @@ class Change:
     since: str | None = None  # commit where a level shift in the history began (change-point)
     votes: dict[str, str] = field(default_factory=dict)  # other methods' verdicts
     changed: bool = False  # the commit's diff touches this function
+    statistic: float = 0.0  # what was tested: log ratio (root) or log ratio minus the common shift
 
     @property
     def severity(self) -> tuple:
@@ -225,8 +227,8 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
       within-session replicate spread (moderated towards the median spread of all functions, as in
       limma's moderated t) and the cross-section spread of the residuals.  A function that got
       slower while the rest of the program did not stands out however lucky either session was.
-    Functions the commit `changed` get half the error budget (weighted Holm), the rest the other half:
-    a slowdown is far likelier where the code changed, and the family-wise level still holds."""
+    The error budget is split by `error_budget` (weighted Holm): a slowdown is far likelier where the
+    code changed, and the family-wise level holds for any fixed weights."""
     names = sorted({f.name for p in target + base for f in p.profile.functions})
     sides = {n: (_side(target, n), _side(base, n)) for n in names}
     hist_sides = {n: [s for h in history if (s := _side(h, n)) is not None and any(s.totals)] for n in names}
@@ -261,8 +263,9 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
             hist = stats.history_sigma([stats.center(b.totals)] + [stats.center(s.totals) for s in hist_sides[n]],
                                        MIN_HISTORY)
             noise = hist or stats.Noise(PRIOR_SESSION_SIGMA, math.inf, "prior")
-            se = math.sqrt((max(noise.sigma, NOISE_FLOOR) * math.sqrt(2)) ** 2 + extra)
-            tested.append((n, d[n], se, noise.df, _fmt_noise(noise)))
+            w = within[n]
+            se = max(max(noise.sigma, NOISE_FLOOR) * math.sqrt(2), w.sigma * scale if w else 0.0)
+            tested.append((n, d[n], math.sqrt(se ** 2 + extra), noise.df, _fmt_noise(noise)))
             continue
         w = within[n]
         if w and s0 is not None:
@@ -281,24 +284,25 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
         return float(sps.norm.sf(z) if math.isinf(df) else sps.t.sf(z, df))
 
     sign = 1 if cfg.direction == "lower" else -1  # "higher": a larger value is better
+    weights = error_budget([x[0] for x in tested], changed, root)
     k = sum(1 for x in tested if x[0] in changed)
-    weights = ([CHANGED_SHARE / k if x[0] in changed else (1 - CHANGED_SHARE) / (len(tested) - k) for x in tested]
-               if 0 < k < len(tested) else None)
     adj_worse = stats.holm([p_worse(sign * x[1], x[2], x[3]) for x in tested], weights)
     adj_better = stats.holm([p_worse(-sign * x[1], x[2], x[3]) for x in tested], weights)
     alpha = 1 - cfg.confidence
     for (n, stat, se, df, label), pw, pb in zip(tested, adj_worse, adj_better):
         t, b = both[n]
         mt, mb = stats.center(t.totals), stats.center(b.totals)
-        rel, absolute = math.expm1(d[n]), mt - mb
+        # The estimate of the function's own change is the tested statistic: for functions, the
+        # ratio with this pair of sessions' common luck taken out.
+        rel, absolute = math.expm1(stat), mb * math.expm1(stat)
         large = abs(rel) >= cfg.min_relative and abs(absolute) >= cfg.min_absolute_ns
-        if large and sign * d[n] > 0 and sign * stat > 0 and pw <= alpha:
+        if large and sign * stat > 0 and pw <= alpha:
             kind, conf = DEGRADATION, 1 - pw
-        elif large and sign * d[n] < 0 and sign * stat < 0 and pb <= alpha:
+        elif large and sign * stat < 0 and pb <= alpha:
             kind, conf = OPTIMIZATION, 1 - pb
         else:
             kind, conf = NO_CHANGE, 1 - (pw if sign * stat > 0 else pb)
-        lo, hi = stats.interval(d[n], se, df, cfg.confidence)
+        lo, hi = stats.interval(stat, se, df, cfg.confidence)
         hist = [stats.center(s.totals) for s in hist_sides[n]]
         z = stats.robust_z(mt, hist) if len(hist) >= MIN_HISTORY else None
         votes = _votes(t, b, cfg)
@@ -314,12 +318,26 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
                 since = commits[shifts[-1].index] or None
         method = ("workload total vs session noise" if n == root else
                   f"residual vs common shift {math.expm1(common):+.1%}") + f", Holm over {len(tested)}" + (
-                  f" ({k} changed in the diff)" if weights else "")
+                  f" ({k} changed in the diff)" if k else "")
         changes.append(Change(
             workload, n, kind, rel, absolute, stats.center(t.exclusive) - stats.center(b.exclusive), conf, lo, hi,
             method, t.location or b.location, mb, mt, stats.center(b.counts), stats.center(t.counts), label, z, since,
-            votes, n in changed))
+            votes, n in changed, stat))
     return changes
+
+
+def error_budget(names: list[str], changed: frozenset[str], root: str = ROOT) -> list[float]:
+    """Holm weights: the workload total gets ROOT_SHARE of the error budget (it answers the first
+    question, "is the program slower?"), the functions the commit changed CHANGED_SHARE of the rest,
+    the other functions what remains, split evenly within each group."""
+    groups = {"root": [n for n in names if n == root], "changed": [n for n in names if n != root and n in changed]}
+    groups["other"] = [n for n in names if n != root and n not in changed]
+    share = {"root": ROOT_SHARE if groups["root"] else 0.0}
+    rest = 1 - share["root"]
+    share["changed"] = rest * CHANGED_SHARE if groups["changed"] and groups["other"] else (rest if groups["changed"] else 0.0)
+    share["other"] = 1 - share["root"] - share["changed"]
+    of = {n: g for g, ns in groups.items() for n in ns}
+    return [share[of[n]] / len(groups[of[n]]) if share[of[n]] > 0 else 1e-12 for n in names]
 
 
 def _simple(workload: str, name: str, kind: str, t: _Side, b: _Side, why: str) -> Change:

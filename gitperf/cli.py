@@ -193,18 +193,137 @@ def pull(remote):
     click.echo(f"merged refs/notes/perf from {remote}")
 
 
-def _planned(name: str, what: str):
-    @main.command(name=name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-                  help=f"{what} (not available yet).", epilog=EXIT_CODES)
-    def cmd():
-        raise GitPerfError(f"git perf {name} is not available in this version yet")
-    return cmd
+def _check_config(repo):
+    """[check] from the work tree's .gitperf.toml (defaults without one)."""
+    cfg = config.load(repo.workdir) if repo.workdir else None
+    return cfg.check if cfg else config.CheckConfig()
 
 
-for _name, _what in [("check", "Degradations of REV against its baseline"), ("diff", "Per-function comparison of "
-                     "two commits"), ("report", "Markdown / HTML / JSON report"), ("serve", "The dashboard on "
-                     "127.0.0.1"), ("hooks", "Install or uninstall the pre-push hook")]:
-    _planned(_name, _what)
+def _subject(repo, commit: str) -> str:
+    msg = repo.get(commit).message
+    return msg.splitlines()[0] if msg else ""
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("rev", required=False, default="HEAD")
+@click.option("--base", help="Compare with this commit instead of the nearest profiled ancestor.")
+@click.option("--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@click.option("--all", "all_functions", is_flag=True, help="--json: every function, not only the changed ones.")
+@click.option("--json", "as_json", is_flag=True)
+def check(rev, base, workloads, all_functions, as_json):
+    """Degradations of REV (default HEAD) against its baseline and history.
+
+    The baseline is the nearest first-parent ancestor with a comparable profile (same binary
+    name, workload, engine, machine and mode).  Thresholds come from [check] in .gitperf.toml.
+    """
+    from gitperf.checks import check as run_check
+    from gitperf.report import check_json, check_text
+    repo = _repo()
+    result = run_check(repo, rev, _check_config(repo), base, tuple(workloads))
+    if as_json:
+        click.echo(json.dumps(check_json(result, all_functions), indent=2))
+    else:
+        click.echo(check_text(result))
+    sys.exit(result.exit_code)
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("a")
+@click.argument("b", required=False, default="HEAD")
+@click.option("--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@click.option("--top", type=int, default=30, help="Functions per workload, by time; 0 = all.")
+@click.option("--json", "as_json", is_flag=True)
+def diff(a, b, workloads, top, as_json):
+    """Per-function comparison of commits A and B (default HEAD): time per run, ratio, interval."""
+    from gitperf.checks import check as run_check
+    from gitperf.report import check_json, diff_text
+    repo = _repo()
+    result = run_check(repo, b, _check_config(repo), a, tuple(workloads))
+    if as_json:
+        click.echo(json.dumps(check_json(result, all_functions=True), indent=2))
+    else:
+        click.echo(diff_text(result, top))
+    if result.exit_code == 3:
+        sys.exit(3)
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("rev", required=False, default="HEAD")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown")
+@click.option("-o", "--output", type=click.Path(), help="Write here instead of standard output.")
+@click.option("--base", help="Compare with this commit instead of the nearest profiled ancestor.")
+def report(rev, fmt, output, base):
+    """The check of REV as a report: markdown (for a pull-request comment) or JSON.
+
+    The exit code is the check's, so CI can post the report and fail in one step.
+    """
+    from gitperf.checks import check as run_check
+    from gitperf.report import check_json, check_markdown
+    if fmt == "html":
+        raise GitPerfError("--format html is not available yet (it comes with the dashboard); use markdown or json")
+    repo = _repo()
+    result = run_check(repo, rev, _check_config(repo), base)
+    text = (check_markdown(result, _subject(repo, result.commit)) if fmt == "markdown"
+            else json.dumps(check_json(result), indent=2) + "\n")
+    if output:
+        Path(output).write_text(text)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+    sys.exit(result.exit_code)
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("rev", required=False, default="HEAD")
+@click.option("--workload", "workloads", multiple=True, help="Workload (repeatable; default all).")
+@click.option("-k", "--sessions", type=click.IntRange(min=2), default=5, show_default=True,
+              help="Collections of REV to compare with each other.")
+@click.option("--repeat", type=click.IntRange(min=1), help="Runs per collection (default: the workload's).")
+@click.option("--keep", is_flag=True, help="Store the profiles as notes (they are valid profiles of REV).")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
+    """A/A: collect REV k times, check every collection against every other, and report the
+    run-to-run noise per function, the smallest detectable change, and thresholds that fit.
+    Needs the same privileges as collect."""
+    from gitperf import noise as noise_mod
+    from gitperf.collect import CollectRequest, collect as do_collect
+    from gitperf.engine.bcc_engine import BccEngine
+    repo = _repo()
+    engine = BccEngine()
+    engine.check()
+    say = _progress(quiet or as_json)
+    runs: dict[str, list[list]] = {}
+    for k in range(sessions):
+        say(f"session {k + 1}/{sessions}")
+        _, got = do_collect(repo, CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat), engine, say,
+                            keep=keep)
+        by_wl: dict[str, list] = {}
+        for c in got:
+            if not c.profile.header.partial:
+                by_wl.setdefault(c.profile.header.workload, []).append(c.profile)
+        for wl, ps in by_wl.items():
+            runs.setdefault(wl, []).append(ps)
+    cfg = _check_config(repo)
+    reports = [noise_mod.analyse(wl, s, cfg) for wl, s in runs.items() if len(s) >= 2]
+    if as_json:
+        click.echo(json.dumps([noise_mod.as_json(r) for r in reports], indent=2))
+    else:
+        click.echo("\n\n".join(noise_mod.text(r) for r in reports))
+
+
+@main.command(name="serve", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+              epilog=EXIT_CODES)
+def serve():
+    """The dashboard on 127.0.0.1 (not available yet)."""
+    raise GitPerfError("git perf serve is not available in this version yet")
+
+
+@main.command(name="hooks", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+              epilog=EXIT_CODES)
+def hooks():
+    """Install or uninstall the pre-push hook (not available yet)."""
+    raise GitPerfError("git perf hooks is not available in this version yet")
 
 
 if __name__ == "__main__":

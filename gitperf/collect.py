@@ -20,7 +20,7 @@ from gitperf.build import checkout, run_build
 from gitperf.config import CollectConfig, Config, Workload, load as load_config
 from gitperf.engine.base import Engine, RawCollection
 from gitperf.errors import CollectionAborted, ConfigError, InputError
-from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile, content_id
 from gitperf.plan import ProbePlan, make_plan
 from gitperf.engine import calibrate
 from gitperf.store import NotesStore, perf_dir, resolve_commit
@@ -181,8 +181,9 @@ def _adhoc_config(req: CollectRequest) -> Config:
 
 
 def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store: NotesStore | None = None,
-            ) -> tuple[str, list[Collected]]:
-    """Collect and store profiles of `req.rev`; returns the commit and what was stored."""
+            keep: bool = True) -> tuple[str, list[Collected]]:
+    """Collect and store profiles of `req.rev`; returns the commit and what was stored
+    (with keep=False: what was collected, nothing is written)."""
     commit = resolve_commit(repo, req.rev)
     engine.check()  # fail fast (exit 4) before any build
     store = store or NotesStore(repo)
@@ -213,7 +214,7 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
     stored = []
     for p in profiles:
         line = codec.encode(p)
-        stored.append(Collected(store.add_line(commit, line), p, len(line)))
+        stored.append(Collected(store.add_line(commit, line) if keep else content_id(line), p, len(line)))
     return commit, stored
 
 

@@ -9,6 +9,7 @@ the integral-comparison check uses.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -70,9 +71,11 @@ def _regression_eval(cls: str, a: float, b: float, c: float, x: np.ndarray) -> n
 def _poly(x: np.ndarray, y: np.ndarray, degree: int) -> list[float]:
     """Least-squares polynomial coefficients, lowest power first.  Fitted on a scaled domain (call
     ordinals reach millions, and x^2 would make the plain normal equations ill-conditioned)."""
-    if np.ptp(x) == 0:
+    if len(np.unique(x)) <= degree:
         return [float(y.mean())] + [0.0] * degree
-    coef = np.polynomial.Polynomial.fit(x, y, degree).convert().coef
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.RankWarning)  # near-collinear data: still least squares
+        coef = np.polynomial.Polynomial.fit(x, y, degree).convert().coef
     return [float(v) for v in coef] + [0.0] * (degree + 1 - len(coef))
 
 
@@ -100,21 +103,24 @@ def fit_regression(x: Sequence[float], y: Sequence[float], cls: str) -> Model:
 
 
 def best_regression(x: Sequence[float], y: Sequence[float]) -> Model:
-    """The class with the best adjusted R², so a quadratic term must pay for itself; on ties the
-    simpler class (earlier in REGRESSION_CLASSES) wins."""
+    """The class with the lowest BIC (n ln(RSS/n) + k ln n), so an extra parameter must pay for
+    itself: adjusted R² lets a logarithmic curve fitted to noise beat the constant it really is.
+    On ties the simpler class (earlier in REGRESSION_CLASSES) wins."""
     n = len(x)
+    y_arr = np.asarray(y, float)
+    ss_tot = float(((y_arr - y_arr.mean()) ** 2).sum()) or 1e-300
     n_params = {"constant": 1, "linear": 2, "logarithmic": 2, "quadratic": 3, "power": 2, "exponential": 2}
-    best, best_score = None, -math.inf
+    best, best_score = None, math.inf
     for cls in REGRESSION_CLASSES:
         if cls in ("logarithmic", "power") and min(x) <= 0:
             continue
         if cls in ("power", "exponential") and min(y) <= 0:
             continue
         m = fit_regression(x, y, cls)
-        k = n_params[cls]
-        adj = 1 - (1 - m.r2) * (n - 1) / (n - k) if n > k else m.r2
-        if adj > best_score + 1e-9:
-            best, best_score = m, adj
+        rss = max((1 - m.r2) * ss_tot, 1e-300)
+        bic = n * math.log(rss / n) + n_params[cls] * math.log(n)
+        if bic < best_score - 1e-9:
+            best, best_score = m, bic
     return best
 
 

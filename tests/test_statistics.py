@@ -1,0 +1,155 @@
+"""The statistics tested on simulated data with a known truth (issue: error rates are the product).
+
+The simulation mirrors what the A/A measurements on the demo showed (gitperf/checks.py): every
+collection (session) has a common speed factor, every function its own per-session deviation, and
+every run its own noise; all multiplicative.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gitperf import checks, models, stats
+from gitperf.config import CheckConfig
+from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile, StoredProfile
+
+N_FUNCTIONS = 20
+RUNS = 5  # the documented sample size: runs per side (workload repeat = 5)
+
+
+def _session(rng, base_ns, factor_sd, function_sd, run_sd, runs=RUNS, shift=None, commit="c"):
+    shift = shift or {}
+    common = rng.normal(0, factor_sd)
+    dev = rng.normal(0, function_sd, len(base_ns))
+    out = []
+    for r in range(runs):
+        funcs = []
+        for i, b in enumerate(base_ns):
+            name = "main" if i == 0 else f"f{i}"
+            t = b * math.exp(common + dev[i] + rng.normal(0, run_sd)) * shift.get(name, 1.0)
+            funcs.append(FunctionStats(name, 100, int(t), int(t / 2)))
+        h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m", "k", 0.0, 1.0)
+        out.append(StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(), PlanRecord(), tuple(funcs))))
+    return out
+
+
+def _simulate(pairs, shift=None, changed=frozenset(), seed=1, runs=RUNS, **noise):
+    rng = np.random.default_rng(seed)
+    base_ns = np.geomspace(5e8, 1e6, N_FUNCTIONS)
+    cfg = CheckConfig()
+    results = []
+    for _ in range(pairs):
+        a = _session(rng, base_ns, commit="a", runs=runs, **noise)
+        b = _session(rng, base_ns, shift=shift, commit="b", runs=runs, **noise)
+        results.append(checks.compare_workload("w", b, a, [], [], cfg, changed))
+    return results
+
+
+# Noise of the A/A simulation, as `git perf noise` measured the demo's small workload on these
+# machines: 5% session factor (main between sessions), 3% more per function and session, and 15%
+# per run (functions between runs of one session).
+MACHINE = dict(factor_sd=0.05, function_sd=0.03, run_sd=0.15)
+
+
+def test_false_alarm_rate_under_the_null_is_within_the_configured_level():
+    results = _simulate(1000, **MACHINE)
+    alarms = sum(any(c.type == checks.DEGRADATION for c in r) for r in results)
+    level = 1 - CheckConfig().confidence
+    # 1000 pairs: the observed rate may exceed the level by sampling error alone; 3 binomial SDs.
+    assert alarms / 1000 <= level + 3 * math.sqrt(level * (1 - level) / 1000), alarms
+
+
+def test_a_biased_check_would_fail_the_false_alarm_test():
+    """The test above can fail: without Holm's correction the same simulation alarms far too often."""
+    rng = np.random.default_rng(2)
+    base_ns = np.geomspace(5e8, 1e6, N_FUNCTIONS)
+    alarms = 0
+    for _ in range(300):
+        a = _session(rng, base_ns, commit="a", **MACHINE)
+        b = _session(rng, base_ns, commit="b", **MACHINE)
+        la = np.log([[f.total_ns for f in p.profile.functions] for p in a])
+        lb = np.log([[f.total_ns for f in p.profile.functions] for p in b])
+        d = np.median(lb, axis=0) - np.median(la, axis=0)
+        z = (d - np.median(d)) / (stats.MAD_TO_SD * np.median(np.abs(d - np.median(d))))
+        alarms += bool(np.any(z > 2.33))  # per-function 1% test, no family-wise control
+    assert alarms / 300 > 0.05
+
+
+# Documented power, on a quiet machine (per-run noise 2%, per-session 1% per function and 5% for the
+# whole program; `git perf noise` tells whether yours is one):
+# * a 10% slowdown of a function the commit changed is found with probability >= 0.9 when each side
+#   has 10 runs (weighted Holm gives the diff's functions half the error budget);
+# * a function the diff did not touch needs a 20% slowdown for the same power, with 5 runs a side.
+QUIET = dict(factor_sd=0.05, function_sd=0.01, run_sd=0.02)
+
+
+@pytest.mark.parametrize("shift,changed,runs", [(1.10, frozenset({"f5"}), 10), (1.20, frozenset(), 5)],
+                         ids=["10%-changed-10-runs", "20%-untouched-5-runs"])
+def test_documented_slowdown_is_detected_with_power_090(shift, changed, runs):
+    results = _simulate(300, shift={"f5": shift}, changed=changed, seed=3, runs=runs, **QUIET)
+    hits = sum(any(c.function == "f5" and c.type == checks.DEGRADATION for c in r) for r in results)
+    others = sum(any(c.function != "f5" and c.type == checks.DEGRADATION for c in r) for r in results)
+    assert hits / 300 >= 0.9, hits
+    assert others / 300 <= 0.02  # the slowed function does not drag the others into alarms
+
+
+def test_improvement_is_an_optimization_and_never_a_degradation():
+    results = _simulate(50, shift={"f3": 0.7}, seed=4, **QUIET)
+    assert all(not any(c.type == checks.DEGRADATION for c in r) for r in results)
+    assert sum(any(c.function == "f3" and c.type == checks.OPTIMIZATION for c in r) for r in results) >= 45
+
+
+def test_a_global_slowdown_shows_in_the_workload_total_not_in_every_function():
+    results = _simulate(50, shift={("main" if i == 0 else f"f{i}"): 1.6 for i in range(N_FUNCTIONS)}, seed=5,
+                        **QUIET)
+    for r in results:
+        by = {c.function: c for c in r}
+        assert by["main"].type == checks.DEGRADATION
+        assert sum(c.type == checks.DEGRADATION for c in r) == 1
+
+
+@pytest.mark.parametrize("cls", models.REGRESSION_CLASSES)
+def test_model_fitting_recovers_the_generating_class(cls):
+    x = np.arange(1, 300, dtype=float)
+    truth = {"constant": 50 + 0 * x, "linear": 10 + 3 * x, "logarithmic": 5 + 40 * np.log(x),
+             "quadratic": 100 + 0.05 * x * x, "power": 2 * x ** 1.5, "exponential": 10 * np.exp(0.015 * x)}[cls]
+    y = truth * (1 + np.random.default_rng(7).normal(0, 0.01, len(x)))
+    m = models.best_regression(x, y)
+    assert m.kind == f"regression:{cls}"
+    assert m.r2 > 0.9 or cls == "constant"
+
+
+def test_nonparametric_models_follow_a_step_and_report_r2():
+    x = np.arange(400, dtype=float)
+    y = np.where(x < 200, 100.0, 300.0) + np.random.default_rng(8).normal(0, 5, 400)
+    for m in (models.regressogram(x, y), models.moving_average(x, y, "smm"), models.kernel_regression(x, y),
+              models.kernel_regression(x, y, "box"), models.moving_average(x, y, "ema")):
+        assert m.r2 > 0.9, m.kind
+        assert abs(float(m.predict([50])[0]) - 100) < 20 and abs(float(m.predict([350])[0]) - 300) < 20, m.kind
+    assert not models.fit_regression(x, np.random.default_rng(9).normal(0, 1, 400), "linear").reliable
+
+
+def test_weighted_holm_controls_and_focuses():
+    p = [0.004, 0.5, 0.5, 0.5]
+    assert stats.holm(p)[0] == pytest.approx(0.016)
+    assert stats.holm(p, [0.5, 0.5 / 3, 0.5 / 3, 0.5 / 3])[0] == pytest.approx(0.008)
+    assert all(a >= b for a, b in zip(stats.holm(p), p))
+
+
+def test_change_points_locate_a_level_shift_and_ignore_noise():
+    rng = np.random.default_rng(10)
+    flat = list(100 * np.exp(rng.normal(0, 0.02, 20)))
+    assert stats.change_points(flat) == []
+    step = flat[:12] + [v * 1.3 for v in flat[12:]]
+    cps = stats.change_points(step)
+    assert [c.index for c in cps] == [12]
+    assert cps[0].after / cps[0].before == pytest.approx(1.3, rel=0.05)
+
+
+def test_robust_z_ignores_an_outlier_in_the_history():
+    hist = [100, 101, 99, 100, 300, 100, 102]
+    assert stats.robust_z(100, hist) < 1
+    assert stats.robust_z(150, hist) > checks.HISTORY_Z
