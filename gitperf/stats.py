@@ -81,13 +81,12 @@ def pooled_replicate_sigma(groups: Sequence[Sequence[float]]) -> Noise | None:
 def history_sigma(values: Sequence[float], min_points: int) -> Noise | None:
     """Noise from consecutive commits' values: robust SD of successive log differences / sqrt(2).
 
-    Successive differences ignore slow drift, and the MAD ignores the odd real change, so a history
-    that contains a regression still yields the noise level rather than the regression's size."""
+    Successive differences ignore slow drift, and a robust scale (Qn) ignores the odd real change, so
+    a history that contains a regression still yields the noise level rather than the regression's size."""
     if len(values) < min_points:
         return None
     diffs = np.diff(np.log(np.maximum(np.asarray(values, float), 1.0)))
-    sd = MAD_TO_SD * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2)
-    return Noise(sd, max(len(diffs) - 1, 1), "history")
+    return Noise(qn_scale(diffs) / math.sqrt(2), max(len(diffs) - 1, 1), "history")
 
 
 def cross_section_sigma(residuals: Sequence[float]) -> Noise | None:

@@ -16,24 +16,21 @@ n=$(git rev-list --count HEAD)
 i=0
 for c in $(git rev-list --reverse HEAD); do
   i=$((i + 1))
-  echo "== [$i/$n] git perf collect $(git log -1 --format='%h %s' "$c")"
-  git perf collect "$c" --workload small --workload default
+  echo "== [$i/$n] git perf collect $(git log -1 --format='%h %s' "$c") --workload small --repeat 5"
+  git perf collect "$c" --workload small --repeat 5 -q
 done
 
 echo "== git perf log"
 git perf log
-slow=$(git rev-list --reverse HEAD | sed -n 4p)
-echo "== checksum_block before and after the slowdown commit ($(git log -1 --format=%h "$slow"))"
-for c in "$slow~1" "$slow"; do
-  git perf show "$c" --workload default --json | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-for p in d["profiles"]:
-    f = {x["name"]: x for x in p["functions"]}["checksum_block"]
-    commit, calls, ms = d["commit"][:12], f["count"], f["exclusive_ns"] / 1e6
-    print(f"{commit}  checksum_block  calls {calls}  exclusive {ms:.2f} ms")'
+for c in $(git rev-list --reverse HEAD); do
+  echo "== git perf check $(git log -1 --format='%h %s' "$c")"
+  git perf check "$c" && status=0 || status=$?
+  echo "   (exit $status: 0 no degradation, 1 degradation, 3 not enough data)"
 done
-echo "== the newest profile in full: git perf show HEAD --workload small --top 10"
-git perf show HEAD --workload small --top 10
+slow=$(git rev-list --reverse HEAD | sed -n 4p)
+echo "== the pull-request comment for the slowdown: git perf report $(git log -1 --format=%h "$slow")"
+git perf report "$slow" || true
+echo "== the newest profile: git perf show HEAD --workload small --top 10"
+git perf show HEAD --workload small --top 10 | head -30
 echo
 echo "Profiles are git notes: git notes --ref=perf list   (in $REPO)"

@@ -1,0 +1,97 @@
+"""End to end on the demo history under real eBPF: collect, then check every kind of commit.
+
+Five runs of the `small` workload per commit (the documented way to get medians that shrug off a
+disturbed run on a shared machine); ~1 s a run under full tracing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.ebpf
+RUNS = "5"
+
+
+@pytest.fixture(scope="module")
+def profiled(demo_history, tmp_path_factory):
+    src, commits = demo_history
+    root = tmp_path_factory.mktemp("check-demo") / "wordstat"
+    shutil.copytree(src, root, symlinks=True)
+    for c in commits[:5]:
+        r = run_cli(root, "collect", c, "--workload", "small", "--repeat", RUNS, "-q")
+        assert r.returncode == 0, r.stderr
+    return root, commits
+
+
+def check(root, rev, *args):
+    r = run_cli(root, "check", rev, "--json", *args)
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_first_commit_has_no_baseline_exit_3(profiled):
+    root, commits = profiled
+    code, out = check(root, commits[0])
+    assert code == 3 and out["result"] == "not-enough-data"
+
+
+def test_comment_only_commit_is_no_change(profiled):
+    root, commits = profiled
+    code, out = check(root, commits[1])
+    assert code == 0, out
+    assert not [c for c in out["changes"] if c["type"] == "degradation"]
+
+
+def test_rename_is_not_a_degradation(profiled):
+    root, commits = profiled
+    code, out = check(root, commits[2])
+    assert code == 0, out
+    kinds = {c["function"]: c["type"] for c in out["changes"]}
+    assert kinds.get("checksum_all") == "removed" and kinds.get("checksum_strings") == "new"
+
+
+def test_slowdown_commit_exits_1_and_names_the_slowed_function_first(profiled):
+    root, commits = profiled
+    code, out = check(root, commits[3])
+    assert code == 1, out
+    first = out["changes"][0]
+    assert first["function"] == "checksum_block" and first["type"] == "degradation"
+    assert first["location"].startswith("mathx.c:") and first["relative"] > 0.3
+    assert first["confidence"] >= 0.99
+    # the diff of this commit touches checksum_block: it was tested with the larger error budget
+    assert first["changed"] is True
+
+
+def test_speedup_commit_reports_an_optimization_and_exits_0(profiled):
+    root, commits = profiled
+    code, out = check(root, commits[4])
+    assert code == 0, out
+    assert out["result"] == "optimization"
+    faster = {c["function"] for c in out["changes"] if c["type"] == "optimization"}
+    assert "text_generate" in faster, out["changes"][:5]
+
+
+def test_markdown_report_of_the_slowdown_stands_on_its_own(profiled):
+    root, commits = profiled
+    r = run_cli(root, "report", commits[3], "--format", "markdown")
+    assert r.returncode == 1
+    md = r.stdout
+    # what got slower, by how much, how sure, where in the source, and what the commit was
+    assert "`checksum_block`" in md and "mathx.c:" in md and "changed in this commit" in md
+    assert "Adler-32" in md and "%" in md and "confidence" in md
+
+
+def test_ten_aa_collections_report_no_degradation(profiled):
+    """A/A: ten collections of the comment-only commit, each checked against every other."""
+    root, commits = profiled
+    r = run_cli(root, "noise", commits[1], "--workload", "small", "-k", "10", "--repeat", "3", "--json", "-q",
+                timeout=1200)
+    assert r.returncode == 0, r.stderr
+    [rep] = json.loads(r.stdout)
+    assert rep["sessions"] == 10 and rep["pairs"] == 90
+    assert rep["pairs_with_false_alarm"] == 0, [f for f in rep["functions"] if f["false_alarms"]]
+    assert rep["recommended_min_relative"] >= 0.05

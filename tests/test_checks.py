@@ -1,0 +1,119 @@
+"""`git perf check / diff / report` on real git repositories and notes, with synthetic profiles
+(the eBPF end-to-end runs on the demo history are in test_check_demo.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import numpy as np
+
+from conftest import git, run_cli
+from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.store import NotesStore, open_repo
+
+NAMES = ["main", "parse", "std::vector<int>::push_back", "hash|mix", "<script>alert(1)</script>"] + [
+    f"f{i}" for i in range(10)]
+
+
+def profile(commit: str, rng, slow: dict[str, float] | None = None, partial: str = "") -> Profile:
+    slow = slow or {}
+    funcs = []
+    for i, n in enumerate(NAMES):
+        t = 1e8 / (i + 1) * math.exp(rng.normal(0, 0.01)) * slow.get(n, 1.0)
+        funcs.append(FunctionStats(n, 10 * (i + 1), int(t), int(t * 0.5), location=f"src/file{i}.c:{10 * i + 1}"))
+    h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0, partial=partial)
+    return Profile(h, Metrics(), PlanRecord(probed=tuple(NAMES)), tuple(funcs))
+
+
+def history(empty_repo, n: int, slow_at: int | None = None, runs: int = 3, factor: float = 1.5,
+            slow: dict[str, float] | None = None):
+    """n commits, each with `runs` profiles; from the commit at index slow_at on, `parse` is
+    `factor` times slower (or the functions in `slow` are)."""
+    rng = np.random.default_rng(0)
+    commits = []
+    for i in range(n):
+        (empty_repo / "a.txt").write_text(f"{i}\n")
+        git(empty_repo, "commit", "-qam", f"commit {i}")
+        commits.append(git(empty_repo, "rev-parse", "HEAD"))
+    store = NotesStore(open_repo(empty_repo))
+    for i, c in enumerate(commits):
+        now = (slow or {"parse": factor}) if slow_at is not None and i >= slow_at else {}
+        for _ in range(runs):
+            store.add(c, profile(c, rng, now))
+    return commits
+
+
+def test_no_profiles_or_no_baseline_exit_3_with_what_to_do(empty_repo):
+    r = run_cli(empty_repo, "check")
+    assert r.returncode == 3 and "git perf collect" in r.stdout
+    commits = history(empty_repo, 1)
+    r = run_cli(empty_repo, "check", commits[0], "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 3 and out["result"] == "not-enough-data" and out["base"] is None
+
+
+def test_slowdown_exits_1_names_the_function_first_and_json_has_the_documented_shape(empty_repo):
+    commits = history(empty_repo, 6, slow_at=5)
+    r = run_cli(empty_repo, "check", "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["commit"] == commits[5] and out["base"] == commits[4] and out["result"] == "degradation"
+    first = out["changes"][0]
+    assert {"workload", "function", "type", "relative", "absolute_ns", "confidence", "method", "location"} <= set(first)
+    assert (first["function"], first["type"], first["location"]) == ("parse", "degradation", "src/file1.c:11")
+    assert 0.4 < first["relative"] < 0.6 and first["confidence"] >= 0.99
+    assert first["ci_low"] < first["relative"] < first["ci_high"]
+    assert [c["function"] for c in out["changes"] if c["type"] == "degradation"] == ["parse"]
+    # the history (4 earlier commits) supplied the workload's noise and a z-score
+    assert out["workloads"][0]["history"] == 4 and first["votes"]["history-z"] == "degradation"
+
+
+def test_improvement_exits_0_as_optimization(empty_repo):
+    history(empty_repo, 3, slow_at=2, factor=0.5)
+    r = run_cli(empty_repo, "check", "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["result"] == "optimization"
+    assert out["changes"][0]["function"] == "parse" and out["changes"][0]["relative"] < -0.4
+
+
+def test_no_change_exits_0_and_small_changes_stay_below_the_threshold(empty_repo):
+    history(empty_repo, 3, slow_at=2, factor=1.03)  # 3%: real, but below min_relative = 5%
+    r = run_cli(empty_repo, "check", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["result"] == "no-change", r.stdout
+
+
+def test_base_option_diff_and_partial_profiles(empty_repo):
+    commits = history(empty_repo, 3, slow_at=1)
+    # commit 2 vs commit 1: the slowdown is in both, so nothing changed
+    assert run_cli(empty_repo, "check").returncode == 0
+    r = run_cli(empty_repo, "check", "--base", commits[0])
+    assert r.returncode == 1 and "parse" in r.stdout
+    d = run_cli(empty_repo, "diff", commits[0], commits[2])
+    assert d.returncode == 0 and "parse" in d.stdout and "degradation" in d.stdout
+    # a crashed run is never a target or a baseline
+    (empty_repo / "a.txt").write_text("x\n")
+    git(empty_repo, "commit", "-qam", "partial")
+    head = git(empty_repo, "rev-parse", "HEAD")
+    NotesStore(open_repo(empty_repo)).add(head, profile(head, np.random.default_rng(1), partial="crashed: SIGSEGV"))
+    assert run_cli(empty_repo, "check").returncode == 3
+
+
+def test_markdown_report_is_readable_and_escapes_names(empty_repo):
+    history(empty_repo, 3, slow_at=2, slow={"<script>alert(1)</script>": 3.0, "parse": 2.0, "hash|mix": 3.0})
+    r = run_cli(empty_repo, "report", "--format", "markdown")
+    assert r.returncode == 1
+    md = r.stdout
+    assert "is slower" in md and "| workload | function |" in md
+    assert "`parse`" in md and "src/file1.c:11" in md and "%" in md
+    assert "<script>" not in md.replace("`<script>alert(1)</script>`", "")  # only inside code spans
+    assert "`hash\\|mix`" in md  # a | in a name does not break the table
+    j = run_cli(empty_repo, "report", "--format", "json", "-o", str(empty_repo / "r.json"))
+    assert j.returncode == 1 and json.loads((empty_repo / "r.json").read_text())["result"] == "degradation"
+
+
+def test_corrupt_note_line_is_reported_and_the_check_still_runs(empty_repo):
+    commits = history(empty_repo, 2, slow_at=1)
+    text = NotesStore(open_repo(empty_repo)).note_text(commits[1])
+    git(empty_repo, "notes", "--ref=perf", "add", "-f", "-m", text + "gpz1:not-base64!!", commits[1])
+    r = run_cli(empty_repo, "check")
+    assert r.returncode == 1 and "unreadable" not in r.stderr and "line" in r.stdout
