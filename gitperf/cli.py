@@ -76,7 +76,15 @@ def init(binary, command, force, hooks):
               "Ad hoc: the name to store the profile under (default adhoc).")
 @click.option("--func", "funcs", multiple=True, help="Probe only this function (repeatable); main is always probed.")
 @click.option("--mode", type=click.Choice(config.MODES), help="Probing mode (overrides collect.mode).")
-@click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Optimisation pipeline (only none so far).")
+@click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Optimization pipeline: none | basic "
+              "(match, diff tracing, static baseline) | advanced (+ trim, prune, dynamic baseline) | full "
+              "(+ strict trim, dynamic sampling).")
+@click.option("--optimization-on", "opt_on", multiple=True, metavar="NAME", help="Add a method (repeatable): "
+              "match, diff-tracing, static-baseline, trim, prune, dynamic-baseline, dynamic-sampling.")
+@click.option("--optimization-off", "opt_off", multiple=True, metavar="NAME", help="Remove a method (repeatable).")
+@click.option("--optimization-arg", "opt_args", multiple=True, metavar="NAME=VALUE",
+              help="Override a predicted parameter, e.g. keep_top=2, criterion=semi-strict, standalone=true.")
+@click.option("--base", help="Diff tracing and baseline statistics against this commit (default: the parent).")
 @click.option("--repeat", type=click.IntRange(min=1), help="Runs per workload (one profile each).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds before a run is killed.")
 @click.option("--binary", type=click.Path(dir_okay=False), help="Ad hoc: the ELF binary to probe.")
@@ -84,8 +92,8 @@ def init(binary, command, force, hooks):
 @click.option("--per-probe", is_flag=True, help="Attach one uprobe per function instead of uprobe_multi links.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-def collect(rev, command, workloads, funcs, mode, pipeline, repeat, timeout, binary, no_build, per_probe, as_json,
-            quiet):
+def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt_args, base, repeat, timeout, binary,
+            no_build, per_probe, as_json, quiet):
     """Profile REV (default HEAD) under eBPF and store one profile per workload run as a git note.
 
     \b
@@ -96,8 +104,6 @@ def collect(rev, command, workloads, funcs, mode, pipeline, repeat, timeout, bin
     from gitperf.collect import CollectRequest, collect as do_collect
     from gitperf.engine.bcc_engine import BccEngine
 
-    if pipeline not in (None, "none"):
-        raise GitPerfError(f"--pipeline {pipeline} is not available yet; use --pipeline none")
     # Ad hoc, click cannot tell REV from the command's first word after `--`: a word that names a
     # commit and is followed by more words is REV, anything else starts the command.
     if binary and rev != "HEAD" and not (command and _looks_like_rev(rev)):
@@ -105,7 +111,8 @@ def collect(rev, command, workloads, funcs, mode, pipeline, repeat, timeout, bin
     req = CollectRequest(
         rev=rev, workloads=() if binary else tuple(workloads), funcs=tuple(funcs), mode=mode, repeat=repeat,
         timeout=timeout, binary=binary, no_build=no_build, command=tuple(command),
-        adhoc_name=workloads[0] if binary and workloads else "adhoc",
+        adhoc_name=workloads[0] if binary and workloads else "adhoc", pipeline=pipeline, optimization_on=opt_on,
+        optimization_off=opt_off, optimization_args=opt_args, base=base,
     )
     engine = BccEngine(force_per_probe=per_probe)
     engine.check()  # exit 4 before anything else when this machine cannot collect
@@ -115,7 +122,10 @@ def collect(rev, command, workloads, funcs, mode, pipeline, repeat, timeout, bin
             {"id": c.id, "workload": c.profile.header.workload, "partial": c.profile.header.partial,
              "metrics": _metrics_json(c.profile),
              "plan": {"probed": list(c.profile.plan.probed), "removed": {k: list(v) for k, v in
-                      c.profile.plan.removed.items()}, "changed": list(c.profile.plan.changed)}}
+                      c.profile.plan.removed.items()}, "changed": list(c.profile.plan.changed),
+                      "pipeline": c.profile.plan.pipeline, "methods": list(c.profile.plan.methods),
+                      "reasons": c.profile.plan.reasons, "renamed": c.profile.plan.renamed,
+                      "sample_every": c.profile.plan.sample_every, "base": c.profile.plan.base}}
             for c in stored]}, indent=2))
         return
     from gitperf.render import collect_summary

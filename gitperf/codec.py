@@ -51,6 +51,8 @@ def _function_to_json(f: FunctionStats) -> dict:
         d["ss"] = f.stack_samples
     if f.location:
         d["loc"] = f.location
+    if f.recorded:
+        d["rec"] = f.recorded
     return d
 
 
@@ -127,7 +129,7 @@ def _function_from_json(d: dict, i: int) -> FunctionStats:
         name=_need(d, "n", str, w), count=_need(d, "c", int, w), total_ns=_need(d, "t", int, w),
         exclusive_ns=_need(d, "x", int, w), min_ns=d.get("lo", 0), max_ns=d.get("hi", 0),
         hist=tuple(d.get("h", ())), sampled=bool(d.get("s", 0)), ci_low=ci[0], ci_high=ci[1],
-        series=series, stack_samples=d.get("ss", 0), location=d.get("loc", ""),
+        series=series, stack_samples=d.get("ss", 0), location=d.get("loc", ""), recorded=d.get("rec", 0),
     )
 
 

@@ -21,6 +21,7 @@ from gitperf.config import CollectConfig, Config, Workload, load as load_config
 from gitperf.engine.base import Engine, RawCollection
 from gitperf.errors import CollectionAborted, ConfigError, InputError
 from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile, content_id
+from gitperf.optimize import Optimized, optimize
 from gitperf.plan import ProbePlan, make_plan
 from gitperf.engine import calibrate
 from gitperf.store import NotesStore, perf_dir, resolve_commit
@@ -40,6 +41,11 @@ class CollectRequest:
     no_build: bool = False
     command: tuple[str, ...] = ()  # ad hoc: the workload's command line
     adhoc_name: str = "adhoc"
+    pipeline: str | None = None  # overrides collect.pipeline
+    optimization_on: tuple[str, ...] = ()
+    optimization_off: tuple[str, ...] = ()
+    optimization_args: tuple[str, ...] = ()  # NAME=VALUE
+    base: str | None = None  # diff tracing and baseline statistics against this commit
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,7 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
         if not r.count and not r.stack_samples:
             continue
         kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=r.exclusive_ns, min_ns=r.min_ns,
+                  recorded=len(r.series),
                   max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), stack_samples=r.stack_samples,
                   location=locations.get(f.name, ""))
         if plan.mode == "stack" and f.name != "main":
@@ -148,7 +155,8 @@ def predicted_overhead(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dic
 
 def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Workload, cwd: str,
                 header_base: dict, ore: float, oo: float, progress: Progress, env: dict | None,
-                cost_ns: dict[str, float], locations: dict[str, str] | None = None) -> Profile:
+                cost_ns: dict[str, float], locations: dict[str, str] | None = None,
+                optimized: Optimized | None = None) -> Profile:
     t0 = time.perf_counter()
     started = time.time()
     raw = engine.collect(binary, plan, lambda where: workload.run(wl.argv, cwd, wl.timeout, where, env), progress)
@@ -167,6 +175,9 @@ def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Wor
                         mode=plan.mode, params={"sample_every": plan.sample_every, "record_limit": plan.record_limit,
                                                 "period_ns": plan.period_ns, "window_ns": plan.window_ns,
                                                 "stack_hz": plan.stack_hz, "attach": raw.attach_method})
+    if optimized is not None and optimized.methods:
+        record = replace(record, pipeline=optimized.pipeline, methods=optimized.methods, reasons=optimized.reasons,
+                         renamed=optimized.renamed, sample_every=dict(plan.every_by), base=optimized.base)
     profile = Profile(header, metrics, record, tuple(funcs), calibration=dict(cost_ns))
     size = len(codec.encode(profile))
     return replace(profile, metrics=replace(metrics, PS=size))
@@ -193,7 +204,7 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
     try:
         if adhoc and req.no_build:
             cfg = _adhoc_config(req)
-            profiles = _collect_in(Path.cwd(), Path(req.binary), cfg, req, commit, engine, progress, cache_dir)
+            profiles = _collect_in(repo, Path.cwd(), Path(req.binary), cfg, req, commit, engine, progress, cache_dir)
         else:
             with checkout(repo, commit) as root:
                 cfg = _adhoc_config(req) if adhoc else load_config(root)
@@ -208,7 +219,7 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
                 binary = Path(req.binary) if adhoc else root / cfg.build.binary
                 if not adhoc and not cfg.build.binary:
                     raise ConfigError(cfg.path, "build.binary", "missing: which ELF file should be probed?")
-                profiles = _collect_in(root, binary, cfg, req, commit, engine, progress, cache_dir)
+                profiles = _collect_in(repo, root, binary, cfg, req, commit, engine, progress, cache_dir)
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workload killed, nothing was stored") from None
     stored = []
@@ -218,7 +229,7 @@ def collect(repo, req: CollectRequest, engine: Engine, progress: Progress, store
     return commit, stored
 
 
-def _collect_in(root: Path, binary_path: Path, cfg: Config, req: CollectRequest, commit: str,
+def _collect_in(repo, root: Path, binary_path: Path, cfg: Config, req: CollectRequest, commit: str,
                 engine: Engine, progress: Progress, cache_dir: Path) -> list[Profile]:
     t0 = time.perf_counter()
     binary = elf.load(binary_path)
@@ -238,12 +249,20 @@ def _collect_in(root: Path, binary_path: Path, cfg: Config, req: CollectRequest,
     cost_ns = calibrate.costs(engine, cache_dir, progress)
     out = []
     runs = [(wl, i) for wl in wls for i in range(req.repeat or wl.repeat)]
+    optimized: dict[str, Optimized] = {}  # per workload: its baseline statistics differ
+    pipeline = req.pipeline or ccfg.pipeline
     for k, (wl, i) in enumerate(runs, start=1):
         if req.timeout:
             wl = replace(wl, timeout=req.timeout)
+        if wl.name not in optimized:
+            key = Header(**header_base, workload=wl.name, command=(), started=0, finished=0).config_key
+            optimized[wl.name] = optimize(repo, commit, binary, plan, cfg, key, pipeline, req.optimization_on,
+                                          req.optimization_off, req.optimization_args, req.base, locations,
+                                          cache_dir, progress)
+        opt = optimized[wl.name]
         progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
-        p = profile_run(engine, binary, plan, wl, str(root), header_base, ore, oo, progress, env, cost_ns,
-                        locations)
+        p = profile_run(engine, binary, opt.plan, wl, str(root), header_base, ore + opt.ore, oo + opt.oo, progress,
+                        env, cost_ns, locations, opt)
         if p.header.partial:
             progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
         out.append(p)

@@ -79,6 +79,7 @@ class FunctionStats:
     series: tuple[tuple[int, int], ...] = ()
     stack_samples: int = 0  # perf_event samples whose instruction pointer fell in this function
     location: str = ""  # "file:line" of the definition when DWARF has it
+    recorded: int = 0  # calls recorded in the kernel's ring buffer (before the series was thinned)
 
     @property
     def mean_ns(self) -> float:
@@ -95,6 +96,12 @@ class PlanRecord:
     strategy: str = "userspace"
     mode: str = "trace"  # trace | sample | dynamic | timed | bursty | stack
     params: dict[str, float] = field(default_factory=dict)
+    pipeline: str = "none"
+    methods: tuple[str, ...] = ()  # the optimization methods that ran, in order
+    reasons: dict[str, str] = field(default_factory=dict)  # removed function -> why
+    renamed: dict[str, str] = field(default_factory=dict)  # diff tracing: base name -> name here
+    sample_every: dict[str, int] = field(default_factory=dict)  # per-function periods (dynamic sampling)
+    base: str = ""  # the commit diff tracing and the baseline statistics came from
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
 """Which functions to probe and how (DESIGN.md §1 "plan").
 
-This issue's strategies are the thesis' `userspace` (every function defined in the binary) and an
-explicit function list; the analysis pipelines (match, shaping, diff tracing, baselines, sampling)
-will produce the same `ProbePlan` with `removed` filled in.
+The strategies are the thesis' `userspace` (every function defined in the binary) and an explicit
+function list; `narrow` applies what the analysis pipelines decided (pipelines.py).
 """
 
 from __future__ import annotations
@@ -32,6 +31,10 @@ class ProbePlan:
     strategy: str = "userspace"
     removed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     changed: tuple[str, ...] = ()
+    every_by: dict[str, int] = field(default_factory=dict)  # per-function sampling periods
+
+    def every(self, name: str) -> int:
+        return max(self.every_by.get(name, self.sample_every), 1)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -80,3 +83,17 @@ def make_plan(binary: BinaryInfo, cfg: CollectConfig, funcs: tuple[str, ...] = (
         stack_hz=cfg.stack_hz or (199 if mode == "stack" else 0),
         series_limit=cfg.series_limit, strategy=strategy, removed=removed,
     )
+
+
+def narrow(plan: ProbePlan, keep: frozenset[str], removed: dict[str, tuple[str, ...]], changed: tuple[str, ...],
+           every_by: dict[str, int]) -> ProbePlan:
+    """The plan after the optimization methods: fewer functions, and per-function sampling periods
+    (which switch trace mode to sample mode: every call is still counted, every n-th recorded)."""
+    chosen = tuple(f for f in plan.functions if f.name in keep or f.name == ROOT)
+    root = next((i for i, f in enumerate(chosen) if f.name == ROOT), None)
+    mode, limit = plan.mode, plan.record_limit
+    if every_by and mode in ("trace", "dynamic", "sample"):
+        mode, limit = "sample", 0
+    from dataclasses import replace
+    return replace(plan, functions=chosen, root=root, mode=mode, record_limit=limit,
+                   removed={**plan.removed, **removed}, changed=changed, every_by=dict(every_by))

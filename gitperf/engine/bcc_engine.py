@@ -192,7 +192,7 @@ class BccEngine:
             flags |= 1 | (2 if plan.reenable else 0)
         for i, f in enumerate(plan.functions):
             v = conf.Leaf()
-            v.vaddr, v.every, v.limit, v.flags = f.vaddr, max(plan.sample_every, 1), plan.record_limit, flags
+            v.vaddr, v.every, v.limit, v.flags = f.vaddr, plan.every(f.name), plan.record_limit, flags
             conf[ctypes.c_int(i)] = v
 
     @staticmethod

@@ -1,0 +1,123 @@
+"""Analysis stage of `collect` (DESIGN.md §1): call graph -> diff tracing -> pipeline -> narrowed plan.
+
+The statistics of "earlier runs" are the baseline commit's profile of the same configuration, read
+from the notes: nothing separate to keep in sync.  The base binary for diff tracing is analysed from
+the cache when its build id was seen before, else built in a temporary worktree.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pygit2
+
+from gitperf import callgraph, difftrace, elf, pipelines, sourcediff
+from gitperf.build import checkout, run_build
+from gitperf.config import Config, load as load_config
+from gitperf.difftrace import DiffResult
+from gitperf.errors import GitPerfError
+from gitperf.model import FunctionStats
+from gitperf.plan import ProbePlan, narrow
+from gitperf.store import NotesStore, resolve_commit
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Optimized:
+    plan: ProbePlan
+    pipeline: str
+    methods: tuple[str, ...] = ()
+    reasons: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)
+    base: str = ""
+    ore: float = 0.0  # resource extraction (angr, or the cache) and base analysis
+    oo: float = 0.0  # planning
+    diff: DiffResult | None = None
+
+
+def _binary_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: str | None = None,
+                   ) -> tuple[str, dict[str, FunctionStats]]:
+    """Per-function statistics of the nearest first-parent ancestor (or `base`) that has a complete
+    profile with this configuration key; with several runs, the one with the median root time."""
+    store = NotesStore(repo)
+    line = [base] if base else []
+    if not base:
+        c = repo.get(commit)
+        while c is not None and c.parents and len(line) < 200:
+            c = c.parents[0]
+            line.append(str(c.id))
+    for sha in line:
+        ps = [p.profile for p in store.read(sha)[0] if p.profile.config_key == config_key and not p.profile.header.partial]
+        if ps:
+            ps.sort(key=lambda p: (p.function(callgraph.ROOT).total_ns if p.function(callgraph.ROOT) else 0))
+            mid = ps[len(ps) // 2]
+            return sha, {f.name: f for f in mid.functions}
+    return "", {}
+
+
+def base_callgraph(repo: pygit2.Repository, base: str, cfg: Config, binary_rel: str, cache_dir: Path,
+                   progress: Progress) -> tuple[callgraph.CallGraph, dict[str, str]]:
+    """The base commit's call graph (and DWARF locations), from the cache by the build id its profiles
+    recorded, else by building it."""
+    store = NotesStore(repo)
+    name = _binary_name(binary_rel)
+    for sp in store.read(base)[0]:
+        h = sp.profile.header
+        cached = Path(cache_dir) / f"callgraph-{h.build_id.replace(':', '-')}.json"
+        if _binary_name(h.binary) == name and cached.exists():
+            return callgraph.load("", h.build_id, cache_dir, progress), {}
+    progress(f"diff tracing: building the base {base[:12]} to analyse it")
+    with checkout(repo, base) as root:
+        bcfg = load_config(root) or cfg
+        if bcfg.build.command:
+            run_build(bcfg.build.command, root, base, cache_dir)
+        info = elf.load(root / (bcfg.build.binary or binary_rel))
+        return callgraph.load(info.path, info.build_id, cache_dir, progress), elf.source_locations(info.path)
+
+
+def optimize(repo: pygit2.Repository, commit: str, binary: elf.BinaryInfo, plan: ProbePlan, cfg: Config,
+             config_key: str, pipeline: str, on: tuple[str, ...], off: tuple[str, ...], args: tuple[str, ...],
+             base_rev: str | None, locations: dict[str, str], cache_dir: Path, progress: Progress) -> Optimized:
+    chosen, overrides = pipelines.resolve(pipeline, on, off, args)
+    if not chosen:
+        return Optimized(plan, pipeline)
+    t0 = time.perf_counter()
+    cg = callgraph.load(binary.path, binary.build_id, cache_dir, progress)
+    base = resolve_commit(repo, base_rev) if base_rev else ""
+    if not base:
+        parents = repo.get(commit).parents
+        base = str(parents[0].id) if parents else ""
+    diff = None
+    if "diff-tracing" in chosen and base:
+        try:
+            base_cg, _ = base_callgraph(repo, base, cfg, binary.path, cache_dir, progress)
+            touched = frozenset(sourcediff.changed_functions(repo, base, commit, locations))
+            criterion = str(overrides.get("criterion", pipelines.predict(pipeline, cg, {})["criterion"]))
+            diff = difftrace.diff(base_cg, cg, criterion, touched)
+            progress(f"diff tracing against {base[:12]} ({criterion}): changed {', '.join(diff.changed) or '-'}; "
+                     f"new {', '.join(diff.new) or '-'}; renamed "
+                     f"{', '.join(f'{a}->{b}' for a, b in diff.renamed.items()) or '-'}")
+        except GitPerfError as e:
+            progress(f"diff tracing skipped: cannot analyse the base {base[:12]}: {e}")
+    ore = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    stats_commit, stats = baseline_stats(repo, commit, config_key, base_rev and base)
+    params = {**pipelines.predict(pipeline if pipeline != "none" else "advanced", cg, stats), **overrides}
+    change = pipelines.run(chosen, params, cg, frozenset(plan.names), stats, diff)
+    removed = {m: tuple(sorted(r)) for m, r in change.removed.items()}
+    reasons = {n: why for r in change.removed.values() for n, why in r.items()}
+    narrowed = narrow(plan, change.keep, removed, change.changed, change.sample_every)
+    oo = time.perf_counter() - t1
+    progress(f"pipeline {pipeline} ({', '.join(chosen)}): probing {len(narrowed.functions)} of "
+             f"{len(plan.functions)} functions" + (f"; statistics from {stats_commit[:12]}" if stats_commit else
+                                                     "; no earlier profile for dynamic statistics"))
+    return Optimized(narrowed, pipeline, chosen, reasons, dict(diff.renamed) if diff else {}, base or "",
+                     ore, oo, diff)
