@@ -114,6 +114,8 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
         adhoc_name=workloads[0] if binary and workloads else "adhoc", pipeline=pipeline, optimization_on=opt_on,
         optimization_off=opt_off, optimization_args=opt_args, base=base,
     )
+    from gitperf.pipelines import resolve
+    resolve(pipeline or "none", opt_on, opt_off, opt_args)  # bad names: exit 2 before any work
     engine = BccEngine(force_per_probe=per_probe)
     engine.check()  # exit 4 before anything else when this machine cannot collect
     commit, stored = do_collect(_repo(), req, engine, _progress(quiet or as_json))

@@ -24,8 +24,23 @@ def test_top_level_help_documents_exit_codes(empty_repo):
 
 
 def test_planned_commands_say_so_with_exit_2(empty_repo):
-    r = run_cli(empty_repo, "check")
+    r = run_cli(empty_repo, "serve")
     assert r.returncode == 2 and "not available" in r.stderr
+
+
+def test_bad_optimization_names_and_args_exit_2(demo_repo):
+    root, _ = demo_repo
+    r = run_cli(root, "collect", "--optimization-on", "trimm")
+    assert r.returncode == 2 and "unknown optimization 'trimm'" in r.stderr
+    from gitperf import pipelines
+    from gitperf.errors import InputError
+    import pytest
+    with pytest.raises(InputError, match="NAME=VALUE"):
+        pipelines.resolve("basic", args=("keep_top",))
+    with pytest.raises(InputError, match="unknown optimization"):
+        pipelines.resolve("basic", off=("nope",))
+    chosen, over = pipelines.resolve("basic", on=("trim",), off=("static-baseline",), args=("keep_top=2", "strict=true"))
+    assert chosen == ("match", "diff-tracing", "trim") and over == {"keep_top": 2, "strict": True}
 
 
 def test_outside_a_repository(tmp_path):

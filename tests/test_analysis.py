@@ -1,0 +1,190 @@
+"""The call-graph resource, diff tracing and the optimization methods.
+
+Diff tracing runs real angr on real builds of the demo history; the methods are pure functions
+tested on small graphs whose right answer is known by hand.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+
+import networkx as nx
+import pytest
+
+from conftest import git
+from gitperf import callgraph, difftrace, elf, methods, pipelines, sourcediff
+from gitperf.callgraph import CallGraph, FunctionNode
+from gitperf.model import FunctionStats
+from gitperf.store import open_repo
+
+
+def graph(edges: dict[str, list[str]], loops: dict[str, int] | None = None, external=()) -> CallGraph:
+    loops = loops or {}
+    names = set(edges) | {c for cs in edges.values() for c in cs}
+    return CallGraph("test", {n: FunctionNode(n, i, 1, loops.get(n, 0), False, tuple(edges.get(n, ())),
+                                              {c: n for c in callgraph.CRITERIA}, n in external)
+                              for i, n in enumerate(sorted(names))})
+
+
+# --- levels -------------------------------------------------------------------------------------
+
+def test_levels_are_longest_paths_and_cycles_are_broken():
+    cg = graph({"main": ["a", "b"], "a": ["c"], "b": ["a"], "c": ["d", "e"], "d": ["e"], "e": ["c"]})
+    lv = cg.levels
+    assert lv["main"] == 0 and lv["b"] == 1 and lv["a"] == 2  # longest path, not BFS distance
+    # c, d, e form a cycle entered at c: BFS inside the component from its entry
+    assert (lv["c"], lv["d"], lv["e"]) == (3, 4, 4)
+    assert cg.recursive() == {"c", "d", "e"}
+
+
+def test_level_estimator_levels_every_node_of_a_large_scc():
+    """The acceptance graph: a 500-node strongly connected component and ~8000 edges (the timing is
+    in bench/analysis.py; here: it terminates and levels every node)."""
+    rng = random.Random(1)
+    g = nx.DiGraph()
+    ring = [f"s{i}" for i in range(500)]
+    g.add_edges_from(zip(ring, ring[1:] + ring[:1]))  # one SCC
+    others = [f"n{i}" for i in range(1500)]
+    nodes = ["main"] + ring + others
+    while g.number_of_edges() < 8000:
+        a, b = rng.choice(nodes), rng.choice(nodes[1:])
+        g.add_edge(a, b)
+    g.add_edge("main", "s0")
+    lv = callgraph.estimate_levels(g, "main")
+    assert set(lv) == set(g) and all(isinstance(v, int) and v >= 0 for v in lv.values())
+    assert lv["main"] == 0
+    for a, b in g.edges:  # an edge between components always goes down
+        if not nx.has_path(g, b, a):
+            assert lv[b] > lv[a]
+
+
+# --- methods ------------------------------------------------------------------------------------
+
+DEMO_LIKE = {"main": ["parse", "run"], "parse": ["lex", "expr"], "expr": ["expr", "num"],
+             "run": ["w1"], "w1": ["w2"], "w2": ["w3"], "w3": ["work"], "work": ["tiny"], "lex": ["tiny"],
+             "dead": ["tiny"], "cb": []}
+
+
+def ctx(cg, protected=(), stats=None):
+    return methods.Context(cg, frozenset(cg.graph), frozenset(protected), stats or {})
+
+
+def test_match_drops_unreachable_and_external_but_keeps_what_ran():
+    cg = graph({**DEMO_LIKE, "main": ["parse", "run", "strlen"]}, external={"strlen"})
+    seen = {"cb": FunctionStats("cb", 5, 100, 100)}  # called through a pointer: no static edge
+    out = methods.match(methods.Context(cg, frozenset(cg.functions), frozenset(), seen))
+    assert set(out) == {"dead", "strlen"} and "external" in out["strlen"]
+
+
+def test_static_baseline_removes_only_proven_constant_time():
+    cg = graph(DEMO_LIKE, loops={"work": 1, "lex": 1})
+    out = methods.static_baseline(ctx(cg), keep_top=1)
+    # tiny is loop-free; num too; expr is recursive; work/lex loop; w1..w3 call a looping function;
+    # dead and cb are loop-free but at level 0 (no caller), which the top levels keep
+    assert set(out) == {"tiny", "num"}
+    assert "tiny" not in methods.static_baseline(ctx(cg, protected={"tiny"}), keep_top=1)
+
+
+def test_trim_keeps_top_and_bottom_and_min_functions():
+    cg = graph(DEMO_LIKE)
+    out = methods.trim(ctx(cg), keep_top=2, keep_leaf=True, strict=True)
+    assert "main" not in out and "parse" not in out and "tiny" not in out  # top levels and a leaf
+    assert {"w1", "w2"} <= set(out)
+    loose = methods.trim(ctx(cg), keep_top=1, keep_leaf=False, min_functions=len(cg.reachable()), strict=True)
+    assert not loose  # min-functions grows keep_top until everything reachable is kept
+
+
+def test_prune_cuts_call_chains_and_never_protected():
+    cg = graph(DEMO_LIKE)
+    out = methods.prune(ctx(cg), chain_length=2, keep_top=1)
+    # run, w1, w2, w3, work each have one caller and one callee: keep every 2nd link
+    assert set(out) == {"w1", "w3"} and "chain" in out["w1"]
+    assert set(methods.prune(ctx(cg, protected={"w1"}), chain_length=2, keep_top=1)) == {"w3"}
+
+
+def test_dynamic_baseline_call_limit_constant_time_and_wrappers():
+    cg = graph(DEMO_LIKE)
+    stats = {"lex": FunctionStats("lex", 50_000, 10**6, 10**6),
+             "tiny": FunctionStats("tiny", 900, 9000, 9000, hist=(0, 0, 0, 0, 0, 0, 0, 900)),
+             "w3": FunctionStats("w3", 10, 10**6, 10**4), "work": FunctionStats("work", 10, 99 * 10**4, 99 * 10**4)}
+    out = methods.dynamic_baseline(ctx(cg, stats=stats), call_limit=10_000, iqr_ratio=0.5, wrappers=True)
+    assert "call limit" in out["lex"] and "constant time" in out["tiny"] and "wrapper of work" in out["w3"]
+    assert "work" not in out
+
+
+def test_dynamic_sampling_initial_estimate_and_refinement():
+    cg = graph(DEMO_LIKE, loops={"work": 1})
+    first = methods.dynamic_sampling(ctx(cg), step=2.0, threshold=1000)
+    assert first["main"] == 1 and first["work"] > first["run"]  # deeper and cheaper: sparser
+    assert first["tiny"] == 2 ** cg.levels["tiny"] * 2  # constant time doubles the period
+    stats = {"lex": FunctionStats("lex", 123_456, 1, 1)}
+    second = methods.dynamic_sampling(ctx(cg, stats=stats), threshold=1000)
+    assert abs(123_456 / second["lex"] - 1000) <= 200
+
+
+def test_pipelines_protect_changed_functions():
+    cg = graph(DEMO_LIKE)
+    diff = difftrace.DiffResult("strict", changed=("tiny", "w2"))
+    params = pipelines.predict("full", cg, {})
+    change = pipelines.run(pipelines.PIPELINES["full"], params, cg, frozenset(cg.graph), {}, diff)
+    assert {"tiny", "w2", "main"} <= change.keep and change.changed == ("tiny", "w2")
+    standalone = pipelines.run(("diff-tracing",), {**params, "standalone": True}, cg, frozenset(cg.graph), {}, diff)
+    assert standalone.keep == {"tiny", "w2", "main"}
+
+
+# --- diff tracing on the demo history, real angr ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo_builds(demo_history, tmp_path_factory):
+    src, commits = demo_history
+    out = []
+    cache = tmp_path_factory.mktemp("cg-cache")
+    for i, c in enumerate(commits):
+        d = tmp_path_factory.mktemp(f"build{i}")
+        subprocess.run(["git", "worktree", "add", "-f", "-q", str(d / "w"), c], cwd=src, check=True)
+        subprocess.run(["make", "-s"], cwd=d / "w", check=True, capture_output=True)
+        info = elf.load(d / "w" / "wordstat")
+        out.append((info, callgraph.load(info.path, info.build_id, cache, lambda m: None)))
+    return src, commits, out, cache
+
+
+@pytest.mark.parametrize("criterion", callgraph.CRITERIA)
+def test_diff_tracing_on_the_demo_history(demo_builds, criterion):
+    src, commits, builds, _ = demo_builds
+    d = [difftrace.diff(builds[i - 1][1], builds[i][1], criterion) for i in range(1, len(builds))]
+    comment, rename, slowdown, speedup, new = d
+    if criterion != "soft":
+        assert comment.changed == () and not comment.new and not comment.removed
+    assert rename.renamed == {"checksum_all": "checksum_strings"} and not rename.new and not rename.removed
+    assert "checksum_block" in slowdown.changed and slowdown.protected >= {"checksum_block"}
+    assert "text_generate" in speedup.changed
+    assert new.new == ("report_lengths",)
+
+
+def test_source_hunks_map_to_functions(demo_builds):
+    src, commits, builds, _ = demo_builds
+    repo = open_repo(src)
+    locs = elf.source_locations(builds[3][0].path)
+    assert "checksum_block" in sourcediff.changed_functions(repo, commits[2], commits[3], locs)
+    assert sourcediff.changed_functions(repo, commits[3], commits[4], elf.source_locations(builds[4][0].path)) \
+        == {"text_generate"}
+
+
+def test_cache_serves_an_unchanged_binary_and_survives_damage(demo_builds):
+    _, _, builds, cache = demo_builds
+    info, first = builds[0]
+    again = callgraph.load(info.path, info.build_id, cache, lambda m: None)
+    assert again.cached and again.functions == first.functions and again.levels == first.levels
+    f = cache / f"callgraph-{info.build_id}.json"
+    f.write_text("{broken")
+    rebuilt = callgraph.load(info.path, info.build_id, cache, lambda m: None)
+    assert not rebuilt.cached and rebuilt.functions == first.functions
+
+
+def test_angr_progress_and_bad_input(tmp_path):
+    bad = tmp_path / "x.bin"
+    bad.write_bytes(b"\x7fELF" + b"\0" * 60)
+    from gitperf.errors import InputError
+    with pytest.raises(InputError, match="angr cannot load"):
+        callgraph.load(str(bad), "deadbeef", tmp_path, lambda m: None)
