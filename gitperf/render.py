@@ -79,7 +79,8 @@ def profile_json(sp: StoredProfile) -> dict:
     for f in p.functions:
         d = {"name": f.name, "count": f.count, "total_ns": f.total_ns, "exclusive_ns": f.exclusive_ns,
              "min_ns": f.min_ns, "max_ns": f.max_ns, "sampled": f.sampled, "hist_log2": list(f.hist),
-             "series_len": len(f.series), "stack_samples": f.stack_samples}
+             "series_len": len(f.series), "stack_samples": f.stack_samples, "recorded": f.recorded,
+             "location": f.location}
         if f.sampled:
             d.update(ci_low=f.ci_low, ci_high=f.ci_high)
         funcs.append(d)
