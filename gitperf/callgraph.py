@@ -205,17 +205,39 @@ def _extract(path: str, build_id: str, progress: Progress) -> CallGraph:
     return CallGraph(build_id, funcs, seconds=time.perf_counter() - t0)
 
 
-def load(path: str, build_id: str, cache_dir: Path, progress: Progress) -> CallGraph:
-    """The resource of a binary: from the cache when this build was analysed before."""
-    cache = Path(cache_dir) / f"callgraph-{build_id.replace(':', '-')}.json"
+def _cache_file(cache_dir: Path, build_id: str) -> Path:
+    return Path(cache_dir) / f"callgraph-{build_id.replace(':', '-')}.json"
+
+
+def _alias_file(cache_dir: Path, alias: str) -> Path:
+    return Path(cache_dir) / f"callgraph-rev-{alias.replace('/', '_')}.txt"
+
+
+def cached_build_id(cache_dir: Path, alias: str) -> str | None:
+    """The build id analysed for `alias` (commit and binary name), if its resource is cached.
+    Builds of one commit in different temporary worktrees get different build ids (-g records the
+    directory) but the same code, so a commit's analysis is reused through its alias."""
+    a = _alias_file(cache_dir, alias)
+    try:
+        bid = a.read_text().strip()
+    except OSError:
+        return None
+    return bid if _cache_file(cache_dir, bid).exists() else None
+
+
+def load(path: str, build_id: str, cache_dir: Path, progress: Progress, alias: str | None = None) -> CallGraph:
+    """The resource of a binary: from the cache when this build (or, with `alias`, this commit's
+    build) was analysed before; else extracted with angr and cached."""
+    if alias and (known := cached_build_id(cache_dir, alias)):
+        build_id = known
+    cache = _cache_file(cache_dir, build_id)
     t0 = time.perf_counter()
     if cache.exists():
         try:
             data = json.loads(cache.read_text())
             if data.get("version") == CACHE_VERSION:
                 funcs = {n: FunctionNode(**{**f, "callees": tuple(f["callees"])}) for n, f in data["functions"].items()}
-                cg = CallGraph(build_id, funcs, seconds=time.perf_counter() - t0, cached=True)
-                return cg
+                return CallGraph(build_id, funcs, seconds=time.perf_counter() - t0, cached=True)
         except (OSError, ValueError, TypeError, KeyError):
             pass  # a damaged cache is rebuilt, never trusted
     progress(f"analysing {Path(path).name} with angr (cached afterwards by build id)")
@@ -224,5 +246,7 @@ def load(path: str, build_id: str, cache_dir: Path, progress: Progress) -> CallG
     tmp.write_text(json.dumps({"version": CACHE_VERSION, "build_id": build_id,
                                "functions": {n: asdict(f) for n, f in cg.functions.items()}}))
     tmp.replace(cache)
+    if alias:
+        _alias_file(cache_dir, alias).write_text(build_id)
     progress(f"call graph: {len(cg.functions)} functions, depth {cg.depth}, {cg.seconds:.1f} s")
     return cg

@@ -258,7 +258,7 @@ def _collect_in(repo, root: Path, binary_path: Path, cfg: Config, req: CollectRe
             key = Header(**header_base, workload=wl.name, command=(), started=0, finished=0).config_key
             optimized[wl.name] = optimize(repo, commit, binary, plan, cfg, key, pipeline, req.optimization_on,
                                           req.optimization_off, req.optimization_args, req.base, locations,
-                                          cache_dir, progress)
+                                          cache_dir, progress, from_commit=req.binary is None)
         opt = optimized[wl.name]
         progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
         p = profile_run(engine, binary, opt.plan, wl, str(root), header_base, ore + opt.ore, oo + opt.oo, progress,

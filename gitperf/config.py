@@ -202,7 +202,7 @@ binary = "{binary}"
 [[workload]]
 name = "default"                # required; used to compare profiles across commits
 command = "{command}"           # required; a shell command (may run the binary several times)
-repeat = 1                      # runs per collection
+repeat = 1                      # runs per collection: 3+ for workloads you gate on (check uses medians)
 timeout = 300                   # seconds before the run is killed and the profile marked partial
 
 [collect]

@@ -64,33 +64,34 @@ def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: 
 
 
 def base_callgraph(repo: pygit2.Repository, base: str, cfg: Config, binary_rel: str, cache_dir: Path,
-                   progress: Progress) -> tuple[callgraph.CallGraph, dict[str, str]]:
-    """The base commit's call graph (and DWARF locations), from the cache by the build id its profiles
-    recorded, else by building it."""
-    store = NotesStore(repo)
+                   progress: Progress) -> callgraph.CallGraph:
+    """The base commit's call graph: from the cache when that commit was analysed before (by an
+    earlier pipeline collection), else by building it in a temporary worktree."""
     name = _binary_name(binary_rel)
-    for sp in store.read(base)[0]:
-        h = sp.profile.header
-        cached = Path(cache_dir) / f"callgraph-{h.build_id.replace(':', '-')}.json"
-        if _binary_name(h.binary) == name and cached.exists():
-            return callgraph.load("", h.build_id, cache_dir, progress), {}
+    alias = f"{base}-{name}"
+    if callgraph.cached_build_id(cache_dir, alias):
+        return callgraph.load("", "", cache_dir, progress, alias)
     progress(f"diff tracing: building the base {base[:12]} to analyse it")
     with checkout(repo, base) as root:
         bcfg = load_config(root) or cfg
         if bcfg.build.command:
             run_build(bcfg.build.command, root, base, cache_dir)
         info = elf.load(root / (bcfg.build.binary or binary_rel))
-        return callgraph.load(info.path, info.build_id, cache_dir, progress), elf.source_locations(info.path)
+        return callgraph.load(info.path, info.build_id, cache_dir, progress, alias)
 
 
 def optimize(repo: pygit2.Repository, commit: str, binary: elf.BinaryInfo, plan: ProbePlan, cfg: Config,
              config_key: str, pipeline: str, on: tuple[str, ...], off: tuple[str, ...], args: tuple[str, ...],
-             base_rev: str | None, locations: dict[str, str], cache_dir: Path, progress: Progress) -> Optimized:
+             base_rev: str | None, locations: dict[str, str], cache_dir: Path, progress: Progress,
+             from_commit: bool = True) -> Optimized:
+    """`from_commit`: the binary was built from `commit`'s tree (not an ad hoc binary), so its
+    analysis may be cached and reused under the commit's name."""
     chosen, overrides = pipelines.resolve(pipeline, on, off, args)
     if not chosen:
         return Optimized(plan, pipeline)
     t0 = time.perf_counter()
-    cg = callgraph.load(binary.path, binary.build_id, cache_dir, progress)
+    name = _binary_name(binary.path)
+    cg = callgraph.load(binary.path, binary.build_id, cache_dir, progress, f"{commit}-{name}" if from_commit else None)
     base = resolve_commit(repo, base_rev) if base_rev else ""
     if not base:
         parents = repo.get(commit).parents
@@ -98,7 +99,7 @@ def optimize(repo: pygit2.Repository, commit: str, binary: elf.BinaryInfo, plan:
     diff = None
     if "diff-tracing" in chosen and base:
         try:
-            base_cg, _ = base_callgraph(repo, base, cfg, binary.path, cache_dir, progress)
+            base_cg = base_callgraph(repo, base, cfg, binary.path, cache_dir, progress)
             touched = frozenset(sourcediff.changed_functions(repo, base, commit, locations))
             criterion = str(overrides.get("criterion", pipelines.predict(pipeline, cg, {})["criterion"]))
             diff = difftrace.diff(base_cg, cg, criterion, touched)

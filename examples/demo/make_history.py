@@ -124,6 +124,17 @@ HISTORY = [
     ("report: print a histogram of word lengths", new_function),
 ]
 
+# Ground truth for diff tracing, read off each commit's source diff by hand: the functions whose
+# behaviour changed (commit index -> names).  The comment changes nothing; the rename changes a name,
+# not code (main's call site differs only in the callee's name); the new function changes main too.
+CHANGED: dict[int, set[str]] = {
+    1: set(),
+    2: set(),
+    3: {"checksum_block"},
+    4: {"text_generate"},
+    5: {"report_lengths", "main"},
+}
+
 
 def git(root: Path, *args: str, date: str | None = None) -> str:
     env = dict(os.environ, GIT_AUTHOR_NAME="Demo Developer", GIT_AUTHOR_EMAIL="dev@example.com",
