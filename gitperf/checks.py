@@ -70,6 +70,7 @@ class Change:
     votes: dict[str, str] = field(default_factory=dict)  # other methods' verdicts
     changed: bool = False  # the commit's diff touches this function
     statistic: float = 0.0  # what was tested: log ratio (root) or log ratio minus the common shift
+    per_call_ci: tuple[float, float] | None = None  # bootstrap 95% interval of the mean call's change
 
     @property
     def severity(self) -> tuple:
@@ -319,6 +320,13 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
         hist = [stats.center(s.totals) for s in hist_sides[n]]
         z = stats.robust_z(mt, hist) if len(hist) >= MIN_HISTORY else None
         votes = _votes(t, b, cfg)
+        per_call = None
+        if len(t.series) >= 10 and len(b.series) >= 10:
+            per_call = stats.bootstrap_ratio_ci([v for _, v in t.series], [v for _, v in b.series])
+            lo_c, hi_c = per_call
+            up, down = lo_c >= cfg.min_relative, hi_c <= -cfg.min_relative  # the whole interval moved
+            votes["bootstrap-mean"] = (DEGRADATION if (up if sign > 0 else down) else
+                                       OPTIMIZATION if (down if sign > 0 else up) else NO_CHANGE)
         if z is not None:
             votes["history-z"] = (DEGRADATION if sign * z >= HISTORY_Z else OPTIMIZATION if sign * z <= -HISTORY_Z
                                   else NO_CHANGE)
@@ -335,7 +343,7 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
         changes.append(Change(
             workload, n, kind, rel, absolute, stats.center(t.exclusive) - stats.center(b.exclusive), conf, lo, hi,
             method, t.location or b.location, mb, mt, stats.center(b.counts), stats.center(t.counts), label, z, since,
-            votes, n in changed, stat))
+            votes, n in changed, stat, per_call))
     return changes
 
 

@@ -169,8 +169,9 @@ def log(max_count, as_json, rev):
 @click.argument("rev", required=False, default="HEAD")
 @click.option("--workload", help="Only this workload.")
 @click.option("--top", type=int, default=25, help="Functions per profile (by exclusive time); 0 = all.")
+@click.option("--models", is_flag=True, help="Fit performance models (duration over call order) with R².")
 @click.option("--json", "as_json", is_flag=True)
-def show(rev, workload, top, as_json):
+def show(rev, workload, top, models, as_json):
     """The profiles stored for REV."""
     from gitperf.render import show_json, show_text
     from gitperf.store import NotesStore, resolve_commit
@@ -184,7 +185,7 @@ def show(rev, workload, top, as_json):
     if as_json:
         click.echo(json.dumps(show_json(commit, profiles), indent=2))
     else:
-        click.echo(show_text(commit, profiles, top))
+        click.echo(show_text(commit, profiles, top, models))
 
 
 @main.command()

@@ -50,7 +50,20 @@ def collect_summary(commit: str, stored) -> str:
     return "\n".join(lines)
 
 
-def show_text(commit: str, profiles: list[StoredProfile], top: int = 25) -> str:
+def model_summary(f) -> str:
+    """The best regression of a function's sampled calls (duration over call ordinal) and how well
+    every model kind fits: "linear R² 0.93 (regressogram 0.95, kernel:gaussian 0.96, ...)"."""
+    from gitperf.models import fit_all
+    xs, ys = [o for o, _ in f.series], [d for _, d in f.series]
+    if len(f.series) < 10 or len(set(xs)) < 3:
+        return ""
+    ms = fit_all(xs, ys)
+    best = ms[0]
+    rest = ", ".join(f"{m.kind} {m.r2:.2f}" for m in ms[1:])
+    return f"{best.kind.split(':', 1)[1]} R² {best.r2:.2f}{'' if best.reliable else ' (unreliable)'} ({rest})"
+
+
+def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models: bool = False) -> str:
     if not profiles:
         return f"commit {commit}: no profiles (collect with `git perf collect {commit[:12]}`)"
     lines = [f"commit {commit}"]
@@ -69,6 +82,8 @@ def show_text(commit: str, profiles: list[StoredProfile], top: int = 25) -> str:
             est = f"  [{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
             lines.append(f"  {f.name[:32]:<32} {calls:>10} {fmt_ns(f.total_ns):>11} {fmt_ns(f.exclusive_ns):>11} "
                          f"{fmt_ns(f.mean_ns):>10}{est}")
+            if models and (m := model_summary(f)):
+                lines.append(f"      model: {m}")
     return "\n".join(lines)
 
 

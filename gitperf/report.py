@@ -38,6 +38,7 @@ def change_json(c: Change) -> dict:
         "ci_low": num(c.ci_low), "ci_high": num(c.ci_high), "method": c.method, "location": c.location,
         "base_ns": c.base_ns, "target_ns": c.target_ns, "base_calls": c.base_calls, "target_calls": c.target_calls,
         "noise": c.noise, "history_z": num(c.history_z), "since": c.since, "votes": c.votes, "changed": c.changed,
+        "per_call_ci": list(c.per_call_ci) if c.per_call_ci else None,
     }
 
 

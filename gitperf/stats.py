@@ -142,19 +142,6 @@ def holm(pvalues: Sequence[float], weights: Sequence[float] | None = None) -> li
     return adjusted
 
 
-def bootstrap_log_ratio_var(target: Sequence[float], base: Sequence[float], n_boot: int = 400,
-                            seed: int = 0) -> float:
-    """Bootstrap variance of log(mean(target) / mean(base)) over sampled per-call durations."""
-    a = np.asarray(target, float)
-    b = np.asarray(base, float)
-    if len(a) < 2 or len(b) < 2:
-        return 0.0
-    rng = np.random.default_rng(seed)
-    ma = a[rng.integers(0, len(a), (n_boot, len(a)))].mean(axis=1)
-    mb = b[rng.integers(0, len(b), (n_boot, len(b)))].mean(axis=1)
-    return float(np.var(np.log(np.maximum(ma, 1e-9) / np.maximum(mb, 1e-9)), ddof=1))
-
-
 def bootstrap_ratio_ci(target: Sequence[float], base: Sequence[float], confidence: float = 0.95,
                        n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(target) / mean(base) - 1 (relative change of the mean)."""
