@@ -33,6 +33,7 @@ from gitperf.store import NotesStore, resolve_commit
 DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED = (
     "degradation", "optimization", "no-change", "unknown", "new", "removed")
 NOT_ENOUGH_DATA = "not-enough-data"
+ACCEPTED = "accepted"  # a degradation recorded as intended with `git perf accept`
 MIN_HISTORY = 4  # commits before the history's spread is trusted as a noise estimate
 HISTORY_Z = 3.5  # Iglewicz & Hoaglin's outlier cut-off for the modified z-score
 NOISE_FLOOR = 0.01  # 1%: timer and scheduling jitter never allow a tighter estimate
@@ -76,7 +77,7 @@ class Change:
     def severity(self) -> tuple:
         """Degradations first; among them, where the most time was added (exclusive time first, so
         the function that got slower comes before its callers whose inclusive time merely follows)."""
-        rank = {DEGRADATION: 0, OPTIMIZATION: 1, NEW: 2, REMOVED: 3, UNKNOWN: 4, NO_CHANGE: 5}[self.type]
+        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, NEW: 2, REMOVED: 3, UNKNOWN: 4, NO_CHANGE: 5}[self.type]
         if self.type == OPTIMIZATION:
             return rank, self.exclusive_delta_ns, self.absolute_ns
         return rank, -max(self.exclusive_delta_ns, 0.0), -abs(self.absolute_ns)
@@ -412,13 +413,15 @@ def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | N
         bases.add(base_commit)
         start = line.index(base_commit) + 1 if base_commit in line else 0
         hist_commits, hist = [], []
-        for c in line[start:]:
+        for c in ([] if store.acceptance(base_commit) else line[start:]):
             if len(hist) >= cfg.history:
                 break
             g = _group(store.read(c)[0]).get(key)
             if g:
                 hist_commits.append(c)
                 hist.append(g)
+            if store.acceptance(c):
+                break  # an accepted change starts a new level: older history is not comparable
         locations = {f.name: f.location for p in target for f in p.profile.functions if f.location}
         changed = frozenset(sourcediff.changed_functions(repo, base_commit, commit, locations))
         changed |= {n for p in target for n in p.profile.plan.changed}
@@ -434,6 +437,10 @@ def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | N
         pairs.append(WorkloadPair(workload, key, len(target), base_commit, len(base), len(hist),
                                   ", ".join(sources) or "-", tuple(notes)))
         changes.extend(found)
+    accepted = store.acceptance(commit)
+    if accepted:
+        changes = [replace(c, type=ACCEPTED) if c.type == DEGRADATION else c for c in changes]
+        warnings.append(f"this commit's performance change was accepted as intended: {accepted.get('reason', '')}")
     changes.sort(key=lambda c: c.severity)
     if not any(p.base_commit for p in pairs):
         result = NOT_ENOUGH_DATA
@@ -441,6 +448,8 @@ def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | N
                         "or name one with --base")
     elif any(c.type == DEGRADATION for c in changes):
         result = DEGRADATION
+    elif any(c.type == ACCEPTED for c in changes):
+        result = ACCEPTED
     elif any(c.type == OPTIMIZATION for c in changes):
         result = OPTIMIZATION
     else:

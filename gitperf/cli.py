@@ -54,8 +54,8 @@ def main():
 @click.option("--binary", default="build/app", help="Path of the binary the build produces.")
 @click.option("--command", "command", default=None, help="Workload command line.")
 @click.option("--force", is_flag=True, help="Overwrite an existing .gitperf.toml.")
-@click.option("--hooks", is_flag=True, help="Also install the pre-push hook (not available yet).")
-def init(binary, command, force, hooks):
+@click.option("--hooks", "with_hooks", is_flag=True, help="Also install the pre-push hook.")
+def init(binary, command, force, with_hooks):
     """Write a commented .gitperf.toml at the repository root."""
     repo = _repo()
     path = Path(repo.workdir) / config.FILENAME
@@ -65,8 +65,9 @@ def init(binary, command, force, hooks):
     config.parse(text, str(path))  # the template must always be valid
     path.write_text(text)
     click.echo(f"wrote {path}")
-    if hooks:
-        raise GitPerfError("hooks are not available yet (the pre-push hook is planned); the config was written")
+    if with_hooks:
+        from gitperf import hooks as hooks_mod
+        click.echo(hooks_mod.install(repo))
 
 
 @main.command(epilog=EXIT_CODES)
@@ -85,6 +86,10 @@ def init(binary, command, force, hooks):
 @click.option("--optimization-arg", "opt_args", multiple=True, metavar="NAME=VALUE",
               help="Override a predicted parameter, e.g. keep_top=2, criterion=semi-strict, standalone=true.")
 @click.option("--base", help="Diff tracing and baseline statistics against this commit (default: the parent).")
+@click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks profiles "
+              "(resumable: an interrupted range continues where it stopped).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --range: collections at once (each in its own worktree; timings get noisier).")
 @click.option("--repeat", type=click.IntRange(min=1), help="Runs per workload (one profile each).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds before a run is killed.")
 @click.option("--binary", type=click.Path(dir_okay=False), help="Ad hoc: the ELF binary to probe.")
@@ -92,8 +97,8 @@ def init(binary, command, force, hooks):
 @click.option("--per-probe", is_flag=True, help="Attach one uprobe per function instead of uprobe_multi links.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt_args, base, repeat, timeout, binary,
-            no_build, per_probe, as_json, quiet):
+def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt_args, base, rev_range, jobs, repeat,
+            timeout, binary, no_build, per_probe, as_json, quiet):
     """Profile REV (default HEAD) under eBPF and store one profile per workload run as a git note.
 
     \b
@@ -116,6 +121,11 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
     )
     from gitperf.pipelines import resolve
     resolve(pipeline or "none", opt_on, opt_off, opt_args)  # bad names: exit 2 before any work
+    if rev_range:
+        if binary or command:
+            raise GitPerfError("--range collects configured workloads; it cannot be combined with ad hoc --binary/CMD")
+        return _collect_range(rev_range, workloads, jobs, as_json, quiet, mode=mode, pipeline=pipeline,
+                              repeat=repeat, timeout=timeout, funcs=funcs)
     engine = BccEngine(force_per_probe=per_probe)
     engine.check()  # exit 4 before anything else when this machine cannot collect
     commit, stored = do_collect(_repo(), req, engine, _progress(quiet or as_json))
@@ -132,6 +142,27 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
         return
     from gitperf.render import collect_summary
     click.echo(collect_summary(commit, stored))
+
+
+def _collect_range(spec, workloads, jobs, as_json, quiet, mode, pipeline, repeat, timeout, funcs):
+    from gitperf.engine.bcc_engine import BccEngine
+    from gitperf.history import collect_range, first_parent_range
+    BccEngine().check()
+    repo = _repo()
+    commits = first_parent_range(repo, spec)
+    names = tuple(workloads) or tuple(w.name for w in (config.load(repo.workdir) or config.Config("")).workloads)
+    extra = [a for f in funcs for a in ("--func", f)]
+    for flag, value in (("--mode", mode), ("--pipeline", pipeline), ("--repeat", repeat), ("--timeout", timeout)):
+        if value is not None:
+            extra += [flag, str(value)]
+    done, skipped, failed = collect_range(repo, commits, names, jobs, tuple(extra), _progress(quiet or as_json))
+    if as_json:
+        click.echo(json.dumps({"collected": done, "skipped": skipped, "failed": failed}, indent=2))
+    else:
+        click.echo(f"collected {len(done)}, skipped {len(skipped)} (already profiled), failed {len(failed)} "
+                   f"of {len(commits)} commits")
+    if failed:
+        sys.exit(2)
 
 
 def _looks_like_rev(word: str) -> bool:
@@ -332,11 +363,101 @@ def serve():
     raise GitPerfError("git perf serve is not available in this version yet")
 
 
-@main.command(name="hooks", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-              epilog=EXIT_CODES)
+@main.group(epilog=EXIT_CODES)
 def hooks():
-    """Install or uninstall the pre-push hook (not available yet)."""
-    raise GitPerfError("git perf hooks is not available in this version yet")
+    """Install or uninstall the pre-push hook that stops a push making the program slower.
+
+    \b
+    The hook collects the pushed tip (and its parent) when they lack profiles, checks it, and
+    rejects the push on a degradation, printing the report.  [hook] in .gitperf.toml sets which
+    commits and workloads, and what to do when this machine cannot collect or there is not enough
+    data (default: warn and allow).  Bypass: git push --no-verify, or GITPERF_SKIP=1 git push.
+    """
+
+
+@hooks.command("install")
+def hooks_install():
+    """Install .git/hooks/pre-push (an existing hook is kept and runs first)."""
+    from gitperf import hooks as hooks_mod
+    click.echo(hooks_mod.install(_repo()))
+
+
+@hooks.command("uninstall")
+def hooks_uninstall():
+    """Remove the git perf hook (restoring a hook it had chained)."""
+    from gitperf import hooks as hooks_mod
+    click.echo(hooks_mod.uninstall(_repo()))
+
+
+@hooks.command("run", hidden=True)
+@click.argument("name", type=click.Choice(["pre-push"]))
+@click.argument("remote", required=False, default="origin")
+@click.argument("url", required=False, default="")
+def hooks_run(name, remote, url):
+    """What the installed hook calls (reads git's pre-push input on stdin)."""
+    from gitperf import hooks as hooks_mod
+    sys.exit(hooks_mod.run_pre_push(_repo(), remote, sys.stdin.read(), _progress(False)))
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("rev")
+@click.option("-m", "--message", "reason", default="", help="Why the change is intended.")
+def accept(rev, reason):
+    """Record that REV's performance change is intended: checking REV passes, and later checks use
+    REV as the new baseline (history before it is not mixed in).  Stored in the notes, so it
+    travels with `git perf push`."""
+    from gitperf.store import NotesStore, resolve_commit
+    repo = _repo()
+    commit = resolve_commit(repo, rev)
+    who = ""
+    try:
+        who = repo.default_signature.email
+    except Exception:  # noqa: BLE001 - no identity configured: record without it
+        pass
+    NotesStore(repo).accept(commit, reason, who)
+    click.echo(f"accepted the performance of {commit[:12]} as the new baseline")
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("good")
+@click.argument("bad", required=False, default="HEAD")
+@click.option("--workload", required=True, help="Workload whose time to follow.")
+@click.option("--function", "function", default="main", show_default=True, help="Function whose time to follow.")
+@click.option("--repeat", type=click.IntRange(min=1), help="Runs per collected commit (default: the workload's).")
+@click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Pipeline for the collections.")
+@click.option("--json", "as_json", is_flag=True)
+def bisect(good, bad, workload, function, repeat, pipeline, as_json):
+    """Find the first commit in GOOD..BAD where FUNCTION's time in WORKLOAD jumped to BAD's level.
+
+    Assumes one step between the two levels (a binary search over first-parent commits, judging
+    each by which level it is nearer, geometrically).  Collects only the commits the search visits
+    and that have no profile yet.
+    """
+    from gitperf.collect import CollectRequest, collect as do_collect
+    from gitperf.engine.bcc_engine import BccEngine
+    from gitperf.history import bisect as do_bisect
+    repo = _repo()
+    say = _progress(as_json)
+    engine = []
+
+    def collect_one(c: str) -> None:
+        if not engine:
+            engine.append(BccEngine())
+            engine[0].check()
+        say(f"collecting {c[:12]}")
+        do_collect(repo, CollectRequest(rev=c, workloads=(workload,), repeat=repeat, pipeline=pipeline), engine[0],
+                   lambda m: None)
+
+    r = do_bisect(repo, good, bad, workload, function, collect_one, say)
+    if as_json:
+        click.echo(json.dumps({"first_bad": r.first_bad, "good": r.good, "bad": r.bad, "function": r.metric,
+                               "values_ns": r.values, "collected": r.collected, "range": r.range_size}, indent=2))
+        return
+    vals = r.values
+    click.echo(f"first slow commit: {r.first_bad[:12]} {_subject(repo, r.first_bad)}")
+    click.echo(f"  {function}: {vals[r.good] / 1e6:.3f} ms at {r.good[:12]} (good), "
+               f"{vals[r.first_bad] / 1e6:.3f} ms at {r.first_bad[:12]}, {vals[r.bad] / 1e6:.3f} ms at {r.bad[:12]} (bad)")
+    click.echo(f"  collected {len(r.collected)} commit(s); the range holds {r.range_size}; assumes a single step")
 
 
 if __name__ == "__main__":

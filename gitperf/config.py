@@ -70,6 +70,9 @@ class HookConfig:
     on_cannot_collect: str = "allow"  # allow | reject
     on_not_enough_data: str = "allow"
     push_notes: bool = False
+    workloads: tuple[str, ...] = ()  # which workloads the hook collects and checks (() = all)
+    pipeline: str = ""  # pipeline for the hook's collections ("" = collect.pipeline)
+    repeat: int = 0  # runs per collection in the hook (0 = each workload's repeat)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ _CHOICES = {
     "collect.mode": MODES, "collect.pipeline": PIPELINES, "collect.strategy": STRATEGIES,
     "collect.engine": ("bcc",), "check.direction": ("lower", "higher"), "hook.commits": ("tip", "all"),
     "hook.on_cannot_collect": ("allow", "reject"), "hook.on_not_enough_data": ("allow", "reject"),
+    "hook.pipeline": ("",) + PIPELINES,
 }
 _POSITIVE = {"workload.repeat", "workload.timeout", "collect.sample_every", "collect.record_limit",
              "collect.period_ms", "collect.window_ms", "collect.series_limit", "check.confidence",
@@ -224,10 +228,14 @@ confidence = 0.99
 direction = "lower"             # lower | higher is better
 
 [hook]
-commits = "tip"                 # tip | all: which pushed commits to profile
+commits = "tip"                 # tip | all (up to max_commits): which pushed commits to profile
+max_commits = 5
 on_cannot_collect = "allow"     # allow | reject the push when this machine cannot collect
 on_not_enough_data = "allow"
-push_notes = false
+push_notes = false              # also push refs/notes/perf to the remote
+# workloads = ["small"]         # which workloads the hook collects and checks (default: all)
+# pipeline = "advanced"         # a cheaper collection for the hook (default: collect.pipeline)
+# repeat = 3                    # runs per collection in the hook (default: each workload's repeat)
 '''
 
 

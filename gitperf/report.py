@@ -10,7 +10,7 @@ from gitperf.render import fmt_ns
 
 HEADLINE = {
     DEGRADATION: "slower", OPTIMIZATION: "faster", NO_CHANGE: "no significant change",
-    "not-enough-data": "not enough data to decide",
+    "not-enough-data": "not enough data to decide", "accepted": "slower, as accepted",
 }
 
 
@@ -56,7 +56,7 @@ def check_json(r: CheckResult, all_functions: bool = False) -> dict:
 def _line(c: Change) -> str:
     calls = "" if c.base_calls == c.target_calls else f"  calls {c.base_calls:.0f} -> {c.target_calls:.0f}"
     where = f"  ({c.location})" if c.location else ""
-    if c.type in (DEGRADATION, OPTIMIZATION):
+    if c.type in (DEGRADATION, OPTIMIZATION, "accepted"):
         return (f"{c.type:12s} {c.workload}/{c.function}{where}: {_pct(c.relative)} {_interval(c)}  "
                 f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} per run ({fmt_ns(c.absolute_ns)}; "
                 f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {c.confidence:.1%}{calls}")

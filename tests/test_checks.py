@@ -117,3 +117,20 @@ def test_corrupt_note_line_is_reported_and_the_check_still_runs(empty_repo):
     git(empty_repo, "notes", "--ref=perf", "add", "-f", "-m", text + "gpz1:not-base64!!", commits[1])
     r = run_cli(empty_repo, "check")
     assert r.returncode == 1 and "unreadable" not in r.stderr and "line" in r.stdout
+
+
+def test_accept_makes_the_slowdown_the_new_baseline(empty_repo):
+    commits = history(empty_repo, 6, slow_at=4)
+    r = run_cli(empty_repo, "check", commits[4])
+    assert r.returncode == 1
+    assert run_cli(empty_repo, "accept", commits[4], "-m", "parser now validates input").returncode == 0
+    r = run_cli(empty_repo, "check", commits[4], "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["result"] == "accepted" and "validates input" in " ".join(out["warnings"])
+    # the next commit is checked against the accepted level; older history is not mixed in
+    r = run_cli(empty_repo, "check", commits[5], "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["result"] == "no-change" and out["workloads"][0]["history"] == 0
+    # the marker is a note line like the profiles: it travels with push/pull and is not "unreadable"
+    assert "gitperf-accept" in NotesStore(open_repo(empty_repo)).note_text(commits[4])
+    assert not NotesStore(open_repo(empty_repo)).read(commits[4])[1]

@@ -1,0 +1,180 @@
+"""The pre-push hook: collect what the pushed commits lack, check them, and stop a push that makes
+the program slower.  `install` keeps an existing hook and runs it first (chaining).
+
+Bypass: `git push --no-verify` (git skips hooks) or `GITPERF_SKIP=1 git push` (skips only ours).
+Policies for "this machine cannot collect" and "not enough data" come from [hook] (fail-open by
+default: warn and allow).
+"""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pygit2
+
+from gitperf import config
+from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, check
+from gitperf.history import has_profiles
+from gitperf.errors import EnvironmentUnavailable, GitPerfError, InputError
+from gitperf.store import NotesStore
+
+MARKER = "# git perf pre-push hook"
+CHAINED = "pre-push.gitperf-chained"
+ZERO = "0" * 40
+Progress = Callable[[str], None]
+
+SCRIPT = f"""#!/bin/sh
+{MARKER} (installed by `git perf hooks install`; `git perf hooks uninstall` removes it).
+# Bypass: git push --no-verify, or GITPERF_SKIP=1 git push (skips only the performance check).
+input=$(cat)
+hooks=$(dirname "$0")
+if [ -x "$hooks/{CHAINED}" ]; then
+    printf '%s\\n' "$input" | "$hooks/{CHAINED}" "$@" || exit $?
+fi
+if [ "$GITPERF_SKIP" = "1" ]; then
+    echo "git perf: GITPERF_SKIP=1: performance not checked" >&2
+    exit 0
+fi
+printf '%s\\n' "$input" | exec "{{python}}" -m gitperf hooks run pre-push "$@"
+"""
+
+
+def hooks_dir(repo: pygit2.Repository) -> Path:
+    """Where git looks for hooks (honours core.hooksPath)."""
+    cwd = repo.workdir or repo.path
+    r = subprocess.run(["git", "rev-parse", "--git-path", "hooks"], cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise InputError(f"cannot locate the hooks directory: {r.stderr.strip()}")
+    return (Path(cwd) / r.stdout.strip()).resolve()
+
+
+def install(repo: pygit2.Repository) -> str:
+    d = hooks_dir(repo)
+    d.mkdir(parents=True, exist_ok=True)
+    hook = d / "pre-push"
+    note = ""
+    if hook.exists():
+        if MARKER in hook.read_text(errors="replace"):
+            note = " (updated)"
+        else:
+            chained = d / CHAINED
+            if chained.exists():
+                raise InputError(f"{chained} exists already: remove it or uninstall first")
+            hook.rename(chained)
+            note = f" (your existing hook now runs first, from {chained.name})"
+    hook.write_text(SCRIPT.replace("{python}", sys.executable))
+    hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return f"installed {hook}{note}"
+
+
+def uninstall(repo: pygit2.Repository) -> str:
+    d = hooks_dir(repo)
+    hook, chained = d / "pre-push", d / CHAINED
+    if not hook.exists() or MARKER not in hook.read_text(errors="replace"):
+        return f"no git perf hook in {d}"
+    hook.unlink()
+    if chained.exists():
+        chained.rename(hook)
+        return f"removed the git perf hook; restored your previous {hook}"
+    return f"removed {hook}"
+
+
+@dataclass(frozen=True)
+class PushedRange:
+    local_sha: str
+    remote_sha: str
+
+
+def parse_stdin(text: str) -> list[PushedRange]:
+    """git's pre-push input: `<local ref> <local sha> <remote ref> <remote sha>` per line."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[1] != ZERO:  # a deletion pushes no code
+            out.append(PushedRange(parts[1], parts[3]))
+    return out
+
+
+def pushed_commits(repo: pygit2.Repository, r: PushedRange, mode: str, limit: int) -> list[str]:
+    """The commits a push brings, newest first (first-parent): the tip only, or up to `limit`."""
+    if mode == "tip":
+        return [r.local_sha]
+    cwd = repo.workdir or repo.path
+    spec = [f"{r.remote_sha}..{r.local_sha}"] if r.remote_sha != ZERO else [r.local_sha, "--not", "--remotes"]
+    out = subprocess.run(["git", "rev-list", "--first-parent", f"--max-count={limit}", *spec], cwd=cwd,
+                         capture_output=True, text=True).stdout.split()
+    return out or [r.local_sha]
+
+
+def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress) -> int:
+    """0 = let the push go, 1 = stop it."""
+    cfg = config.load(repo.workdir) if repo.workdir else None
+    if cfg is None:
+        say("no .gitperf.toml here: nothing to check")
+        return 0
+    hook = cfg.hook
+    workloads = hook.workloads or tuple(w.name for w in cfg.workloads)
+    store = NotesStore(repo)
+    targets = []
+    for r in parse_stdin(stdin):
+        targets += [c for c in pushed_commits(repo, r, hook.commits, hook.max_commits) if c not in targets]
+    if not targets:
+        return 0
+    # a commit without profiles needs collecting, and so does its parent (the baseline)
+    need = []
+    for c in targets:
+        parents = repo.get(c).parents
+        for x in ([str(parents[0].id)] if parents else []) + [c]:
+            if x not in need and not has_profiles(store, x, workloads):
+                need.append(x)
+    if need:
+        try:
+            _collect(repo, need, workloads, hook.pipeline or None, hook.repeat or None, say)
+        except EnvironmentUnavailable as e:
+            if hook.on_cannot_collect == "reject":
+                say(f"cannot collect here ({e}); hook.on_cannot_collect = reject: push stopped")
+                return 1
+            say(f"warning: cannot collect here ({e}); checking with the profiles there are")
+    status = 0
+    for c in targets:
+        result = check(repo, c, cfg.check, workloads=workloads)
+        if result.result == DEGRADATION:
+            from gitperf.report import check_markdown
+            msg = repo.get(c).message.splitlines()[0]
+            print(check_markdown(result, msg), file=sys.stderr)
+            say(f"push stopped: {c[:12]} makes the program slower (bypass: git push --no-verify, or "
+                f"git perf accept {c[:12]} if it is intended)")
+            status = 1
+        elif result.result == NOT_ENOUGH_DATA:
+            if hook.on_not_enough_data == "reject":
+                say(f"{c[:12]}: not enough data to decide; hook.on_not_enough_data = reject: push stopped")
+                status = 1
+            else:
+                say(f"warning: {c[:12]}: not enough data to decide ({'; '.join(result.warnings)}); allowing the push")
+        else:
+            say(f"{c[:12]}: {result.result}")
+    if status == 0 and hook.push_notes:
+        try:
+            store.push(remote)
+            say(f"pushed refs/notes/perf to {remote}")
+        except GitPerfError as e:
+            say(f"warning: could not push the notes: {e}")
+    return status
+
+
+def _collect(repo: pygit2.Repository, commits: list[str], workloads: tuple[str, ...], pipeline: str | None,
+             repeat: int | None, say: Progress) -> None:
+    from gitperf.collect import CollectRequest, collect
+    from gitperf.engine.bcc_engine import BccEngine
+    engine = BccEngine()
+    engine.check()
+    for k, c in enumerate(commits, start=1):
+        say(f"collecting {c[:12]} ({k}/{len(commits)}) for the performance check")
+        collect(repo, CollectRequest(rev=c, workloads=workloads, pipeline=pipeline, repeat=repeat), engine,
+                lambda m: say("  " + m))
+

@@ -1,0 +1,130 @@
+"""Pre-push hook, bisect, collect --range and accept: real repositories, a real bare remote, real
+eBPF collections of the demo history."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import git, run_cli
+from gitperf.store import NotesStore, open_repo
+
+GATE = """
+[hook]
+workloads = ["small"]
+repeat = 5
+"""
+
+
+def _remote(root: Path, tmp_path: Path) -> Path:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(root, "remote", "add", "origin", str(bare))
+    return bare
+
+
+def push(root: Path, commit: str, ref: str = "main", *extra: str, env=None):
+    e = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", **(env or {}))
+    return subprocess.run(["git", "push", *extra, "origin", f"{commit}:refs/heads/{ref}"], cwd=root,
+                          capture_output=True, text=True, env=e, timeout=900)
+
+
+def test_install_chains_an_existing_hook_and_uninstall_restores_it(empty_repo):
+    hook = empty_repo / ".git" / "hooks" / "pre-push"
+    hook.write_text("#!/bin/sh\necho mine\n")
+    hook.chmod(0o755)
+    r = run_cli(empty_repo, "hooks", "install")
+    assert r.returncode == 0 and "runs first" in r.stdout
+    assert "git perf pre-push hook" in hook.read_text()
+    assert (hook.parent / "pre-push.gitperf-chained").read_text() == "#!/bin/sh\necho mine\n"
+    assert run_cli(empty_repo, "hooks", "install").returncode == 0  # idempotent
+    r = run_cli(empty_repo, "hooks", "uninstall")
+    assert r.returncode == 0 and hook.read_text() == "#!/bin/sh\necho mine\n"
+    assert not (hook.parent / "pre-push.gitperf-chained").exists()
+
+
+def test_hook_without_config_or_privileges_fails_open(empty_repo, tmp_path):
+    _remote(empty_repo, tmp_path)
+    assert run_cli(empty_repo, "hooks", "install").returncode == 0
+    r = push(empty_repo, "HEAD")
+    assert r.returncode == 0 and "nothing to check" in r.stderr
+    (empty_repo / ".gitperf.toml").write_text('[build]\ncommand = ""\nbinary = "app"\n[[workload]]\nname = "w"\n'
+                                              'command = "true"\n')
+    git(empty_repo, "add", ".gitperf.toml")
+    git(empty_repo, "commit", "-qm", "config")
+    e = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    r = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all", "git", "push", "origin", "HEAD:main"],
+                       cwd=empty_repo, capture_output=True, text=True, env=e)
+    assert r.returncode == 0, r.stderr
+    assert "cannot collect here" in r.stderr and "allowing the push" in r.stderr
+
+
+@pytest.mark.ebpf
+def test_pre_push_hook_stops_the_slowdown_and_lets_the_rest_through(demo_repo, tmp_path):
+    root, commits = demo_repo
+    _remote(root, tmp_path)
+    (root / ".gitperf.toml").write_text((root / ".gitperf.toml").read_text() + GATE)
+    assert push(root, commits[2], "main", "--no-verify").returncode == 0
+    mine = root / ".git" / "hooks" / "pre-push"
+    mine.write_text(f"#!/bin/sh\ncat > /dev/null\ntouch {tmp_path / 'chained-ran'}\n")
+    mine.chmod(0o755)
+    assert run_cli(root, "hooks", "install").returncode == 0
+
+    r = push(root, commits[3])
+    assert r.returncode != 0, r.stderr
+    assert "checksum_block" in r.stderr and "push stopped" in r.stderr and "%" in r.stderr
+    assert (tmp_path / "chained-ran").exists()
+    remote_main = subprocess.run(["git", "ls-remote", "origin", "refs/heads/main"], cwd=root, capture_output=True,
+                                 text=True).stdout.split()[0]
+    assert remote_main == commits[2]  # the slowdown did not reach the remote
+
+    assert push(root, commits[3], "other", "--no-verify").returncode == 0  # git's own bypass
+    r = push(root, commits[3], env={"GITPERF_SKIP": "1"})  # ours
+    assert r.returncode == 0 and "not checked" in r.stderr
+    r = push(root, commits[4])  # the speed-up: collected, checked, allowed
+    assert r.returncode == 0, r.stderr
+    assert "optimization" in r.stderr
+
+
+@pytest.mark.ebpf
+def test_bisect_finds_the_slowdown_collecting_fewer_commits_than_the_range(demo_repo):
+    root, commits = demo_repo
+    r = run_cli(root, "bisect", commits[0], commits[5], "--workload", "small", "--function", "checksum_block",
+                "--repeat", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["first_bad"] == commits[3]
+    assert len(out["collected"]) < out["range"] + 1  # the range holds 5 commits after GOOD, plus GOOD
+
+
+@pytest.mark.ebpf
+def test_collect_range_interrupted_resumes_without_recollecting(demo_repo):
+    root, commits = demo_repo
+    store = NotesStore(open_repo(root))
+    cmd = [sys.executable, "-m", "gitperf", "collect", "--range", f"{commits[0]}..{commits[5]}", "--workload", "small"]
+    p = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and len([c for c in commits if store.read(c)[0]]) < 2:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "run the same command again to resume" in err
+    first = {c: [sp.id for sp in store.read(c)[0]] for c in commits}
+    assert 2 <= sum(1 for v in first.values() if v) < 5
+    r = run_cli(root, "collect", "--range", f"{commits[0]}..{commits[5]}", "--workload", "small", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out["skipped"]) == {c for c, v in first.items() if v}
+    for c in commits[1:]:
+        ids = [sp.id for sp in store.read(c)[0]]
+        assert len(ids) == 1, c  # one profile each: nothing collected twice, nothing half-written
+        if first[c]:
+            assert ids == first[c]
