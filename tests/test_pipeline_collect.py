@@ -31,7 +31,7 @@ def test_pipelines_cut_probes_keep_the_slowed_function_and_its_degradation_detec
         assert not removed & set(plan["changed"])
     # the degradation is still found when both sides were collected with a pipeline
     for c in commits[2:4]:
-        collect(root, c, "--workload", "small", "--pipeline", "advanced", "--repeat", "5")
+        collect(root, c, "--workload", "gate", "--pipeline", "advanced")
     r = run_cli(root, "check", commits[3], "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 1, out

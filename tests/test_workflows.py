@@ -16,13 +16,6 @@ import pytest
 from conftest import git, run_cli
 from gitperf.store import NotesStore, open_repo
 
-GATE = """
-[hook]
-workloads = ["small"]
-repeat = 5
-"""
-
-
 def _remote(root: Path, tmp_path: Path) -> Path:
     bare = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
@@ -70,7 +63,6 @@ def test_hook_without_config_or_privileges_fails_open(empty_repo, tmp_path):
 def test_pre_push_hook_stops_the_slowdown_and_lets_the_rest_through(demo_repo, tmp_path):
     root, commits = demo_repo
     _remote(root, tmp_path)
-    (root / ".gitperf.toml").write_text((root / ".gitperf.toml").read_text() + GATE)
     assert push(root, commits[2], "main", "--no-verify").returncode == 0
     mine = root / ".git" / "hooks" / "pre-push"
     mine.write_text(f"#!/bin/sh\ncat > /dev/null\ntouch {tmp_path / 'chained-ran'}\n")
@@ -96,7 +88,7 @@ def test_pre_push_hook_stops_the_slowdown_and_lets_the_rest_through(demo_repo, t
 @pytest.mark.ebpf
 def test_bisect_finds_the_slowdown_collecting_fewer_commits_than_the_range(demo_repo):
     root, commits = demo_repo
-    r = run_cli(root, "bisect", commits[0], commits[5], "--workload", "small", "--function", "checksum_block",
+    r = run_cli(root, "bisect", commits[0], commits[5], "--workload", "gate", "--function", "checksum_block",
                 "--repeat", "3", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

@@ -16,8 +16,8 @@ n=$(git rev-list --count HEAD)
 i=0
 for c in $(git rev-list --reverse HEAD); do
   i=$((i + 1))
-  echo "== [$i/$n] git perf collect $(git log -1 --format='%h %s' "$c") --workload small --repeat 5"
-  git perf collect "$c" --workload small --repeat 5 -q
+  echo "== [$i/$n] git perf collect $(git log -1 --format='%h %s' "$c") --workload gate   (5 runs)"
+  git perf collect "$c" --workload gate -q
 done
 
 echo "== git perf log"
@@ -30,7 +30,7 @@ done
 slow=$(git rev-list --reverse HEAD | sed -n 4p)
 echo "== the pull-request comment for the slowdown: git perf report $(git log -1 --format=%h "$slow")"
 git perf report "$slow" || true
-echo "== the newest profile: git perf show HEAD --workload small --top 10"
-git perf show HEAD --workload small --top 10 | head -30
+echo "== the newest profile: git perf show HEAD --workload gate --top 10"
+git perf show HEAD --workload gate --top 10 | head -30
 echo
 echo "Profiles are git notes: git notes --ref=perf list   (in $REPO)"
