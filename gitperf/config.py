@@ -125,7 +125,7 @@ def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
             continue
         value, key = table[name], f"{where}.{name}"
         ftype = f.type if not isinstance(f.type, str) else eval(f.type)  # noqa: S307 - our own annotations
-        if ftype is tuple[str, ...]:
+        if ftype == tuple[str, ...]:
             if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
                 raise ConfigError(path, key, f"expected a list of strings, got {value!r}")
             value = tuple(value)

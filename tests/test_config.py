@@ -65,3 +65,10 @@ def test_broken_config_exits_2_naming_file_and_key(demo_repo):
         pytest.skip("no eBPF here: collect stops at the environment check")
     assert r.returncode == 2, r.stderr
     assert ".gitperf.toml: collect.mode:" in r.stderr and "'everything'" in r.stderr
+
+
+def test_lists_of_strings_parse_and_are_checked():
+    c = config.parse('[hook]\nworkloads = ["gate"]\n[collect]\nfunctions = ["a", "b"]\n')
+    assert c.hook.workloads == ("gate",) and c.collect.functions == ("a", "b")
+    with pytest.raises(ConfigError, match="expected a list of strings"):
+        config.parse('[hook]\nworkloads = "gate"\n')
