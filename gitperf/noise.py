@@ -37,8 +37,10 @@ class NoiseReport:
     workload: str
     sessions: int
     runs_per_session: int
-    pairs: int
+    pairs: int  # every ordered pair of sessions
     pairs_with_false_alarm: int
+    consecutive_checks: int  # each session against the one before it (the first against the last)
+    consecutive_with_false_alarm: int
     functions: tuple[FunctionNoise, ...]
     recommended_min_relative: float
     recommended_repeat: int
@@ -50,12 +52,14 @@ def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, comm
     alarms: dict[str, int] = {}
     resid: dict[str, list[float]] = {}
     rel: dict[str, list[float]] = {}
-    bad_pairs = 0
+    bad_pairs = bad_consecutive = 0
     pairs = list(itertools.permutations(range(len(wrap)), 2))
+    consecutive = {((i - 1) % len(wrap), i) for i in range(len(wrap))} if len(wrap) > 2 else {(0, 1)}
     for a, b in pairs:
         found = checks.compare_workload(workload, wrap[b], wrap[a], [], [], cfg)
         if any(c.type == checks.DEGRADATION for c in found):
             bad_pairs += 1
+            bad_consecutive += (a, b) in consecutive
         for c in found:
             if c.type == checks.DEGRADATION:
                 alarms[c.function] = alarms.get(c.function, 0) + 1
@@ -88,13 +92,15 @@ def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, comm
     runs = len(sessions[0]) if sessions else 0
     # Medians need three runs to shrug off one disturbed run; more runs only help the within-session part.
     rec_repeat = max(3, runs) if any(r.run_cv > 0.05 for r in big) else max(1, runs)
-    return NoiseReport(workload, len(sessions), runs, len(pairs), bad_pairs, tuple(rows), rec, rec_repeat)
+    return NoiseReport(workload, len(sessions), runs, len(pairs), bad_pairs, len(consecutive), bad_consecutive,
+                       tuple(rows), rec, rec_repeat)
 
 
 def text(r: NoiseReport, top: int = 20) -> str:
     from gitperf.render import fmt_ns
-    lines = [f"workload {r.workload}: {r.sessions} sessions x {r.runs_per_session} run(s); "
-             f"{r.pairs} A/A checks, {r.pairs_with_false_alarm} with a false alarm",
+    lines = [f"workload {r.workload}: {r.sessions} sessions x {r.runs_per_session} run(s); each against the one "
+             f"before: {r.consecutive_with_false_alarm} false alarm(s) in {r.consecutive_checks} checks; all "
+             f"{r.pairs} ordered pairs: {r.pairs_with_false_alarm}",
              f"  {'function':32s} {'time/run':>10s} {'between sessions':>17s} {'between runs':>13s} "
              f"{'detectable':>11s} {'false alarms':>13s}"]
     for f in r.functions[:top or None]:

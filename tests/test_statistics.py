@@ -161,3 +161,17 @@ def test_robust_z_ignores_an_outlier_in_the_history():
     hist = [100, 101, 99, 100, 300, 100, 102]
     assert stats.robust_z(100, hist) < 1
     assert stats.robust_z(150, hist) > checks.HISTORY_Z
+
+
+def test_noise_analysis_counts_aa_alarms_and_measures_spread():
+    from gitperf import noise
+    rng = np.random.default_rng(11)
+    base_ns = np.geomspace(5e8, 1e6, N_FUNCTIONS)
+    sessions = [[sp.profile for sp in _session(rng, base_ns, **MACHINE)] for _ in range(5)]
+    r = noise.analyse("w", sessions, CheckConfig())
+    assert (r.sessions, r.runs_per_session, r.pairs, r.consecutive_checks) == (5, RUNS, 20, 5)
+    assert r.pairs_with_false_alarm <= 1
+    by = {f.name: f for f in r.functions}
+    # run-to-run spread is 15% per run in the simulation; between sessions the median of 5 runs
+    assert 0.08 < float(np.median([f.run_cv for f in r.functions])) < 0.25
+    assert by["main"].time_ns > by["f10"].time_ns and r.recommended_min_relative >= 0.05
