@@ -9,7 +9,6 @@ tracing and the checks to find.   Usage: python bench/realworld.py DEST
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 import shutil
 import subprocess

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from gitperf import __version__, config
-from gitperf.errors import EXIT_USAGE, GitPerfError
+from gitperf.errors import GitPerfError
 
 EXIT_CODES = """\b
 Exit codes:

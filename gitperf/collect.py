@@ -117,9 +117,8 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
         if not r.count and not r.stack_samples:
             continue
         kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=r.exclusive_ns, min_ns=r.min_ns,
-                  recorded=len(r.series),
-                  max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), stack_samples=r.stack_samples,
-                  location=locations.get(f.name, ""))
+                  max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), recorded=len(r.series),
+                  stack_samples=r.stack_samples, location=locations.get(f.name, ""))
         if plan.mode == "stack" and f.name != "main":
             # Only stack samples: exclusive time = share of samples x wall time, with its interval.
             lo, hi = _wilson(r.stack_samples, total_samples)

@@ -12,7 +12,6 @@ import subprocess
 import networkx as nx
 import pytest
 
-from conftest import git
 from gitperf import callgraph, difftrace, elf, methods, pipelines, sourcediff
 from gitperf.callgraph import CallGraph, FunctionNode
 from gitperf.model import FunctionStats
