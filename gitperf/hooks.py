@@ -169,12 +169,18 @@ def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress
 
 def _collect(repo: pygit2.Repository, commits: list[str], workloads: tuple[str, ...], pipeline: str | None,
              repeat: int | None, say: Progress) -> None:
+    """Collect the commits' runs interleaved (parent, tip, parent, tip, ...), one run per commit per
+    round: a machine disturbed for a few seconds then spoils one run of each side, which the medians
+    ignore, instead of every run of one side."""
     from gitperf.collect import CollectRequest, collect
+    from gitperf.config import load as load_config
     from gitperf.engine.bcc_engine import BccEngine
     engine = BccEngine()
     engine.check()
-    for k, c in enumerate(commits, start=1):
-        say(f"collecting {c[:12]} ({k}/{len(commits)}) for the performance check")
-        collect(repo, CollectRequest(rev=c, workloads=workloads, pipeline=pipeline, repeat=repeat), engine,
-                lambda m: say("  " + m))
-
+    cfg = load_config(repo.workdir) if repo.workdir else None
+    rounds = repeat or max((w.repeat for w in (cfg.workloads if cfg else ()) if w.name in workloads), default=1)
+    for r in range(rounds):
+        for c in commits:
+            say(f"collecting {c[:12]} for the performance check (round {r + 1}/{rounds})")
+            collect(repo, CollectRequest(rev=c, workloads=workloads, pipeline=pipeline, repeat=1), engine,
+                    lambda m: say("  " + m))

@@ -12,12 +12,16 @@ echo "== building the demo history in $REPO"
 python3 "$HERE/make_history.py" "$REPO"
 cd "$REPO"
 
+# Five rounds of one run per commit: interleaving spreads any disturbance of this machine over all
+# commits instead of spoiling one commit's runs (the checks compare medians).
 n=$(git rev-list --count HEAD)
-i=0
-for c in $(git rev-list --reverse HEAD); do
-  i=$((i + 1))
-  echo "== [$i/$n] git perf collect $(git log -1 --format='%h %s' "$c") --workload gate   (5 runs)"
-  git perf collect "$c" --workload gate -q
+for round in 1 2 3 4 5; do
+  i=0
+  for c in $(git rev-list --reverse HEAD); do
+    i=$((i + 1))
+    echo "== round $round/5, [$i/$n] git perf collect $(git log -1 --format='%h %s' "$c") --workload gate --repeat 1"
+    git perf collect "$c" --workload gate --repeat 1 -q
+  done
 done
 
 echo "== git perf log"
