@@ -279,8 +279,14 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
                                        MIN_HISTORY)
             noise = hist or stats.Noise(PRIOR_SESSION_SIGMA, math.inf, "prior")
             w = within[n]
-            se = max(max(noise.sigma, NOISE_FLOOR) * math.sqrt(2), w.sigma * scale if w else 0.0)
-            tested.append((n, d[n], math.sqrt(se ** 2 + extra), noise.df, _fmt_noise(noise)))
+            session_se = max(noise.sigma, NOISE_FLOOR) * math.sqrt(2)
+            rep_se = w.sigma * scale if w else 0.0
+            se = max(session_se, rep_se)
+            if se == session_se:
+                df, label = noise.df, _fmt_noise(noise)
+            else:
+                df, label = w.df, f"replicates ±{rep_se * 100:.1f}%"
+            tested.append((n, d[n], math.sqrt(se ** 2 + extra), df, label))
             continue
         w = within[n]
         if w and s0 is not None:
