@@ -260,7 +260,8 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
             both[n] = (t, b)
     if not both:
         return changes
-    d = {n: math.log(stats.center(t.totals) / stats.center(b.totals)) for n, (t, b) in both.items()}
+    # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
+    d = {n: math.log(max(stats.center(t.totals), 1.0) / max(stats.center(b.totals), 1.0)) for n, (t, b) in both.items()}
     big = [n for n, (t, b) in both.items() if n != root and
            min(stats.center(t.totals), stats.center(b.totals)) >= cfg.min_absolute_ns]
     common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0

@@ -134,3 +134,16 @@ def test_accept_makes_the_slowdown_the_new_baseline(empty_repo):
     # the marker is a note line like the profiles: it travels with push/pull and is not "unreadable"
     assert "gitperf-accept" in NotesStore(open_repo(empty_repo)).note_text(commits[4])
     assert not NotesStore(open_repo(empty_repo)).read(commits[4])[1]
+
+
+def test_a_function_missing_from_some_runs_does_not_break_the_check(empty_repo):
+    commits = history(empty_repo, 2)
+    store = NotesStore(open_repo(empty_repo))
+    rng = np.random.default_rng(3)
+    for _ in range(4):  # four more runs of the target in which `parse` was never called: median 0
+        p = profile(commits[1], rng)
+        store.add(commits[1], p.__class__(p.header, p.metrics, p.plan, tuple(f for f in p.functions
+                                                                            if f.name != "parse")))
+    r = run_cli(empty_repo, "check", "--json")
+    assert r.returncode in (0, 1), r.stderr
+    assert json.loads(r.stdout)["result"] in ("no-change", "degradation", "optimization")
