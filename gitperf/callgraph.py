@@ -81,10 +81,6 @@ class CallGraph:
         """Functions that call no other function of the binary (library calls do not count)."""
         return {n for n in self.graph if not any(True for _ in self.graph.successors(n))}
 
-    def top(self, keep_top: int) -> set[str]:
-        """⊤: the functions at level < keep_top (closest to the root)."""
-        return {n for n, lv in self.levels.items() if lv < keep_top}
-
     def bottom(self) -> set[str]:
         """⊥: the leaves plus the functions whose callees are all leaves (where the work is)."""
         leaves = self.leaves()

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pygit2
-from scipy import stats as sps
 
 from gitperf import models, sourcediff, stats
 from gitperf.config import CheckConfig
@@ -165,20 +164,18 @@ def _not_in_binary(profiles: list[StoredProfile], name: str) -> bool:
                not any(name in names for names in p.profile.plan.removed.values()) for p in profiles)
 
 
+def _vote(rel: float, threshold: float) -> str:
+    """A method's verdict on a relative change of time (lower is better)."""
+    return DEGRADATION if rel >= threshold else OPTIMIZATION if rel <= -threshold else NO_CHANGE
+
+
 def _votes(t: _Side, b: _Side, cfg: CheckConfig) -> dict[str, str]:
     """The thesis' methods and a rank test over sampled calls, as independent opinions."""
-    def verdict(rel: float, significant: bool = True) -> str:
-        if significant and rel >= cfg.min_relative:
-            return DEGRADATION
-        if significant and rel <= -cfg.min_relative:
-            return OPTIMIZATION
-        return NO_CHANGE
-
     out = {}
     mt = sum(t.totals) / max(sum(t.counts), 1)
     mb = sum(b.totals) / max(sum(b.counts), 1)
     if mb > 0:
-        out["average-amount"] = verdict(mt / mb - 1)
+        out["average-amount"] = _vote(mt / mb - 1, cfg.min_relative)
     ts = [d for _, d in t.series]
     bs = [d for _, d in b.series]
     if len(ts) >= 10 and len(bs) >= 10:
@@ -193,7 +190,7 @@ def _votes(t: _Side, b: _Side, cfg: CheckConfig) -> dict[str, str]:
         if hi > lo:
             ib = mb_model.integral(lo, hi)
             if ib > 0:
-                out["integral"] = verdict(mt_model.integral(lo, hi) / ib - 1)
+                out["integral"] = _vote(mt_model.integral(lo, hi) / ib - 1, cfg.min_relative)
         out["local-statistics"] = _local_statistics(tx, np.array(ts, float), bx, np.array(bs, float), cfg)
     return out
 
@@ -211,8 +208,7 @@ def _local_statistics(tx, ty, bx, by, cfg: CheckConfig, intervals: int = 4) -> s
         b = by[(bx >= a) & (bx <= z)]
         if len(t) >= 3 and len(b) >= 3 and np.median(b) > 0:
             rel = float(np.median(t) / np.median(b) - 1)
-            votes.append(DEGRADATION if rel >= cfg.min_relative else OPTIMIZATION if rel <= -cfg.min_relative
-                         else NO_CHANGE)
+            votes.append(_vote(rel, cfg.min_relative))
     if not votes:
         return UNKNOWN
     top = max(set(votes), key=votes.count)
@@ -301,15 +297,11 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
         label = "replicates" if se == se_rep else "cross-section" if se == se_x else "floor"
         tested.append((n, resid[n], math.sqrt(se ** 2 + extra), df, f"{label} ±{se * 100:.1f}%"))
 
-    def p_worse(stat, se, df):
-        z = stat / se if se else math.copysign(math.inf, stat)
-        return float(sps.norm.sf(z) if math.isinf(df) else sps.t.sf(z, df))
-
     sign = 1 if cfg.direction == "lower" else -1  # "higher": a larger value is better
     weights = error_budget([x[0] for x in tested], changed, root)
     k = sum(1 for x in tested if x[0] in changed)
-    adj_worse = stats.holm([p_worse(sign * x[1], x[2], x[3]) for x in tested], weights)
-    adj_better = stats.holm([p_worse(-sign * x[1], x[2], x[3]) for x in tested], weights)
+    adj_worse = stats.holm([stats.p_slower(sign * x[1], x[2], x[3]) for x in tested], weights)
+    adj_better = stats.holm([stats.p_slower(-sign * x[1], x[2], x[3]) for x in tested], weights)
     alpha = 1 - cfg.confidence
     for (n, stat, se, df, label), pw, pb in zip(tested, adj_worse, adj_better):
         t, b = both[n]

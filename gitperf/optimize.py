@@ -16,8 +16,8 @@ import pygit2
 
 from gitperf import callgraph, difftrace, elf, pipelines, sourcediff
 from gitperf.build import checkout, run_build
+from gitperf.checks import ancestors
 from gitperf.config import Config, load as load_config
-from gitperf.difftrace import DiffResult
 from gitperf.errors import GitPerfError
 from gitperf.model import FunctionStats
 from gitperf.plan import ProbePlan, narrow
@@ -36,7 +36,6 @@ class Optimized:
     base: str = ""
     ore: float = 0.0  # resource extraction (angr, or the cache) and base analysis
     oo: float = 0.0  # planning
-    diff: DiffResult | None = None
 
 
 def _binary_name(path: str) -> str:
@@ -48,13 +47,7 @@ def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: 
     """Per-function statistics of the nearest first-parent ancestor (or `base`) that has a complete
     profile with this configuration key; with several runs, the one with the median root time."""
     store = NotesStore(repo)
-    line = [base] if base else []
-    if not base:
-        c = repo.get(commit)
-        while c is not None and c.parents and len(line) < 200:
-            c = c.parents[0]
-            line.append(str(c.id))
-    for sha in line:
+    for sha in [base] if base else ancestors(repo, commit, limit=200):
         ps = [p.profile for p in store.read(sha)[0] if p.profile.config_key == config_key and not p.profile.header.partial]
         if ps:
             ps.sort(key=lambda p: (p.function(callgraph.ROOT).total_ns if p.function(callgraph.ROOT) else 0))
@@ -121,4 +114,4 @@ def optimize(repo: pygit2.Repository, commit: str, binary: elf.BinaryInfo, plan:
              f"{len(plan.functions)} functions" + (f"; statistics from {stats_commit[:12]}" if stats_commit else
                                                      "; no earlier profile for dynamic statistics"))
     return Optimized(narrowed, pipeline, chosen, reasons, dict(diff.renamed) if diff else {}, base or "",
-                     ore, oo, diff)
+                     ore, oo)

@@ -7,7 +7,7 @@ function list; `narrow` applies what the analysis pipelines decided (pipelines.p
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gitperf.config import CollectConfig
 from gitperf.elf import BinaryInfo, FunctionSymbol
@@ -94,6 +94,5 @@ def narrow(plan: ProbePlan, keep: frozenset[str], removed: dict[str, tuple[str, 
     mode, limit = plan.mode, plan.record_limit
     if every_by and mode in ("trace", "dynamic", "sample"):
         mode, limit = "sample", 0
-    from dataclasses import replace
     return replace(plan, functions=chosen, root=root, mode=mode, record_limit=limit,
                    removed={**plan.removed, **removed}, changed=changed, every_by=dict(every_by))

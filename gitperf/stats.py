@@ -40,23 +40,11 @@ def center_var(n: int) -> float:
     return 1 / n if n < 3 else math.pi / 2 / n
 
 
-def log_ratio_test(target: Sequence[float], base: Sequence[float], noise: Noise,
-                   extra_var: float = 0.0) -> tuple[float, float, float]:
-    """One-sided test that target is slower than base.
-
-    `target` and `base` are per-run totals; `noise.sigma` the per-run SD of log(total); `extra_var`
-    adds within-run sampling variance of the log ratio (e.g. from a bootstrap over sampled calls).
-    Returns (log ratio of geometric means, its standard error, p-value of "no slowdown").
-    """
-    lt = np.log(np.maximum(np.asarray(target, float), 1.0))
-    lb = np.log(np.maximum(np.asarray(base, float), 1.0))
-    d = center(lt) - center(lb)
-    se = math.sqrt(noise.sigma ** 2 * (center_var(len(lt)) + center_var(len(lb))) + extra_var)
-    if se == 0:
-        return d, 0.0, 0.0 if d > 0 else 1.0
-    t = d / se
-    p = float(sps.norm.sf(t) if math.isinf(noise.df) else sps.t.sf(t, noise.df))
-    return d, se, p
+def p_slower(stat: float, se: float, df: float) -> float:
+    """One-sided p-value of "no increase" for a log-scale statistic with standard error `se`
+    (normal when the noise estimate has infinite degrees of freedom, else Student's t)."""
+    z = stat / se if se else math.copysign(math.inf, stat)
+    return float(sps.norm.sf(z) if math.isinf(df) else sps.t.sf(z, df))
 
 
 def interval(d: float, se: float, df: float, confidence: float) -> tuple[float, float]:
