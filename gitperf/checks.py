@@ -141,9 +141,21 @@ class _Side:
     sampled_var: float  # variance of log(total) from sampling (0 when the totals are exact)
 
 
+def _totals(profiles: list[StoredProfile], name: str) -> list[float] | None:
+    """`_side(...).totals` alone (the history needs no more, and a check reads ten commits of it)."""
+    out = []
+    for p in profiles:
+        f = p.profile.function(name)
+        if f is not None:
+            out.append(float(f.total_ns))
+        elif name in p.profile.plan.probed:
+            out.append(0.0)
+    return out or None
+
+
 def _side(profiles: list[StoredProfile], name: str) -> _Side | None:
     fs: list[FunctionStats] = [f for p in profiles if (f := p.profile.function(name)) is not None]
-    probed = [p for p in profiles if name in p.profile.plan.probed or p.profile.function(name) is not None]
+    probed = [p for p in profiles if p.profile.function(name) is not None or name in p.profile.plan.probed]
     if not probed:
         return None  # not measured here: neither present nor absent
     totals = [float(f.total_ns) for f in fs] + [0.0] * (len(probed) - len(fs))
@@ -221,7 +233,7 @@ def _fmt_noise(n: stats.Noise) -> str:
 
 def compare_workload(workload: str, target: list[StoredProfile], base: list[StoredProfile],
                      history: list[list[StoredProfile]], history_commits: list[str], cfg: CheckConfig,
-                     changed: frozenset[str] = frozenset(), root: str = ROOT) -> list[Change]:
+                     changed: frozenset[str] = frozenset(), opinions: bool = True, root: str = ROOT) -> list[Change]:
     """Every function of one workload: target runs vs base runs, with the history (nearest first)
     for the workload's noise, the robust z-score and change points.
 
@@ -238,7 +250,8 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
     code changed, and the family-wise level holds for any fixed weights."""
     names = sorted({f.name for p in target + base for f in p.profile.functions})
     sides = {n: (_side(target, n), _side(base, n)) for n in names}
-    hist_sides = {n: [s for h in history if (s := _side(h, n)) is not None and any(s.totals)] for n in names}
+    # the history enters only through each commit's center (noise of the total, robust z, change points)
+    hist_centers = {n: [stats.center(t) for h in history if (t := _totals(h, n)) and any(t)] for n in names}
     changes: list[Change] = []
     both = {}
     for n, (t, b) in sides.items():
@@ -272,7 +285,7 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
         scale = math.sqrt(stats.center_var(len(t.totals)) + stats.center_var(len(b.totals)))
         extra = t.sampled_var + b.sampled_var
         if n == root:
-            hist = stats.history_sigma([stats.center(b.totals)] + [stats.center(s.totals) for s in hist_sides[n]],
+            hist = stats.history_sigma([stats.center(b.totals)] + hist_centers[n],
                                        MIN_HISTORY)
             noise = hist or stats.Noise(PRIOR_SESSION_SIGMA, math.inf, "prior")
             w = within[n]
@@ -317,11 +330,11 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
         else:
             kind, conf = NO_CHANGE, 1 - (pw if sign * stat > 0 else pb)
         lo, hi = stats.interval(stat, se, df, cfg.confidence)
-        hist = [stats.center(s.totals) for s in hist_sides[n]]
+        hist = hist_centers[n]
         z = stats.robust_z(mt, hist) if len(hist) >= MIN_HISTORY else None
-        votes = _votes(t, b, cfg)
+        votes = _votes(t, b, cfg) if opinions else {}
         per_call = None
-        if len(t.series) >= 10 and len(b.series) >= 10:
+        if opinions and len(t.series) >= 10 and len(b.series) >= 10:
             per_call = stats.bootstrap_ratio_ci([v for _, v in t.series], [v for _, v in b.series])
             lo_c, hi_c = per_call
             up, down = lo_c >= cfg.min_relative, hi_c <= -cfg.min_relative  # the whole interval moved
@@ -378,10 +391,12 @@ def find_baseline(store: NotesStore, candidates: list[str], key: str) -> tuple[s
 
 
 def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | None = None,
-          workloads: tuple[str, ...] = ()) -> CheckResult:
+          workloads: tuple[str, ...] = (), store: NotesStore | None = None, opinions: bool = True) -> CheckResult:
     """Degradations of `rev` against its baseline (nearest first-parent ancestor with a comparable
-    profile, or `base_rev`) and its history."""
-    store = NotesStore(repo)
+    profile, or `base_rev`) and its history.  `store` may be a caching store (the index checks
+    every commit, and each check reads its ten predecessors); `opinions=False` skips the other
+    methods' votes and the bootstrap (they never change the verdict, and cost ~90% of the time)."""
+    store = store or NotesStore(repo)
     commit = resolve_commit(repo, rev)
     target_profiles, bad = store.read(commit)
     warnings = [str(b) for b in bad]
@@ -424,7 +439,7 @@ def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | N
         locations = {f.name: f.location for p in target for f in p.profile.functions if f.location}
         changed = frozenset(sourcediff.changed_functions(repo, base_commit, commit, locations))
         changed |= {n for p in target for n in p.profile.plan.changed}
-        found = compare_workload(workload, target, base, hist, hist_commits, cfg, changed)
+        found = compare_workload(workload, target, base, hist, hist_commits, cfg, changed, opinions)
         notes = []
         if len(target) == 1 or len(base) == 1:
             notes.append("one run on a side: a transient disturbance of the machine cannot be told from a "

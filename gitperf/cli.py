@@ -294,19 +294,27 @@ def diff(a, b, workloads, top, as_json):
 @main.command(epilog=EXIT_CODES)
 @click.argument("rev", required=False, default="HEAD")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown")
-@click.option("-o", "--output", type=click.Path(), help="Write here instead of standard output.")
+@click.option("-o", "--output", type=click.Path(), help="Write here instead of standard output (html: a directory).")
 @click.option("--base", help="Compare with this commit instead of the nearest profiled ancestor.")
 def report(rev, fmt, output, base):
     """The check of REV as a report: markdown (for a pull-request comment) or JSON.
 
-    The exit code is the check's, so CI can post the report and fail in one step.
+    The exit code is the check's, so CI can post the report and fail in one step.  `--format html
+    -o DIR` writes the dashboard's pages for the whole profiled history as static files (open
+    DIR/index.html; no server, no network); its exit code is still REV's check.
     """
     from gitperf.checks import check as run_check
     from gitperf.report import check_json, check_markdown
-    if fmt == "html":
-        raise GitPerfError("--format html is not available yet (it comes with the dashboard); use markdown or json")
     repo = _repo()
     result = run_check(repo, rev, _check_config(repo), base)
+    if fmt == "html":
+        if not output:
+            raise GitPerfError("--format html writes a directory of pages: name it with -o DIR")
+        from web.export import export_site
+        files = export_site(repo.workdir or repo.path, output, lambda m: click.echo(m, err=True))
+        click.echo(f"wrote {len(files)} pages to {output} (open {Path(output) / 'index.html'}); "
+                   f"{result.commit[:12]}: {result.result}", err=True)
+        sys.exit(result.exit_code)
     text = (check_markdown(result, _subject(repo, result.commit)) if fmt == "markdown"
             else json.dumps(check_json(result), indent=2) + "\n")
     if output:
@@ -356,11 +364,39 @@ def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
         click.echo("\n\n".join(noise_mod.text(r) for r in reports))
 
 
-@main.command(name="serve", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-              epilog=EXIT_CODES)
-def serve():
-    """The dashboard on 127.0.0.1 (not available yet)."""
-    raise GitPerfError("git perf serve is not available in this version yet")
+@main.command(epilog=EXIT_CODES)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on.  Anything but loopback shows your profiles to the network.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8642, show_default=True, help="0 = any free port.")
+@click.option("--rebuild", is_flag=True, help="Rebuild the index from the notes before serving.")
+def serve(host, port, rebuild):
+    """The dashboard: timelines, commit reports, regressions, at http://HOST:PORT/.
+
+    Reads the notes into an sqlite index (.git/perf/index.db, rebuilt from the notes at any time)
+    and keeps it up to date on every page load.  Needs no privileges; runs no commands.  Ctrl-C stops.
+    """
+    import socket
+
+    from werkzeug.serving import make_server
+
+    from gitperf.index import Index
+    from web import create_app
+    repo = _repo()
+    stats = Index(repo, _check_config(repo)).update(rebuild=rebuild, progress=lambda m: click.echo(m, err=True))
+    click.echo(f"index: {stats.notes} profiled commit(s), {stats.read} note(s) read in {stats.seconds:.1f} s", err=True)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"warning: serving on {host}: anyone who can reach it sees your profiles and history", err=True)
+    try:  # bind here: werkzeug would print its own message and exit 1 on a busy port
+        sock = socket.create_server((host, port))
+    except OSError as e:
+        raise GitPerfError(f"cannot listen on {host}:{port}: {e.strerror or e} (choose another --port)") from None
+    server = make_server(host, sock.getsockname()[1], create_app(repo.workdir or repo.path), threaded=True,
+                         fd=sock.fileno())
+    click.echo(f"git perf dashboard on http://{host}:{server.port}/  (Ctrl-C stops)", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
 
 
 @main.group(epilog=EXIT_CODES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,12 @@ class Profile:
         return self.header.config_key
 
     def function(self, name: str) -> FunctionStats | None:
-        for f in self.functions:
-            if f.name == name:
-                return f
-        return None
+        return self._by_name.get(name)
+
+    @cached_property
+    def _by_name(self) -> dict[str, FunctionStats]:
+        """Name -> stats (checks look up every function in every profile: a scan would be quadratic)."""
+        return {f.name: f for f in self.functions}
 
 
 def content_id(line: str) -> str:

@@ -56,7 +56,7 @@ def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, comm
     pairs = list(itertools.permutations(range(len(wrap)), 2))
     consecutive = {((i - 1) % len(wrap), i) for i in range(len(wrap))} if len(wrap) > 2 else {(0, 1)}
     for a, b in pairs:
-        found = checks.compare_workload(workload, wrap[b], wrap[a], [], [], cfg)
+        found = checks.compare_workload(workload, wrap[b], wrap[a], [], [], cfg, opinions=False)
         if any(c.type == checks.DEGRADATION for c in found):
             bad_pairs += 1
             bad_consecutive += (a, b) in consecutive

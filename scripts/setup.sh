@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One idempotent set-up for git perf, used by `make demo` and `make test`.
 #
-#   1. Debian packages: bcc (+ its Python module), kernel headers, a C compiler, chromium
+#   1. Debian packages: bcc (+ its Python module), kernel headers, a C compiler, chromium and chromedriver (dashboard tests)
 #   2. /lib/modules/$(uname -r)/{build,source} -> installed headers when the running kernel has none
 #   3. .venv with the pinned Python dependencies and the project (editable)
 #   4. Debian's bcc Python module made importable inside .venv
@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.gitperf-setup-stamp"
-DEBS=(python3-bpfcc libbpfcc linux-headers-amd64 gcc make chromium valgrind)
+DEBS=(python3-bpfcc libbpfcc linux-headers-amd64 gcc make chromium chromium-driver valgrind)
 SKIPPED=()
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -1,7 +1,8 @@
-"""Shared fixtures: real git repositories, the demo history, and the eBPF gate.
+"""Shared fixtures: real git repositories, the demo history, synthetic profiles, and the gates.
 
-Tests marked `ebpf` need root, bcc and kernel headers.  Without them they skip with the reason;
-with GITPERF_REQUIRE_EBPF=1 (set by .ci/run) a missing capability fails the test instead.
+Tests marked `ebpf` need root, bcc and kernel headers; tests marked `browser` need Debian's chromium
+and chromedriver (scripts/setup.sh installs both).  Without them they skip with the reason; with
+GITPERF_REQUIRE_EBPF=1 / GITPERF_REQUIRE_BROWSER=1 (set by .ci/run) a missing capability fails.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import math
+
+import numpy as np
 import pytest
+
+from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.store import NotesStore, open_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo"
@@ -30,22 +37,45 @@ def ebpf_missing() -> str:
     return ""
 
 
+def browser_missing() -> str:
+    """Why this machine cannot run the headless-browser tests ("" = it can)."""
+    missing = [p for p in ("chromium", "chromedriver") if not shutil.which(p)]
+    if missing:
+        return f"{' and '.join(missing)} not installed (run scripts/setup.sh as root)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed in this environment (run scripts/setup.sh)"
+    return ""
+
+
+GATES = {"ebpf": (ebpf_missing, "GITPERF_REQUIRE_EBPF", "needs eBPF"),
+         "browser": (browser_missing, "GITPERF_REQUIRE_BROWSER", "needs a headless browser")}
+
+
 def pytest_collection_modifyitems(config, items):
-    reason = None
+    reasons: dict[str, str] = {}
     for item in items:
-        if "ebpf" in item.keywords:
-            if reason is None:
-                reason = ebpf_missing()
-            if reason:
-                if os.environ.get("GITPERF_REQUIRE_EBPF") == "1":
-                    item.fixturenames.insert(0, "_fail_without_ebpf")
+        for mark, (probe, env, what) in GATES.items():
+            if mark not in item.keywords:
+                continue
+            if mark not in reasons:
+                reasons[mark] = probe()
+            if reasons[mark]:
+                if os.environ.get(env) == "1":
+                    item.fixturenames.insert(0, f"_fail_without_{mark}")
                 else:
-                    item.add_marker(pytest.mark.skip(reason=f"needs eBPF: {reason}"))
+                    item.add_marker(pytest.mark.skip(reason=f"{what}: {reasons[mark]}"))
 
 
 @pytest.fixture
 def _fail_without_ebpf(request):
     pytest.fail(f"GITPERF_REQUIRE_EBPF=1 but this machine cannot collect: {ebpf_missing()}")
+
+
+@pytest.fixture
+def _fail_without_browser(request):
+    pytest.fail(f"GITPERF_REQUIRE_BROWSER=1 but this machine cannot drive a browser: {browser_missing()}")
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +101,22 @@ def demo_history(tmp_path_factory) -> tuple[Path, list[str]]:
     dest = tmp_path_factory.mktemp("demo-pristine") / "wordstat"
     commits = make_history.build(dest)
     return dest, commits
+
+
+@pytest.fixture(scope="session")
+def profiled(demo_history, tmp_path_factory) -> tuple[Path, list[str]]:
+    """The demo history's first five commits profiled under real eBPF (workload `gate`, five runs
+    each, in five interleaved rounds: a machine disturbed for a few seconds spoils one run of every
+    commit, which the medians ignore, rather than every run of one).  Shared by the check and the
+    dashboard tests; they only read it (and the index under .git/perf)."""
+    src, commits = demo_history
+    root = tmp_path_factory.mktemp("profiled") / "wordstat"
+    shutil.copytree(src, root, symlinks=True)
+    for _ in range(5):
+        for c in commits[:5]:
+            r = run_cli(root, "collect", c, "--workload", "gate", "--repeat", "1", "-q")
+            assert r.returncode == 0, r.stderr
+    return root, commits
 
 
 @pytest.fixture
@@ -99,3 +145,37 @@ def run_cli(cwd, *args, env=None, timeout=600) -> subprocess.CompletedProcess:
     if env:
         e.update(env)
     return subprocess.run(["git", "perf", *args], cwd=cwd, capture_output=True, text=True, env=e, timeout=timeout)
+
+
+# Synthetic profiles (no eBPF) for checks and the dashboard; the names include what breaks naive
+# escaping in markdown, HTML and URLs.
+NAMES = ["main", "parse", "std::vector<int>::push_back", "hash|mix", "<script>alert(1)</script>"] + [
+    f"f{i}" for i in range(10)]
+
+
+def profile(commit: str, rng, slow: dict[str, float] | None = None, partial: str = ""):
+    slow = slow or {}
+    funcs = []
+    for i, n in enumerate(NAMES):
+        t = 1e8 / (i + 1) * math.exp(rng.normal(0, 0.01)) * slow.get(n, 1.0)
+        funcs.append(FunctionStats(n, 10 * (i + 1), int(t), int(t * 0.5), location=f"src/file{i}.c:{10 * i + 1}"))
+    h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0, partial=partial)
+    return Profile(h, Metrics(), PlanRecord(probed=tuple(NAMES)), tuple(funcs))
+
+
+def history(empty_repo, n: int, slow_at: int | None = None, runs: int = 3, factor: float = 1.5,
+            slow: dict[str, float] | None = None):
+    """n commits, each with `runs` profiles; from the commit at index slow_at on, `parse` is
+    `factor` times slower (or the functions in `slow` are)."""
+    rng = np.random.default_rng(0)
+    commits = []
+    for i in range(n):
+        (empty_repo / "a.txt").write_text(f"{i}\n")
+        git(empty_repo, "commit", "-qam", f"commit {i}")
+        commits.append(git(empty_repo, "rev-parse", "HEAD"))
+    store = NotesStore(open_repo(empty_repo))
+    for i, c in enumerate(commits):
+        now = (slow or {"parse": factor}) if slow_at is not None and i >= slow_at else {}
+        for _ in range(runs):
+            store.add(c, profile(c, rng, now))
+    return commits

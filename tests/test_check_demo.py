@@ -1,33 +1,19 @@
 """End to end on the demo history under real eBPF: collect, then check every kind of commit.
 
-The demo's `gate` workload: five runs per commit, collected in five interleaved rounds (one run of
-every commit per round), so a machine disturbed for a few seconds spoils one run of each commit,
-which the medians ignore, rather than every run of one; ~2 s a run under full tracing.  In `small` the slowed checksum is too small a share of the
-measured time (mostly probe cost) for 5 runs on a noisy machine to be sure at 99%.
+The `profiled` fixture (conftest.py) collects the demo's `gate` workload, five runs per commit in
+interleaved rounds; ~2 s a run under full tracing.  In `small` the slowed checksum is too small a
+share of the measured time (mostly probe cost) for 5 runs on a noisy machine to be sure at 99%.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from conftest import run_cli
 
 pytestmark = pytest.mark.ebpf
-
-
-@pytest.fixture(scope="module")
-def profiled(demo_history, tmp_path_factory):
-    src, commits = demo_history
-    root = tmp_path_factory.mktemp("check-demo") / "wordstat"
-    shutil.copytree(src, root, symlinks=True)
-    for _ in range(5):
-        for c in commits[:5]:
-            r = run_cli(root, "collect", c, "--workload", "gate", "--repeat", "1", "-q")
-            assert r.returncode == 0, r.stderr
-    return root, commits
 
 
 def check(root, rev, *args):

@@ -4,44 +4,11 @@
 from __future__ import annotations
 
 import json
-import math
+
 import numpy as np
 
-from conftest import git, run_cli
-from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from conftest import git, history, profile, run_cli
 from gitperf.store import NotesStore, open_repo
-
-NAMES = ["main", "parse", "std::vector<int>::push_back", "hash|mix", "<script>alert(1)</script>"] + [
-    f"f{i}" for i in range(10)]
-
-
-def profile(commit: str, rng, slow: dict[str, float] | None = None, partial: str = "") -> Profile:
-    slow = slow or {}
-    funcs = []
-    for i, n in enumerate(NAMES):
-        t = 1e8 / (i + 1) * math.exp(rng.normal(0, 0.01)) * slow.get(n, 1.0)
-        funcs.append(FunctionStats(n, 10 * (i + 1), int(t), int(t * 0.5), location=f"src/file{i}.c:{10 * i + 1}"))
-    h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0, partial=partial)
-    return Profile(h, Metrics(), PlanRecord(probed=tuple(NAMES)), tuple(funcs))
-
-
-def history(empty_repo, n: int, slow_at: int | None = None, runs: int = 3, factor: float = 1.5,
-            slow: dict[str, float] | None = None):
-    """n commits, each with `runs` profiles; from the commit at index slow_at on, `parse` is
-    `factor` times slower (or the functions in `slow` are)."""
-    rng = np.random.default_rng(0)
-    commits = []
-    for i in range(n):
-        (empty_repo / "a.txt").write_text(f"{i}\n")
-        git(empty_repo, "commit", "-qam", f"commit {i}")
-        commits.append(git(empty_repo, "rev-parse", "HEAD"))
-    store = NotesStore(open_repo(empty_repo))
-    for i, c in enumerate(commits):
-        now = (slow or {"parse": factor}) if slow_at is not None and i >= slow_at else {}
-        for _ in range(runs):
-            store.add(c, profile(c, rng, now))
-    return commits
-
 
 def test_no_profiles_or_no_baseline_exit_3_with_what_to_do(empty_repo):
     r = run_cli(empty_repo, "check")

@@ -23,11 +23,6 @@ def test_top_level_help_documents_exit_codes(empty_repo):
         assert code in r.stdout
 
 
-def test_planned_commands_say_so_with_exit_2(empty_repo):
-    r = run_cli(empty_repo, "serve")
-    assert r.returncode == 2 and "not available" in r.stderr
-
-
 def test_bad_optimization_names_and_args_exit_2(demo_repo):
     root, _ = demo_repo
     r = run_cli(root, "collect", "--optimization-on", "trimm")

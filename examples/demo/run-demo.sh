@@ -36,5 +36,8 @@ echo "== the pull-request comment for the slowdown: git perf report $(git log -1
 git perf report "$slow" || true
 echo "== the newest profile: git perf show HEAD --workload gate --top 10"
 git perf show HEAD --workload gate --top 10 | head -30
+echo "== the dashboard as static pages: git perf report --format html -o $WORK/report"
+git perf report --format html -o "$WORK/report" || true
 echo
 echo "Profiles are git notes: git notes --ref=perf list   (in $REPO)"
+echo "Dashboard: open $WORK/report/index.html, or run (no root needed): cd $REPO && git perf serve"

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The dashboard's index and overview at scale (issue 6): a generated history of N commits x F
+functions (R runs each) in real git notes; times building the index from scratch, updating it after
+one new note, and serving the overview (and a commit page) warm through the real Flask app.
+
+    .venv/bin/python bench/dashboard.py [--commits 1000] [--functions 200] [--runs 3]
+
+Targets: full build < 60 s, update < 1 s, warm overview < 300 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pygit2
+
+from _common import Header, Metrics, PlanRecord, Profile, codec  # noqa: F401  (sets sys.path)
+from gitperf.config import CheckConfig
+from gitperf.index import Index
+from gitperf.model import FunctionStats
+from gitperf.store import NOTES_REF, NotesStore
+from web import create_app
+
+SIG = pygit2.Signature("Bench", "bench@example.com", 1_767_225_600, 0)
+
+
+def _profile(commit: str, rng, names: list[str], base: np.ndarray, factor: np.ndarray) -> Profile:
+    common = rng.normal(0, 0.03)
+    funcs = []
+    for n, b, f in zip(names, base, factor):
+        t = b * f * math.exp(common + rng.normal(0, 0.05))
+        funcs.append(FunctionStats(n, 100, int(t), int(t * 0.4), int(t / 200), int(t / 50),
+                                   location=f"src/{n}.c:{len(n) * 7}"))
+    h = Header("bench", commit, "app", "b1d", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0)
+    return Profile(h, Metrics(PL=len(names), PLR=len(names)), PlanRecord(probed=tuple(names)), tuple(funcs))
+
+
+def generate(dest: Path, commits: int, functions: int, runs: int, seed: int = 0) -> list[str]:
+    """A repository of `commits` first-parent commits, each noted with `runs` profiles; every 100th
+    commit slows one function by 40% for good (so the regressions page has something to list)."""
+    repo = pygit2.init_repository(str(dest), initial_head="main")
+    rng = np.random.default_rng(seed)
+    names = ["main"] + [f"fn_{i:03d}" for i in range(1, functions)]
+    base = np.geomspace(2e9, 1e5, functions)
+    factor = np.ones(functions)
+    shas, parent = [], []
+    for i in range(commits):
+        blob = repo.create_blob(f"{i}\n".encode())
+        tb = repo.TreeBuilder()
+        tb.insert("a.txt", blob, pygit2.GIT_FILEMODE_BLOB)
+        sha = repo.create_commit("refs/heads/main", SIG, SIG, f"commit {i}", tb.write(), parent)
+        parent = [sha]
+        shas.append(str(sha))
+        if i and i % 100 == 0:
+            factor[int(rng.integers(1, functions))] *= 1.4
+        text = "".join(codec.encode(_profile(str(sha), rng, names, base, factor)) + "\n" for _ in range(runs))
+        repo.create_note(text, SIG, SIG, str(sha), NOTES_REF, True)
+    return shas
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commits", type=int, default=1000)
+    ap.add_argument("--functions", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "repo"
+        t0 = time.perf_counter()
+        shas = generate(root, a.commits, a.functions, a.runs)
+        gen = time.perf_counter() - t0
+        repo = pygit2.Repository(str(root))
+        notes_bytes = sum(len(repo.lookup_note(s, NOTES_REF).message) for s in shas)
+        idx = Index(repo, CheckConfig())
+        full = idx.update(rebuild=True)
+        size = idx.path.stat().st_size
+        found = {r["commit"] for r in idx.regressions()}
+        planted = {shas[i] for i in range(100, a.commits, 100)}
+
+        # one more commit with one new note, as `git perf collect` would leave it
+        rng = np.random.default_rng(1)
+        names = ["main"] + [f"fn_{i:03d}" for i in range(1, a.functions)]
+        tb = repo.TreeBuilder()
+        tb.insert("a.txt", repo.create_blob(b"new\n"), pygit2.GIT_FILEMODE_BLOB)
+        new = str(repo.create_commit("refs/heads/main", SIG, SIG, "new commit", tb.write(), [pygit2.Oid(hex=shas[-1])]))
+        NotesStore(repo).add(new, _profile(new, rng, names, np.geomspace(2e9, 1e5, a.functions),
+                                           np.ones(a.functions)))
+        upd = Index(repo, CheckConfig()).update()
+        noop = Index(repo, CheckConfig()).update()
+
+        client = create_app(root).test_client()
+        timings = {}
+        for label, url in (("overview", "/"), ("commit page", f"/commit/{new}"), ("regressions", "/regressions"),
+                           ("function page", "/function/fn_100"), ("api/commits", "/api/commits")):
+            assert client.get(url).status_code == 200, url  # first request: cold
+            samples = []
+            for _ in range(5):
+                t = time.perf_counter()
+                r = client.get(url)
+                samples.append(time.perf_counter() - t)
+            timings[label] = (statistics.median(samples), len(r.data))
+
+    print(f"history: {a.commits} commits x {a.functions} functions x {a.runs} runs "
+          f"(generated in {gen:.1f} s; notes {notes_bytes / 2**20:.1f} MiB)")
+    print(f"{'step':34s} {'time':>9s}  target   detail")
+    print(f"{'index: full build':34s} {full.seconds:8.2f}s  < 60 s   {full.read} notes read, {full.checked} "
+          f"commits checked, index {size / 2**20:.1f} MiB")
+    print(f"{'degradations found':34s} {len(found):9d}  planted {len(planted)}, found of them {len(found & planted)}")
+    print(f"{'index: update after one new note':34s} {upd.seconds:8.2f}s  < 1 s    {upd.read} note read, "
+          f"{upd.checked} commit checked")
+    print(f"{'index: update with nothing new':34s} {noop.seconds:8.3f}s")
+    for label, (t, n) in timings.items():
+        target = "< 0.3 s" if label == "overview" else ""
+        print(f"{'warm ' + label + ' (median of 5)':34s} {t * 1000:7.0f}ms  {target:8s} {n / 1024:.0f} KiB")
+
+
+if __name__ == "__main__":
+    main()

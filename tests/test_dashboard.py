@@ -1,0 +1,296 @@
+"""The dashboard: the sqlite index, every page and API route through Flask's test client, the static
+export, `git perf serve` as a real server, and a real headless Chromium on the eBPF-profiled demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import NAMES, git, history, profile, run_cli
+from gitperf.config import CheckConfig
+from gitperf.index import Index
+from gitperf.store import NotesStore, open_repo
+from web import create_app
+
+XSS = "<script>alert(1)</script>"
+
+
+@pytest.fixture
+def synthetic(empty_repo):
+    """Six commits, three runs each; `parse` 50% slower from commit 4 on."""
+    commits = history(empty_repo, 6, slow_at=4)
+    return empty_repo, commits
+
+
+def test_index_builds_updates_incrementally_and_rebuilds_from_the_notes(synthetic):
+    root, commits = synthetic
+    repo = open_repo(root)
+    idx = Index(repo, CheckConfig())
+    first = idx.update()
+    assert (first.notes, first.read, first.checked) == (6, 6, 6)
+    line = idx.commits()  # HEAD's first-parent line, oldest first: the repository's first commit has no note
+    assert [c["sha"] for c in line] == [git(root, "rev-parse", "HEAD~6"), *commits]
+    assert line[0]["profiles"] == 0 and line[0]["result"] is None
+    assert [r["function"] for r in idx.regressions()] == ["parse"] and idx.regressions()[0]["commit"] == commits[4]
+    assert idx.update().read == 0  # nothing changed: nothing read
+
+    # one new commit with one note: only that note is read and only that commit checked
+    (root / "a.txt").write_text("new\n")
+    git(root, "commit", "-qam", "new")
+    new = git(root, "rev-parse", "HEAD")
+    NotesStore(repo).add(new, profile(new, np.random.default_rng(9), {"parse": 1.5}))
+    second = Index(open_repo(root), CheckConfig()).update()
+    assert (second.read, second.checked, second.removed) == (1, 1, 0)
+    assert Index(open_repo(root), CheckConfig()).commit_info(new)["subject"] == "new"
+
+    # the index is derived: removing a note removes its rows; deleting the file rebuilds the same
+    git(root, "notes", "--ref", "refs/notes/perf", "remove", commits[0])
+    third = Index(open_repo(root), CheckConfig()).update()
+    assert third.removed == 1 and commits[0] not in Index(open_repo(root), CheckConfig()).noted_commits()
+    before = Index(open_repo(root), CheckConfig()).regressions()
+    idx.path.unlink()
+    rebuilt = Index(open_repo(root), CheckConfig()).update()
+    assert rebuilt.rebuilt and rebuilt.read == 6
+    assert Index(open_repo(root), CheckConfig()).regressions() == before
+
+
+def test_every_page_and_api_route_answers_with_the_data(synthetic):
+    root, commits = synthetic
+    client = create_app(root).test_client()
+    slowed = commits[4]
+
+    page = client.get("/").get_data(as_text=True)
+    assert "Workload <code>w</code>" in page and 'data-click-commits' in page
+    figure = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
+    assert {t.get("name") for t in figure["data"]} >= {"total time (median of runs)", "degradations"}
+    marker = next(t for t in figure["data"] if t.get("name") == "degradations")
+    shas = json.loads(re.search(r'<script type="application/json" id="shas">(.*?)</script>', page, re.S)[1])
+    assert [shas[x] for x in marker["x"]] == [slowed]  # the marker sits on the slowed commit
+
+    page = client.get(f"/commit/{slowed[:10]}").get_data(as_text=True)  # a unique prefix works too
+    assert "degradation" in page and "src/file1.c:11" in page and "parse" in page
+    assert f'href="/compare/{commits[3]}/{slowed}"' in page and 'class="sortable functions"' in page
+
+    page = client.get("/function/parse").get_data(as_text=True)
+    assert "src/file1.c:11" in page and slowed[:12] in page
+
+    page = client.get(f"/compare/{commits[3]}/{slowed}").get_data(as_text=True)
+    assert "degradation" in page and "parse" in page
+
+    page = client.get("/regressions").get_data(as_text=True)
+    assert page.count('<tr class="degradation">') == 1 and slowed[:12] in page
+
+    api = client.get("/api/commits").get_json()
+    assert [c["sha"] for c in api] == shas and api[5]["result"] == "degradation" and api[1]["result"] == "not-enough-data"
+    one = client.get(f"/api/commit/{slowed}").get_json()
+    assert one["check"]["result"] == "degradation" and one["check"]["changes"][0]["function"] == "parse"
+    assert len(one["profiles"]) == 3 and {f["name"] for f in one["functions"]} == set(NAMES)
+    fn = client.get("/api/function/std::vector<int>::push_back").get_json()
+    assert len(fn["history"]) == 6
+    assert client.get(f"/api/compare/{commits[3]}/{slowed}").get_json()["result"] == "degradation"
+    assert client.get("/api/regressions").get_json()[0]["commit"] == slowed
+    js = client.get("/static/plotly.min.js")
+    assert js.status_code == 200 and b"plotly" in js.data[:2000]  # served locally, not from a CDN
+
+
+def test_names_are_escaped_everywhere(synthetic):
+    root, commits = synthetic
+    client = create_app(root).test_client()
+    for url in ("/", f"/commit/{commits[4]}", "/function/" + XSS, f"/compare/{commits[3]}/{commits[4]}",
+                "/regressions"):
+        r = client.get(url)
+        assert r.status_code == 200, url
+        assert XSS not in r.get_data(as_text=True), url
+    # the API returns the name as data, in JSON, which no browser renders as HTML
+    r = client.get("/api/function/" + XSS)
+    assert r.mimetype == "application/json" and r.get_json()["function"] == XSS
+    page = client.get("/function/" + XSS).get_data(as_text=True)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+@pytest.mark.parametrize("url", ["/commit/0123456789abcdef", "/commit/not-a-sha;rm -rf", "/function/no_such_fn",
+                                 "/?workload=nope", "/compare/abcd1234/HEAD", "/nowhere"])
+def test_unknown_things_are_a_404_page_not_a_traceback(synthetic, url):
+    root, _ = synthetic
+    r = create_app(root).test_client().get(url)
+    assert r.status_code == 404 and "Not found" in r.get_data(as_text=True)
+    assert "Traceback" not in r.get_data(as_text=True)
+
+
+def test_api_404_is_json(synthetic):
+    root, _ = synthetic
+    r = create_app(root).test_client().get("/api/commit/0123456789abcdef")
+    assert r.status_code == 404 and "no commit" in r.get_json()["error"]
+
+
+def test_corrupt_note_line_is_reported_on_the_commit_page_and_kept(synthetic):
+    root, commits = synthetic
+    store = NotesStore(open_repo(root))
+    store.add_line(commits[5], "gp1:not-base64!")
+    page = create_app(root).test_client().get(f"/commit/{commits[5]}").get_data(as_text=True)
+    assert "1 line(s) of this commit" in page
+    assert "gp1:not-base64!" in store.note_text(commits[5])
+
+
+def test_static_export_writes_relative_pages_for_ci_artifacts(synthetic, tmp_path):
+    root, commits = synthetic
+    out = tmp_path / "site"
+    r = run_cli(root, "report", "--format", "html", "-o", str(out))
+    assert r.returncode == 0, r.stderr  # the exit code is HEAD's check: no change against its parent
+    assert (out / "index.html").exists() and (out / "regressions.html").exists()
+    assert (out / "static" / "plotly.min.js").stat().st_size > 1_000_000
+    for c in commits:
+        assert (out / "commit" / f"{c}.html").exists()
+    index = (out / "index.html").read_text()
+    assert 'href="/' not in index and 'src="/' not in index  # opens from disk
+    assert f'href="commit/{commits[-1]}.html"' in index
+    page = (out / "commit" / f"{commits[4]}.html").read_text()
+    assert 'src="../static/plotly.min.js"' in page and 'href="../function/' in page
+    linked = re.findall(r'href="\.\./(function/[0-9a-f]+\.html)"', page)
+    assert linked and all((out / p).exists() for p in linked)
+
+
+def test_report_html_needs_an_output_directory(synthetic):
+    root, _ = synthetic
+    r = run_cli(root, "report", "--format", "html")
+    assert r.returncode == 2 and "-o DIR" in r.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(synthetic):
+    """`git perf serve` as a user starts it."""
+    root, commits = synthetic
+    port = _free_port()
+    proc, url = _serve(root, port)
+    yield url, root, commits, port
+    proc.terminate()
+    proc.wait(10)
+
+
+def _serve(root: Path, port: int) -> tuple[subprocess.Popen, str]:
+    """Start `git perf serve` and wait until it answers (its first start builds the index)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["git", "perf", "serve", "--port", str(port)], cwd=root, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/api/commits", timeout=2)
+            return proc, url
+        except (urllib.error.URLError, ConnectionError):
+            if proc.poll() is not None:
+                raise AssertionError(f"git perf serve exited: {proc.stderr.read()}")
+            time.sleep(0.1)
+    raise AssertionError("git perf serve did not answer within 60 s")
+
+
+def test_serve_listens_on_loopback_and_answers(server):
+    url, root, commits, port = server
+    body = urllib.request.urlopen(url + "/").read().decode()
+    assert "Workload <code>w</code>" in body
+    # loopback only: the port is not open on another local address
+    other = socket.gethostbyname(socket.gethostname())
+    if not other.startswith("127."):
+        with socket.socket() as s:
+            s.settimeout(1)
+            assert s.connect_ex((other, port)) != 0
+
+
+def test_serve_on_a_busy_port_says_what_to_do(server):
+    _, root, _, port = server
+    r = run_cli(root, "serve", "--port", str(port), timeout=30)
+    assert r.returncode == 2 and "choose another --port" in r.stderr
+
+
+# -- a real browser -------------------------------------------------------------------------------
+
+def _chromium(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+              f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        opts.add_argument(a)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+
+
+def _wait_rendered(driver, timeout=30):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(driver, timeout).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "div.plot[data-rendered='true'] svg.main-svg"))
+
+
+@pytest.mark.browser
+def test_browser_shows_names_as_text_and_runs_no_script_from_them(server, tmp_path):
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+    url, *_ = server
+    driver = _chromium(tmp_path)
+    try:
+        driver.get(url + "/function/" + urllib.request.quote(XSS, safe=""))
+        _wait_rendered(driver)
+        assert driver.find_element(By.CSS_SELECTOR, "code.function-name").text == XSS
+        with pytest.raises(NoAlertPresentException):
+            driver.switch_to.alert.text
+        driver.get(url + "/")
+        _wait_rendered(driver)
+        with pytest.raises(NoAlertPresentException):
+            driver.switch_to.alert.text
+    finally:
+        driver.quit()
+
+
+@pytest.mark.ebpf
+@pytest.mark.browser
+def test_browser_overview_of_the_profiled_demo_clicks_through_to_the_slowed_commit(profiled, tmp_path):
+    """The example history under real eBPF: the overview draws the timeline, the slowed commit's
+    marker opens that commit's page, whose report names checksum_block."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    root, commits = profiled
+    slowed = commits[3]
+    proc, url = _serve(root, _free_port())
+    driver = _chromium(tmp_path)
+    try:
+        driver.get(url + "/")
+        _wait_rendered(driver)
+        driver.save_screenshot(str(tmp_path / "overview.png"))
+        plot = driver.find_element(By.ID, "plot-total-1")
+        # the degradation marker (▲) of the slowed commit: plotly draws each trace's points as paths
+        markers = plot.find_elements(By.CSS_SELECTOR, "g.trace.scatter")
+        names = driver.execute_script(
+            "return document.getElementById('plot-total-1').data.map(t => t.name || '')")
+        degr = names.index("degradations")
+        point = markers[degr].find_element(By.CSS_SELECTOR, "path.point")
+        ActionChains(driver).move_to_element(point).pause(0.3).click().perform()
+        WebDriverWait(driver, 20).until(lambda d: "/commit/" in d.current_url)
+        assert driver.current_url.endswith(f"/commit/{slowed}")
+        _wait_rendered(driver)
+        report = driver.find_element(By.CSS_SELECTOR, "table.report").text
+        assert "checksum_block" in report and "changed in this commit" in report
+        driver.save_screenshot(str(tmp_path / "commit.png"))
+        assert (tmp_path / "overview.png").stat().st_size > 10_000 and (tmp_path / "commit.png").stat().st_size > 10_000
+    finally:
+        driver.quit()
+        proc.terminate()
+        proc.wait(10)

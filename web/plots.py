@@ -1,0 +1,147 @@
+"""Plotly figures as plain dicts (plotly.js draws them; building them here keeps the templates
+free of logic and avoids plotly.py's validation, ~10 ms a trace).  Pure functions of index rows.
+
+Times are drawn in milliseconds per run.  On a timeline the x axis is the commit's position on
+HEAD's first-parent line, so a click maps a point's x back to its commit (`shas[x]` in the page).
+Every name that reaches the plot is HTML-escaped: plotly renders a subset of HTML in text, and C++
+names hold `<` and `>`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from html import escape
+
+RED, GREEN, BLUE, GREY = "#c0392b", "#1e8449", "#1f77b4", "#7f8c8d"
+MS = 1e6
+
+
+def _layout(title: str, ytitle: str, log: bool = False, height: int = 360) -> dict:
+    return {"title": {"text": escape(title), "font": {"size": 15}}, "height": height, "hovermode": "closest",
+            "margin": {"l": 70, "r": 20, "t": 40, "b": 50}, "legend": {"orientation": "h", "y": -0.18},
+            "xaxis": {"title": {"text": "commit (first-parent order, oldest left)"}, "zeroline": False},
+            "yaxis": {"title": {"text": ytitle}, "type": "log" if log else "linear", "rangemode": "tozero"}}
+
+
+def _date(ts) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d") if ts else ""
+
+
+def _band(rows: list[dict], name: str, color: str) -> list[dict]:
+    """The 95% interval of each commit's center as a shaded band (absent where a commit had one run)."""
+    x = [r["seq"] for r in rows]
+    hi = [r["ci_high"] / MS if r.get("ci_high") else None for r in rows]
+    lo = [r["ci_low"] / MS if r.get("ci_low") else None for r in rows]
+    common = {"x": x, "mode": "lines", "line": {"width": 0, "color": color}, "hoverinfo": "skip",
+              "showlegend": False, "legendgroup": name, "type": "scatter"}
+    return [dict(common, y=hi), dict(common, y=lo, fill="tonexty", fillcolor=_alpha(color, 0.18),
+                                     name=f"{escape(name)} 95% interval")]
+
+
+def _alpha(hex_color: str, a: float) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{a})"
+
+
+def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main") -> dict:
+    """A workload's total time over commits: center of the runs with its band, degradations (red ▲)
+    and optimizations (green ▼) found by `git perf check`, and the change points they report."""
+    by_seq = {r["seq"]: r for r in total}
+    text = [f"{r['commit'][:12]} {escape(r['subject'])}<br>{escape(r['author'])}, {_date(r['date'])}"
+            f"<br>{r['runs']} run(s)" for r in total]
+    data = _band(total, root, BLUE) + [{
+        "type": "scatter", "mode": "lines+markers", "name": "total time (median of runs)",
+        "x": [r["seq"] for r in total], "y": [r["total_ns"] / MS for r in total], "text": text,
+        "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>", "line": {"color": BLUE}, "marker": {"size": 6}}]
+    shapes = []
+    for kind, symbol, color in (("degradation", "triangle-up", RED), ("optimization", "triangle-down", GREEN)):
+        found: dict[int, list[str]] = {}
+        for m in marks:
+            if m["type"] == kind and m["seq"] in by_seq:
+                found.setdefault(m["seq"], []).append(f"{escape(m['function'])} {m['relative'] * 100:+.0f}%")
+        if found:
+            seqs = sorted(found)
+            data.append({"type": "scatter", "mode": "markers", "name": kind + "s",
+                         "x": seqs, "y": [by_seq[s]["total_ns"] / MS for s in seqs],
+                         "text": ["<br>".join(found[s][:8]) for s in seqs],
+                         "hovertemplate": f"<b>{kind}</b><br>%{{text}}<extra></extra>",
+                         "marker": {"symbol": symbol, "size": 14, "color": color, "line": {"width": 1, "color": "#fff"}}})
+    seq_of = {r["commit"]: r["seq"] for r in total}
+    for since in sorted({m["since"] for m in marks if m.get("since") and m["since"] in seq_of}):
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": seq_of[since], "x1": seq_of[since],
+                       "y0": 0, "y1": 1, "line": {"color": RED, "dash": "dot", "width": 1}})
+    layout = _layout(title, "time per run (ms)")
+    layout["shapes"] = shapes
+    if len(total) <= 30:  # few commits: label each tick with its short id
+        layout["xaxis"].update(tickvals=[r["seq"] for r in total], ticktext=[r["commit"][:7] for r in total])
+    else:
+        layout["xaxis"]["tickformat"] = "d"
+    if shapes:
+        layout["annotations"] = [{"x": s["x0"], "y": 1, "xref": "x", "yref": "paper", "text": "level shift",
+                                  "showarrow": False, "font": {"size": 10, "color": RED}, "yanchor": "bottom"}
+                                 for s in shapes]
+    return {"data": data, "layout": layout}
+
+
+def functions_timeline(title: str, series: dict[str, list[dict]]) -> dict:
+    """The top functions' inclusive time over commits (log scale: they differ by orders of magnitude)."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": escape(name), "x": [r["seq"] for r in rows],
+             "y": [max(r["total_ns"], 1) / MS for r in rows], "marker": {"size": 4},
+             "text": [f"{escape(name)}<br>{r['commit'][:12]} {escape(r['subject'])}" for r in rows],
+             "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>"}
+            for name, rows in series.items() if rows]
+    return {"data": data, "layout": _layout(title, "inclusive time per run (ms, log)", log=True, height=420)}
+
+
+def function_timeline(name: str, rows: list[dict], changes: list[dict]) -> dict:
+    """One function over commits, with its band and the checks' verdicts on it."""
+    fig = timeline(f"{name}: inclusive time per run", rows,
+                   [dict(c, seq=c["seq"]) for c in changes if c.get("seq") is not None], root=name)
+    fig["data"][2]["name"] = "inclusive time (median of runs)"
+    return fig
+
+
+def exclusive_bars(title: str, functions: list[dict], types: dict[str, str], top: int = 25) -> dict:
+    """Where the time goes in one commit: exclusive time of the top functions, coloured by the
+    check's verdict (red slower, green faster than the baseline)."""
+    rows = sorted(functions, key=lambda f: -f["exclusive_ns"])[:top][::-1]
+    color = {"degradation": RED, "optimization": GREEN, "accepted": "#e67e22"}
+    return {"data": [{"type": "bar", "orientation": "h", "x": [f["exclusive_ns"] / MS for f in rows],
+                      "y": [escape(f["name"]) for f in rows],
+                      "marker": {"color": [color.get(types.get(f["name"], ""), BLUE) for f in rows]},
+                      "hovertemplate": "%{y}: %{x:.3f} ms exclusive<extra></extra>"}],
+            "layout": dict(_layout(title, ""), height=max(260, 22 * len(rows) + 80),
+                           xaxis={"title": {"text": "exclusive time per run (ms)"}},
+                           yaxis={"automargin": True, "type": "category"}, margin={"l": 10, "r": 20, "t": 40, "b": 50})}
+
+
+def change_bars(title: str, changes: list[dict], top: int = 25) -> dict:
+    """Relative change per function with its interval, the largest first."""
+    rows = sorted([c for c in changes if c.get("relative") is not None],
+                  key=lambda c: -abs(c["relative"]))[:top][::-1]
+    color = {"degradation": RED, "optimization": GREEN}
+    return {"data": [{"type": "bar", "orientation": "h", "x": [c["relative"] * 100 for c in rows],
+                      "y": [escape(c["function"]) for c in rows],
+                      "error_x": {"type": "data", "symmetric": False,
+                                  "array": [((c["ci_high"] or c["relative"]) - c["relative"]) * 100 for c in rows],
+                                  "arrayminus": [(c["relative"] - (c["ci_low"] or c["relative"])) * 100 for c in rows]},
+                      "marker": {"color": [color.get(c["type"], GREY) for c in rows]},
+                      "hovertemplate": "%{y}: %{x:+.1f}%<extra></extra>"}],
+            "layout": dict(_layout(title, ""), height=max(260, 22 * len(rows) + 80),
+                           xaxis={"title": {"text": "change of time per run (%), with interval"}},
+                           yaxis={"automargin": True, "type": "category"}, margin={"l": 10, "r": 20, "t": 40, "b": 50})}
+
+
+def model_plot(name: str, series: list[tuple[int, int]], models: list) -> dict:
+    """Sampled calls (duration over call ordinal) and the fitted models, the best first."""
+    data = [{"type": "scattergl", "mode": "markers", "name": "sampled calls", "x": [o for o, _ in series],
+             "y": [d / 1e3 for _, d in series], "marker": {"size": 3, "color": GREY}}]
+    lo, hi = min(o for o, _ in series), max(o for o, _ in series)
+    for i, m in enumerate(models[:3]):
+        xs = list(m.grid_x) or [lo + (hi - lo) * k / 99 for k in range(100)]
+        ys = list(m.grid_y) if m.grid_x else [float(v) for v in m.predict(xs)]
+        data.append({"type": "scatter", "mode": "lines", "name": f"{escape(m.kind)} (R² {m.r2:.2f})",
+                     "x": xs, "y": [y / 1e3 for y in ys], "line": {"width": 3 if i == 0 else 1.5}})
+    layout = _layout(f"{name}: sampled calls and models", "duration per call (µs)")
+    layout["xaxis"]["title"]["text"] = "call ordinal"
+    return {"data": data, "layout": layout}
