@@ -2,8 +2,8 @@
 notes and never the source of truth.  Delete it and `update` rebuilds it.
 
 What it holds, per commit that carries a note, is what the pages draw: a summary of every function
-per comparable configuration (the center of the runs and their range), the profiles' metrics, and the
-result of `git perf check` with its changes.  The first-parent line of HEAD gives the commits' order.
+per comparable configuration (the center of the runs, their range and the center's 95% interval),
+the profiles' metrics, and the result of `git perf check` with every function's change.  The first-parent line of HEAD gives the commits' order.
 
 Updates are incremental: the index remembers each note's blob id, re-reads only notes whose id
 changed, and re-checks those commits plus the few later ones whose baseline or history they are.
@@ -191,6 +191,7 @@ class Index:
         db["functions"].create_index(["config_key", "name"])
         db["functions"].create_index(["name"])
         db["changes"].create_index(["type"])
+        db["changes"].create_index(["function"])
 
     def update(self, rebuild: bool = False, progress: Callable[[str], None] | None = None) -> UpdateStats:
         """Bring the index up to date with the notes (and HEAD's line); `rebuild` starts from scratch."""

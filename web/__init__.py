@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pygit2
-from flask import Flask, g, render_template
+from flask import Flask, g, render_template, request
 
 from gitperf import config
 from gitperf.index import Index
@@ -22,8 +22,8 @@ def create_app(repo_path: str | Path = ".", index_path: str | Path | None = None
     repo = open_repo(repo_path)
     cfg = config.load(repo.workdir) if repo.workdir else None
     app.config.update(REPO_PATH=str(repo.path), CHECK=cfg.check if cfg else config.CheckConfig(),
-                      INDEX_PATH=str(index_path) if index_path else None, EXPORT=export,
-                      JSON_SORT_KEYS=False)
+                      INDEX_PATH=str(index_path) if index_path else None, EXPORT=export)
+    app.json.sort_keys = False  # the API keeps the index's column order
 
     from web import api, links, pages
     app.register_blueprint(pages.bp)
@@ -35,7 +35,7 @@ def create_app(repo_path: str | Path = ".", index_path: str | Path | None = None
     def _index():
         g.repo = pygit2.Repository(app.config["REPO_PATH"])
         g.index = Index(g.repo, app.config["CHECK"], app.config["INDEX_PATH"])
-        if not app.config["EXPORT"]:
+        if not app.config["EXPORT"] and request.endpoint != "pages.static_file":
             g.index.update()
 
     @app.errorhandler(404)
