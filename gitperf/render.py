@@ -12,6 +12,11 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
+def fmt_confidence(x: float | None) -> str:
+    """99.99...% is not 100%: a test never makes a change certain."""
+    return "" if x is None else ">99.9%" if x >= 0.9995 else f"{x * 100:.1f}%"
+
+
 def fmt_bytes(n: float) -> str:
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
-from gitperf.render import fmt_ns
+from gitperf.render import fmt_confidence, fmt_ns
 
 HEADLINE = {
     DEGRADATION: "slower", OPTIMIZATION: "faster", NO_CHANGE: "no significant change",
@@ -59,7 +59,7 @@ def _line(c: Change) -> str:
     if c.type in (DEGRADATION, OPTIMIZATION, "accepted"):
         return (f"{c.type:12s} {c.workload}/{c.function}{where}: {_pct(c.relative)} {_interval(c)}  "
                 f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} per run ({fmt_ns(c.absolute_ns)}; "
-                f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {c.confidence:.1%}{calls}")
+                f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}")
     return f"{c.type:12s} {c.workload}/{c.function}{where}: {c.method}{calls}"
 
 
@@ -103,7 +103,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
             flag = " *(changed in this commit)*" if c.changed else ""
             out.append(f"| {_md(c.workload)} | {_code(c.function)}{flag} | **{_pct(c.relative)}** "
                        f"({fmt_ns(c.absolute_ns)}) | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
-                       f"{c.confidence:.1%} | {_md(c.location) or '-'} |")
+                       f"{fmt_confidence(c.confidence)} | {_md(c.location) or '-'} |")
     if other:
         out += ["", "### Other", ""]
         out += [f"- {_code(c.function)} ({_md(c.workload)}): {c.type} — {_md(c.method)}" for c in other]

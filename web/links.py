@@ -11,7 +11,7 @@ import hashlib
 
 from flask import current_app, request, url_for
 
-from gitperf.render import fmt_ns
+from gitperf.render import fmt_confidence, fmt_ns
 
 # endpoint -> path of the exported file (None: not exported, the link is left out)
 EXPORTED = {
@@ -61,9 +61,4 @@ def _ns(x) -> str:
     return "" if x is None else fmt_ns(x)
 
 
-def _confidence(x) -> str:
-    """99.99...% is not 100%: a test never makes a change certain."""
-    return "" if x is None else ">99.9%" if x >= 0.9995 else f"{x * 100:.1f}%"
-
-
-FILTERS = {"pct": _pct, "confidence": _confidence, "date": _date, "ns": _ns, "short": lambda s: (s or "")[:12]}
+FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": _date, "ns": _ns, "short": lambda s: (s or "")[:12]}
