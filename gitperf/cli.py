@@ -310,6 +310,8 @@ def report(rev, fmt, output, base):
     if fmt == "html":
         if not output:
             raise GitPerfError("--format html writes a directory of pages: name it with -o DIR")
+        if Path(output).exists() and not Path(output).is_dir():
+            raise GitPerfError(f"{output} is a file; --format html writes a directory of pages there")
         from web.export import export_site
         files = export_site(repo.workdir or repo.path, output, lambda m: click.echo(m, err=True))
         click.echo(f"wrote {len(files)} pages to {output} (open {Path(output) / 'index.html'}); "

@@ -165,6 +165,9 @@ def test_report_html_needs_an_output_directory(synthetic):
     root, _ = synthetic
     r = run_cli(root, "report", "--format", "html")
     assert r.returncode == 2 and "-o DIR" in r.stderr
+    (root / "afile").write_text("x")
+    r = run_cli(root, "report", "--format", "html", "-o", "afile")
+    assert r.returncode == 2 and "is a file" in r.stderr and (root / "afile").read_text() == "x"
 
 
 def _free_port() -> int:

@@ -12,6 +12,7 @@ from typing import Callable
 import pygit2
 from flask import url_for
 
+from gitperf.errors import GitPerfError
 from gitperf.index import Index
 from web import create_app
 from web.links import EXPORTED
@@ -45,7 +46,7 @@ def export_site(repo_path: str | Path, out: str | Path, progress: Callable[[str]
             say(f"writing pages: {i}/{len(pages)}")
         r = client.get(url)
         if r.status_code != 200:
-            raise RuntimeError(f"rendering {url} failed with HTTP {r.status_code}")
+            raise GitPerfError(f"rendering {url} failed with HTTP {r.status_code} (a bug: please report it)")
         dest = out / EXPORTED[endpoint](values)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(r.data)
