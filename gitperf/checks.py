@@ -139,6 +139,16 @@ class _Side:
     series: list[tuple[int, int]]
     location: str
     sampled_var: float  # variance of log(total) from sampling (0 when the totals are exact)
+    sampled: bool = False  # estimated from samples in some profile (not traced there)
+
+
+def _absent_is_zero(p: StoredProfile, name: str) -> bool:
+    """Would this profile have `name` if it had been called?  Yes where it was traced; a function
+    that only stack samples cover (stack, hybrid) may just have escaped the samples."""
+    plan = p.profile.plan
+    if plan.mode in ("hybrid", "stack"):
+        return name in plan.traced or name == ROOT
+    return name in plan.probed
 
 
 def _totals(profiles: list[StoredProfile], name: str) -> list[float] | None:
@@ -148,14 +158,14 @@ def _totals(profiles: list[StoredProfile], name: str) -> list[float] | None:
         f = p.profile.function(name)
         if f is not None:
             out.append(float(f.total_ns))
-        elif name in p.profile.plan.probed:
+        elif _absent_is_zero(p, name):
             out.append(0.0)
     return out or None
 
 
 def _side(profiles: list[StoredProfile], name: str) -> _Side | None:
     fs: list[FunctionStats] = [f for p in profiles if (f := p.profile.function(name)) is not None]
-    probed = [p for p in profiles if p.profile.function(name) is not None or name in p.profile.plan.probed]
+    probed = [p for p in profiles if p.profile.function(name) is not None or _absent_is_zero(p, name)]
     if not probed:
         return None  # not measured here: neither present nor absent
     totals = [float(f.total_ns) for f in fs] + [0.0] * (len(probed) - len(fs))
@@ -166,13 +176,14 @@ def _side(profiles: list[StoredProfile], name: str) -> _Side | None:
         if f.sampled and f.ci_low and f.ci_high and f.ci_low > 0:
             var += ((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * 1.96)) ** 2 / len(fs) ** 2
     series = [s for f in fs for s in f.series]
-    return _Side(totals, excl, counts, series, next((f.location for f in fs if f.location), ""), var)
+    return _Side(totals, excl, counts, series, next((f.location for f in fs if f.location), ""), var,
+                 any(f.sampled for f in fs))
 
 
 def _not_in_binary(profiles: list[StoredProfile], name: str) -> bool:
     """Profiles that probed every function of their binary (strategy userspace) and did not leave
     `name` out on purpose show that the binary has no such function."""
-    return all(p.profile.plan.strategy == "userspace" and
+    return all(p.profile.plan.strategy == "userspace" and name not in p.profile.plan.probed and
                not any(name in names for names in p.profile.plan.removed.values()) for p in profiles)
 
 
@@ -260,6 +271,10 @@ def compare_workload(workload: str, target: list[StoredProfile], base: list[Stor
         if b is None and t is not None and _not_in_binary(base, n):
             b = _Side([0.0] * len(base), [0.0] * len(base), [0.0] * len(base), [], "", 0.0)
         if t is None or b is None or not (any(t.totals) or any(b.totals)):
+            continue
+        if t.sampled != b.sampled and any(t.totals) and any(b.totals):
+            # hybrid: traced (inclusive time, exact) on one side, sampled (exclusive estimate) on the
+            # other - two different quantities, never a change
             continue
         if not any(b.totals):
             changes.append(_simple(workload, n, NEW, t, b, "present only in target"))

@@ -86,6 +86,9 @@ def init(binary, command, force, with_hooks):
 @click.option("--optimization-arg", "opt_args", multiple=True, metavar="NAME=VALUE",
               help="Override a predicted parameter, e.g. keep_top=2, criterion=semi-strict, standalone=true.")
 @click.option("--base", help="Diff tracing and baseline statistics against this commit (default: the parent).")
+@click.option("--max-overhead", "max_overhead", metavar="PCT", help="Overhead budget, e.g. 5%: trace the functions "
+              "whose information is worth their calibrated cost (changed ones first), stack-sample the rest "
+              "(overrides collect.max_overhead; replaces --mode).")
 @click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks profiles "
               "(resumable: an interrupted range continues where it stopped).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
@@ -97,8 +100,8 @@ def init(binary, command, force, with_hooks):
 @click.option("--per-probe", is_flag=True, help="Attach one uprobe per function instead of uprobe_multi links.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt_args, base, rev_range, jobs, repeat,
-            timeout, binary, no_build, per_probe, as_json, quiet):
+def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt_args, base, max_overhead, rev_range,
+            jobs, repeat, timeout, binary, no_build, per_probe, as_json, quiet):
     """Profile REV (default HEAD) under eBPF and store one profile per workload run as a git note.
 
     \b
@@ -113,11 +116,20 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
     # commit and is followed by more words is REV, anything else starts the command.
     if binary and rev != "HEAD" and not (command and _looks_like_rev(rev)):
         command, rev = (rev, *command), "HEAD"
+    budget = None
+    if max_overhead is not None:
+        from gitperf.hybrid import parse_percent
+        try:
+            budget = parse_percent(max_overhead)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--max-overhead") from None
+        if mode:
+            raise click.UsageError("--max-overhead chooses the probing itself; leave out --mode")
     req = CollectRequest(
         rev=rev, workloads=() if binary else tuple(workloads), funcs=tuple(funcs), mode=mode, repeat=repeat,
         timeout=timeout, binary=binary, no_build=no_build, command=tuple(command),
         adhoc_name=workloads[0] if binary and workloads else "adhoc", pipeline=pipeline, optimization_on=opt_on,
-        optimization_off=opt_off, optimization_args=opt_args, base=base,
+        optimization_off=opt_off, optimization_args=opt_args, base=base, max_overhead=budget,
     )
     from gitperf.pipelines import resolve
     resolve(pipeline or "none", opt_on, opt_off, opt_args)  # bad names: exit 2 before any work
@@ -125,7 +137,7 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
         if binary or command:
             raise GitPerfError("--range collects configured workloads; it cannot be combined with ad hoc --binary/CMD")
         return _collect_range(rev_range, workloads, jobs, as_json, quiet, mode=mode, pipeline=pipeline,
-                              repeat=repeat, timeout=timeout, funcs=funcs)
+                              repeat=repeat, timeout=timeout, funcs=funcs, max_overhead=max_overhead)
     engine = BccEngine(force_per_probe=per_probe)
     engine.check()  # exit 4 before anything else when this machine cannot collect
     commit, stored = do_collect(_repo(), req, engine, _progress(quiet or as_json))
@@ -137,14 +149,16 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
                       c.profile.plan.removed.items()}, "changed": list(c.profile.plan.changed),
                       "pipeline": c.profile.plan.pipeline, "methods": list(c.profile.plan.methods),
                       "reasons": c.profile.plan.reasons, "renamed": c.profile.plan.renamed,
-                      "sample_every": c.profile.plan.sample_every, "base": c.profile.plan.base}}
+                      "sample_every": c.profile.plan.sample_every, "base": c.profile.plan.base,
+                      "mode": c.profile.plan.mode, "traced": list(c.profile.plan.traced),
+                      "params": c.profile.plan.params}}
             for c in stored]}, indent=2))
         return
     from gitperf.render import collect_summary
     click.echo(collect_summary(commit, stored))
 
 
-def _collect_range(spec, workloads, jobs, as_json, quiet, mode, pipeline, repeat, timeout, funcs):
+def _collect_range(spec, workloads, jobs, as_json, quiet, mode, pipeline, repeat, timeout, funcs, max_overhead):
     from gitperf.engine.bcc_engine import BccEngine
     from gitperf.history import collect_range, first_parent_range
     BccEngine().check()
@@ -152,7 +166,8 @@ def _collect_range(spec, workloads, jobs, as_json, quiet, mode, pipeline, repeat
     commits = first_parent_range(repo, spec)
     names = tuple(workloads) or tuple(w.name for w in (config.load(repo.workdir) or config.Config("")).workloads)
     extra = [a for f in funcs for a in ("--func", f)]
-    for flag, value in (("--mode", mode), ("--pipeline", pipeline), ("--repeat", repeat), ("--timeout", timeout)):
+    for flag, value in (("--mode", mode), ("--pipeline", pipeline), ("--repeat", repeat), ("--timeout", timeout),
+                        ("--max-overhead", max_overhead)):
         if value is not None:
             extra += [flag, str(value)]
     done, skipped, failed = collect_range(repo, commits, names, jobs, tuple(extra), _progress(quiet or as_json))
@@ -176,7 +191,7 @@ def _looks_like_rev(word: str) -> bool:
 
 def _metrics_json(profile) -> dict:
     import dataclasses
-    return dataclasses.asdict(profile.metrics)
+    return {**dataclasses.asdict(profile.metrics), "measured_overhead": profile.metrics.measured_overhead}
 
 
 @main.command()

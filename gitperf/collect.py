@@ -6,7 +6,6 @@ interrupted collection writes nothing."""
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import platform
 import shlex
@@ -15,13 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from gitperf import __version__, codec, elf, workload
+from gitperf import __version__, codec, elf, estimate, hybrid, sourcediff, workload
 from gitperf.build import checkout, run_build
 from gitperf.config import CollectConfig, Config, Workload, load as load_config
 from gitperf.engine.base import Engine, RawCollection
-from gitperf.errors import CollectionAborted, ConfigError, InputError
+from gitperf.errors import CollectionAborted, ConfigError, GitPerfError, InputError
 from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile, content_id
-from gitperf.optimize import Optimized, optimize
+from gitperf.optimize import Optimized, baseline_profile, optimize
 from gitperf.plan import ProbePlan, make_plan
 from gitperf.engine import calibrate
 from gitperf.store import NotesStore, perf_dir, resolve_commit
@@ -46,6 +45,7 @@ class CollectRequest:
     optimization_off: tuple[str, ...] = ()
     optimization_args: tuple[str, ...] = ()  # NAME=VALUE
     base: str | None = None  # diff tracing and baseline statistics against this commit
+    max_overhead: float | None = None  # fraction of native run time (0.05 = 5%); None = collect.max_overhead
 
 
 @dataclass(frozen=True)
@@ -67,17 +67,6 @@ def machine_fingerprint() -> str:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 30)
     return hashlib.sha1(f"{platform.machine()}|{cpu}|{os.cpu_count()}|{mem}".encode()).hexdigest()[:12]
-
-
-def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson interval of a proportion k/n."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
 
 
 # The profile keeps at most this many sampled calls in all, shared among the functions that were
@@ -104,13 +93,13 @@ def _thin(series: list[tuple[int, int]], limit: int) -> tuple[tuple[int, int], .
 
 
 def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, str] | None = None,
-                    ) -> list[FunctionStats]:
+                    cost_ns: dict[str, float] | None = None) -> list[FunctionStats]:
     """Raw kernel data -> per-function results, exact where the kernel saw every call."""
     locations = locations or {}
     out = []
     reached = sum(1 for r in raw.functions if r.series) or 1
     per_function = min(plan.series_limit, max(SERIES_FLOOR, SERIES_BUDGET // reached))
-    duty = plan.window_ns / plan.period_ns if plan.mode == "bursty" and plan.period_ns else 1.0
+    duty = burst_duty(plan, raw, cost_ns)
     total_samples = sum(r.stack_samples for r in raw.functions) + raw.unknown_samples
     wall_ns = raw.run.wall_s * 1e9
     for f, r in zip(plan.functions, raw.functions):
@@ -119,21 +108,41 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
         kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=r.exclusive_ns, min_ns=r.min_ns,
                   max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), recorded=len(r.series),
                   stack_samples=r.stack_samples, location=locations.get(f.name, ""))
-        if plan.mode == "stack" and f.name != "main":
+        if not plan.is_traced(f.name):
             # Only stack samples: exclusive time = share of samples x wall time, with its interval.
-            lo, hi = _wilson(r.stack_samples, total_samples)
-            est = int(wall_ns * r.stack_samples / total_samples) if total_samples else 0
-            kw.update(count=0, total_ns=est, exclusive_ns=est, sampled=True, ci_low=lo * wall_ns, ci_high=hi * wall_ns)
+            est = estimate.sample_share(r.stack_samples, total_samples, wall_ns)
+            kw.update(count=0, total_ns=round(est.value), exclusive_ns=round(est.value), sampled=True,
+                      ci_low=est.low, ci_high=est.high)
+        elif plan.mode in ("hybrid", "stack"):
+            # Traced: exact calls and inclusive time.  Its kernel exclusive time would include every
+            # untraced callee's; the samples' share keeps exclusive time additive across functions.
+            est = estimate.sample_share(r.stack_samples, total_samples, wall_ns)
+            kw.update(exclusive_ns=round(est.value))
         elif duty < 1.0:
-            # Bursty: the kernel saw calls only during bursts; scale up, Poisson interval on the count.
-            half = 1.96 * math.sqrt(max(r.count, 1))
-            scale = 1 / duty
-            kw.update(count=round(r.count * scale), total_ns=round(r.total_ns * scale),
-                      exclusive_ns=round(r.exclusive_ns * scale), sampled=True,
-                      ci_low=max(r.count - half, 0) * scale * (r.total_ns / max(r.count, 1)),
-                      ci_high=(r.count + half) * scale * (r.total_ns / max(r.count, 1)))
+            # Bursty: the kernel saw calls only while the probes were live; scale up (unbiased when the
+            # bursts' phase is independent of the calls), with the interval of the thinning.
+            count = estimate.burst_sum([c for c, _t in r.bursts] or [r.count], duty)
+            total = estimate.burst_sum([t for _c, t in r.bursts] or [r.total_ns], duty)
+            kw.update(count=round(count.value), total_ns=round(total.value),
+                      exclusive_ns=round(r.exclusive_ns / duty), sampled=True, ci_low=total.low, ci_high=total.high)
         out.append(FunctionStats(**kw))
     return out
+
+
+def burst_duty(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float] | None = None) -> float:
+    """The fraction of the program's work done while the probes were live.  Measured, not the
+    nominal window/period: attaching takes milliseconds, and the program runs slower while probed,
+    so the live share of wall time overstates the share of work by the probes' own cost (each seen
+    call x the calibrated cost of its entry class)."""
+    if plan.mode != "bursty" or not plan.period_ns:
+        return 1.0
+    wall, live = raw.run.wall_s, raw.attached_s
+    if live <= 0 or wall <= 0:
+        return plan.window_ns / plan.period_ns
+    cost = cost_ns or {}
+    probe_s = sum(r.count * cost.get(f.entry, 0.0) for f, r in zip(plan.functions, raw.functions)) / 1e9
+    probe_s = min(probe_s, 0.95 * live)  # the calibration is an average: never explain away all live time
+    return min(max((live - probe_s) / (wall - probe_s), 1e-6), 1.0)
 
 
 def coverage(plan: ProbePlan, funcs: list[FunctionStats]) -> tuple[float, float]:
@@ -146,10 +155,13 @@ def coverage(plan: ProbePlan, funcs: list[FunctionStats]) -> tuple[float, float]
     return min(others / root.total_ns, 1.0), (root.total_ns - root.exclusive_ns) / root.total_ns
 
 
-def predicted_overhead(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dict[str, float]) -> float:
-    """Seconds the probes should have added: calls x calibrated cost of the entry's class."""
+def predicted_overhead(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dict[str, float],
+                       samples: int = 0) -> float:
+    """Seconds the probes should have added: traced calls x calibrated cost of the entry's class,
+    plus stack samples x the calibrated cost of one."""
     entry = {f.name: f.entry for f in plan.functions}
-    return sum(f.count * cost_ns.get(entry.get(f.name, "singlestep"), 0.0) for f in funcs if not f.sampled) / 1e9
+    calls = sum(f.count * cost_ns.get(entry.get(f.name, "singlestep"), 0.0) for f in funcs if not f.sampled)
+    return (calls + samples * cost_ns.get(calibrate.SAMPLE_KEY, 0.0)) / 1e9
 
 
 def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Workload, cwd: str,
@@ -159,7 +171,7 @@ def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Wor
     t0 = time.perf_counter()
     started = time.time()
     raw = engine.collect(binary, plan, lambda where: workload.run(wl.argv, cwd, wl.timeout, where, env), progress)
-    funcs = build_functions(plan, raw, locations)
+    funcs = build_functions(plan, raw, locations, cost_ns)
     hc, tlc = coverage(plan, funcs)
     header = Header(**header_base, workload=wl.name, command=tuple(wl.argv), started=started,
                     finished=time.time(), exit_status=raw.run.exit_status, partial=raw.run.partial)
@@ -168,13 +180,16 @@ def profile_run(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, wl: Wor
         OO=oo, ORE=ore, PL=len(plan.functions) if plan.mode != "stack" else 1,
         PLR=sum(1 for f in funcs if f.count), HC=hc, TLC=tlc, dropped=raw.dropped, records=raw.records,
         stack_samples=raw.stack_samples, untimed=raw.overflow, attach_s=raw.attach_s, detach_s=raw.detach_s,
-        predicted_overhead_s=predicted_overhead(plan, funcs, cost_ns) if plan.mode != "bursty" else 0.0,
+        predicted_overhead_s=predicted_overhead(plan, funcs, cost_ns, raw.stack_samples)
+        if plan.mode != "bursty" else 0.0, native_s=optimized.native_s if optimized else 0.0,
     )
     record = PlanRecord(probed=plan.names, removed=plan.removed, changed=plan.changed, strategy=plan.strategy,
                         mode=plan.mode, params={"sample_every": plan.sample_every, "record_limit": plan.record_limit,
                                                 "period_ns": plan.period_ns, "window_ns": plan.window_ns,
-                                                "stack_hz": plan.stack_hz, "attach": raw.attach_method})
-    if optimized is not None and optimized.methods:
+                                                "stack_hz": plan.stack_hz, "attach": raw.attach_method,
+                                                **(optimized.params if optimized else {})},
+                        traced=tuple(sorted(plan.traced)))
+    if optimized is not None and (optimized.methods or optimized.reasons):
         record = replace(record, pipeline=optimized.pipeline, methods=optimized.methods, reasons=optimized.reasons,
                          renamed=optimized.renamed, sample_every=dict(plan.every_by), base=optimized.base)
     profile = Profile(header, metrics, record, tuple(funcs), calibration=dict(cost_ns))
@@ -235,6 +250,9 @@ def _collect_in(repo, root: Path, binary_path: Path, cfg: Config, req: CollectRe
     locations = elf.source_locations(binary.path)
     ore = time.perf_counter() - t0
     ccfg: CollectConfig = cfg.collect if req.mode is None else replace(cfg.collect, mode=req.mode)
+    max_overhead = req.max_overhead if req.max_overhead is not None else ccfg.max_overhead / 100
+    if max_overhead:  # the hybrid plan is cut from the full trace plan
+        ccfg = replace(ccfg, mode="trace")
     t1 = time.perf_counter()
     plan = make_plan(binary, ccfg, req.funcs)
     oo = time.perf_counter() - t1
@@ -258,6 +276,9 @@ def _collect_in(repo, root: Path, binary_path: Path, cfg: Config, req: CollectRe
             optimized[wl.name] = optimize(repo, commit, binary, plan, cfg, key, pipeline, req.optimization_on,
                                           req.optimization_off, req.optimization_args, req.base, locations,
                                           cache_dir, progress, from_commit=req.binary is None)
+            if max_overhead:
+                optimized[wl.name] = budgeted(repo, commit, engine, binary, plan, optimized[wl.name], wl, str(root),
+                                              env, cost_ns, locations, max_overhead, key, req, ccfg.watch, progress)
         opt = optimized[wl.name]
         progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
         p = profile_run(engine, binary, opt.plan, wl, str(root), header_base, ore + opt.ore, oo + opt.oo, progress,
@@ -266,3 +287,52 @@ def _collect_in(repo, root: Path, binary_path: Path, cfg: Config, req: CollectRe
             progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
         out.append(p)
     return out
+
+
+def run_pilot(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, run, progress: Progress) -> hybrid.Pilot:
+    """The workload once with only a slow sampling timer: its native run time and where it goes."""
+    pilot_plan = replace(plan, mode="stack", stack_hz=hybrid.PILOT_HZ)
+    raw = engine.collect(binary, pilot_plan, run, lambda _m: None)
+    if raw.run.partial:
+        progress(f"  warning: the pilot run is partial ({raw.run.partial}); its run time may mislead the budget")
+    total = max(sum(r.stack_samples for r in raw.functions) + raw.unknown_samples, 1)
+    return hybrid.Pilot(raw.run.wall_s, {f.name: r.stack_samples / total
+                                         for f, r in zip(pilot_plan.functions, raw.functions) if r.stack_samples})
+
+
+def budgeted(repo, commit: str, engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, opt: Optimized,
+             wl: Workload, cwd: str, env: dict, cost_ns: dict[str, float], locations: dict[str, str],
+             max_overhead: float, config_key: str, req: CollectRequest, watch: tuple[str, ...],
+             progress: Progress) -> Optimized:
+    """--max-overhead: a pilot run with a slow sampling timer, then the hybrid plan (hybrid.py)."""
+    t0 = time.perf_counter()
+    progress(f"overhead budget {max_overhead:.1%}: pilot run of {wl.name} with {hybrid.PILOT_HZ} Hz stack sampling")
+    pilot = run_pilot(engine, binary, plan, lambda where: workload.run(wl.argv, cwd, wl.timeout, where, env), progress)
+    # Call counts: this commit's own traced profiles are the best source, else the baseline's.
+    counted = lambda p: len(hybrid.known_calls(p)) > 1  # noqa: E731 - more than the root
+    stats_commit, base_profile = baseline_profile(repo, commit, config_key, commit, counted)
+    if base_profile is None:
+        stats_commit, base_profile = baseline_profile(repo, commit, config_key,
+                                                      req.base and resolve_commit(repo, req.base), counted)
+    changed = opt.plan.changed
+    if "diff-tracing" not in opt.methods and req.binary is None:
+        parents = repo.get(commit).parents
+        try:
+            base = resolve_commit(repo, req.base) if req.base else str(parents[0].id) if parents else ""
+            changed = tuple(sorted(sourcediff.changed_functions(repo, base, commit, locations))) if base else ()
+        except GitPerfError as e:
+            progress(f"  the change's functions are unknown ({e}); weighing by time alone")
+    calls = hybrid.known_calls(base_profile)
+    new_plan, choice, rates = hybrid.choose(
+        replace(plan, changed=changed, removed=opt.plan.removed), opt.plan.names, max_overhead, pilot, cost_ns,
+        calls, hybrid.inclusive_shares(base_profile, pilot), changed, opt.levels, watch)
+    native_ms = pilot.native_s * 1e3
+    progress(f"  native {native_ms:.0f} ms; budget {choice.budget_ns / 1e6:.2f} ms: tracing "
+             f"{len(choice.traced)} function(s) ({choice.tracing_ns / 1e6:.2f} ms predicted), stack sampling "
+             f"at {choice.stack_hz} Hz ({choice.sampling_ns / 1e6:.2f} ms); call counts "
+             + (f"from {stats_commit[:12]}" if stats_commit else "unknown (no earlier profile): only main is traced"))
+    reasons = {**opt.reasons, **{n: f"sampled, not traced: {why}" for n, why in choice.why.items()}}
+    params = {"max_overhead": max_overhead, "budget_ns": choice.budget_ns, "predicted_ns": choice.predicted_ns,
+              "native_s": pilot.native_s, "value": choice.value, "bound": choice.bound, "rates_value": rates.value}
+    return replace(opt, plan=new_plan, reasons=reasons, params=params, native_s=pilot.native_s,
+                   oo=opt.oo + time.perf_counter() - t0)

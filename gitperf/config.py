@@ -52,6 +52,8 @@ class CollectConfig:
     window_ms: float = 10.0  # mode=timed/bursty: recording window / burst length within a period
     stack_hz: int = 0  # perf_event stack sampling frequency (0 = off, except in mode=stack)
     series_limit: int = 200  # sampled calls kept per function in the profile (at most)
+    max_overhead: float = 0.0  # percent of native run time the probes may add (> 0: hybrid plan)
+    watch: tuple[str, ...] = ()  # max_overhead: functions worth tracing as much as changed ones
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,9 @@ def parse(text: str, path: str = FILENAME) -> Config:
     collect = _section(CollectConfig, data.get("collect", {}), path, "collect")
     if collect.window_ms > collect.period_ms:
         raise ConfigError(path, "collect.window_ms", f"must not exceed collect.period_ms ({collect.period_ms})")
+    if not 0 <= collect.max_overhead <= 1000:
+        raise ConfigError(path, "collect.max_overhead", f"expected a percentage from 0 (off) to 1000, got "
+                          f"{collect.max_overhead!r}")
     return Config(
         path=path,
         build=_section(BuildConfig, data.get("build", {}), path, "build"),
@@ -220,6 +225,8 @@ record_limit = 1000             # mode=dynamic: stop recording a function after 
 period_ms = 100.0               # mode=timed|bursty: period ...
 window_ms = 10.0                # ... and the recording window (burst) inside it
 stack_hz = 0                    # perf_event stack sampling frequency for untraced code (0 = off)
+max_overhead = 0                # percent: trace what the budget allows, stack-sample the rest (0 = off)
+# watch = ["parse"]             # max_overhead: trace these first, like functions the change touched
 
 [check]
 min_relative = 0.05             # relative changes below this are never degradations

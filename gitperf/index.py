@@ -24,12 +24,12 @@ import numpy as np
 import pygit2
 import sqlite_utils
 
-from gitperf import checks, stats
+from gitperf import accuracy, checks, stats
 from gitperf.config import CheckConfig
 from gitperf.model import StoredProfile
 from gitperf.store import NOTES_REF, BadLine, NotesStore, perf_dir
 
-SCHEMA = 1  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 2  # bump when the tables change: an index of another schema is rebuilt from scratch
 ROOT = checks.ROOT
 
 
@@ -137,12 +137,19 @@ def _center_interval(totals: list[float], confidence: float = 0.95) -> tuple[flo
     return (lo + 1), (hi + 1)
 
 
-def _profile_row(p: StoredProfile) -> dict:
-    h = p.profile.header
+def _profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
+    """One profile; a cheaper one (sampled, hybrid, ...) with a full trace of the same configuration
+    on the same commit also gets its accuracy against it (time shares, accuracy.py)."""
+    h, m = p.profile.header, p.profile.metrics
+    metrics = {**asdict(m), "measured_overhead": m.measured_overhead, "accuracy": None}
+    full = next((s.profile for s in siblings if s.profile.config_key == h.config_key and s.profile.plan.mode == "trace"
+                 and not s.profile.plan.methods and not s.profile.header.partial), None)
+    if full is not None and (p.profile.plan.mode != "trace" or p.profile.plan.methods):
+        metrics["accuracy"] = accuracy.compare(accuracy.shares(full.functions), accuracy.shares(p.profile.functions))
     return {"id": p.id, "commit": p.commit, "line_no": p.line_no, "workload": h.workload, "config_key": h.config_key,
             "engine": h.engine, "mode": p.profile.plan.mode, "pipeline": p.profile.plan.pipeline,
             "partial": h.partial, "started": h.started, "functions": len(p.profile.functions),
-            "metrics": json.dumps(asdict(p.profile.metrics))}
+            "metrics": json.dumps(metrics)}
 
 
 def _config_digest(cfg: CheckConfig) -> str:
@@ -229,7 +236,7 @@ class Index:
                     say(f"reading notes: {i}/{len(changed)}")
                 good, bad = store.read(c)
                 self._insert("notes", [{"commit": c, "oid": current[c], "bad_lines": len(bad)}])
-                self._insert("profiles", [_profile_row(p) for p in good])
+                self._insert("profiles", [_profile_row(p, good) for p in good])
                 self._insert("functions", _summaries(c, good))
             to_check = set(current) if recheck_all else self._affected(changed + removed, line, set(current))
             to_check &= set(current)

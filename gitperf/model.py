@@ -55,7 +55,13 @@ class Metrics:
     untimed: int = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
     attach_s: float = 0.0
     detach_s: float = 0.0
-    predicted_overhead_s: float = 0.0  # calls x calibrated per-hit cost of each entry class
+    predicted_overhead_s: float = 0.0  # calls x calibrated per-hit cost of each entry class (+ samples x cost)
+    native_s: float = 0.0  # --max-overhead: the pilot's run time at native speed (0 = not measured)
+
+    @property
+    def measured_overhead(self) -> float | None:
+        """PRT / native - 1 against the pilot run (one native run: as noisy as the machine)."""
+        return self.PRT / self.native_s - 1 if self.native_s > 0 else None
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,7 @@ class PlanRecord:
     removed: dict[str, tuple[str, ...]] = field(default_factory=dict)  # method -> names
     changed: tuple[str, ...] = ()
     strategy: str = "userspace"
-    mode: str = "trace"  # trace | sample | dynamic | timed | bursty | stack
+    mode: str = "trace"  # trace | sample | dynamic | timed | bursty | stack | hybrid
     params: dict[str, float] = field(default_factory=dict)
     pipeline: str = "none"
     methods: tuple[str, ...] = ()  # the optimization methods that ran, in order
@@ -103,6 +109,7 @@ class PlanRecord:
     renamed: dict[str, str] = field(default_factory=dict)  # diff tracing: base name -> name here
     sample_every: dict[str, int] = field(default_factory=dict)  # per-function periods (dynamic sampling)
     base: str = ""  # the commit diff tracing and the baseline statistics came from
+    traced: tuple[str, ...] = ()  # hybrid: the functions traced on every call (the rest: stack samples)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from gitperf.build import checkout, run_build
 from gitperf.checks import ancestors
 from gitperf.config import Config, load as load_config
 from gitperf.errors import GitPerfError
-from gitperf.model import FunctionStats
+from gitperf.model import FunctionStats, Profile
 from gitperf.plan import ProbePlan, narrow
 from gitperf.store import NotesStore, resolve_commit
 
@@ -36,24 +36,34 @@ class Optimized:
     base: str = ""
     ore: float = 0.0  # resource extraction (angr, or the cache) and base analysis
     oo: float = 0.0  # planning
+    levels: dict[str, int] = field(default_factory=dict)  # call-graph level of each function (when analysed)
+    params: dict[str, float] = field(default_factory=dict)  # --max-overhead: the budget's figures
+    native_s: float = 0.0  # --max-overhead: the pilot's run time, against which overhead is measured
 
 
 def _binary_name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: str | None = None,
-                   ) -> tuple[str, dict[str, FunctionStats]]:
-    """Per-function statistics of the nearest first-parent ancestor (or `base`) that has a complete
-    profile with this configuration key; with several runs, the one with the median root time."""
+def baseline_profile(repo: pygit2.Repository, commit: str, config_key: str, base: str | None = None,
+                     want: Callable[[Profile], bool] = lambda _p: True) -> tuple[str, Profile | None]:
+    """The nearest first-parent ancestor (or `base`) that has a complete profile with this
+    configuration key (and that `want`s); with several runs, the one with the median root time."""
     store = NotesStore(repo)
     for sha in [base] if base else ancestors(repo, commit, limit=200):
-        ps = [p.profile for p in store.read(sha)[0] if p.profile.config_key == config_key and not p.profile.header.partial]
+        ps = [p.profile for p in store.read(sha)[0]
+              if p.profile.config_key == config_key and not p.profile.header.partial and want(p.profile)]
         if ps:
             ps.sort(key=lambda p: (p.function(callgraph.ROOT).total_ns if p.function(callgraph.ROOT) else 0))
-            mid = ps[len(ps) // 2]
-            return sha, {f.name: f for f in mid.functions}
-    return "", {}
+            return sha, ps[len(ps) // 2]
+    return "", None
+
+
+def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: str | None = None,
+                   ) -> tuple[str, dict[str, FunctionStats]]:
+    """Per-function statistics of the baseline profile (see `baseline_profile`)."""
+    sha, profile = baseline_profile(repo, commit, config_key, base)
+    return sha, {f.name: f for f in profile.functions} if profile else {}
 
 
 def base_callgraph(repo: pygit2.Repository, base: str, cfg: Config, binary_rel: str, cache_dir: Path,
@@ -114,4 +124,4 @@ def optimize(repo: pygit2.Repository, commit: str, binary: elf.BinaryInfo, plan:
              f"{len(plan.functions)} functions" + (f"; statistics from {stats_commit[:12]}" if stats_commit else
                                                      "; no earlier profile for dynamic statistics"))
     return Optimized(narrowed, pipeline, chosen, reasons, dict(diff.renamed) if diff else {}, base or "",
-                     ore, oo)
+                     ore, oo, levels=dict(cg.levels))

@@ -20,7 +20,7 @@ ROOT = "main"
 class ProbePlan:
     functions: tuple[FunctionSymbol, ...]  # probe ids are indexes into this tuple
     root: int | None  # index of the root function (main), or None when the binary has none
-    mode: str = "trace"  # trace | sample | dynamic | timed | bursty | stack
+    mode: str = "trace"  # trace | sample | dynamic | timed | bursty | stack | hybrid
     sample_every: int = 1
     record_limit: int = 1000
     reenable: bool = True
@@ -32,6 +32,22 @@ class ProbePlan:
     removed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     changed: tuple[str, ...] = ()
     every_by: dict[str, int] = field(default_factory=dict)  # per-function sampling periods
+    # hybrid: the functions traced (exact aggregates); the others are covered by stack samples only
+    traced: frozenset[str] = frozenset()
+
+    def probed_ids(self) -> list[int]:
+        """Indexes of the functions that get entry/return probes.  Stack mode probes only the root
+        (its entry gives the load bias for symbolisation); hybrid mode the traced set and the root."""
+        if self.mode == "stack":
+            return [self.root] if self.root is not None else []
+        if self.mode == "hybrid":
+            return [i for i, f in enumerate(self.functions) if f.name in self.traced or i == self.root]
+        return list(range(len(self.functions)))
+
+    def is_traced(self, name: str) -> bool:
+        if self.mode == "stack":
+            return name == ROOT
+        return self.mode != "hybrid" or name in self.traced or name == ROOT
 
     def every(self, name: str) -> int:
         return max(self.every_by.get(name, self.sample_every), 1)

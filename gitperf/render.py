@@ -28,7 +28,19 @@ def metrics_line(p: Profile) -> str:
     m = p.metrics
     return (f"PT {m.PT:.2f}s  CPT {m.CPT:.2f}s  PRT {m.PRT:.3f}s  RDV {fmt_bytes(m.RDV)}  PS {fmt_bytes(m.PS)}  "
             f"PL {m.PL}  PLR {m.PLR}  HC {m.HC:.1%}  TLC {m.TLC:.1%}  attach {m.attach_s * 1e3:.0f} ms  "
-            f"detach {m.detach_s * 1e3:.0f} ms  probe cost (predicted) {m.predicted_overhead_s:.2f}s")
+            f"detach {m.detach_s * 1e3:.0f} ms  probe cost (predicted) {m.predicted_overhead_s:.2f}s"
+            + _budget(p))
+
+
+def _budget(p: Profile) -> str:
+    """--max-overhead: the budget, what was predicted, and what the run measured against the pilot."""
+    m, budget = p.metrics, p.plan.params.get("max_overhead")
+    if not budget or not m.native_s:
+        return ""
+    return (f"\n    budget {budget:.1%} of native {m.native_s * 1e3:.0f} ms: predicted "
+            f"{m.predicted_overhead_s / m.native_s:+.1%}, measured {m.measured_overhead:+.1%} (one native run: "
+            f"±run-to-run noise); traced {', '.join(p.plan.traced) or '-'}, the rest stack-sampled at "
+            f"{p.plan.params.get('stack_hz', 0):.0f} Hz")
 
 
 def _warnings(p: Profile) -> list[str]:
@@ -83,10 +95,10 @@ def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models:
             funcs = funcs[:top]
         lines.append(f"  {'function':<32} {'calls':>10} {'total':>11} {'exclusive':>11} {'mean':>10}  ")
         for f in funcs:
-            calls = f"~{f.count}" if f.sampled else str(f.count)
+            calls = (f"~{f.count}" if f.count else "-") if f.sampled else str(f.count)  # "-": only stack-sampled
             est = f"  [{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
             lines.append(f"  {f.name[:32]:<32} {calls:>10} {fmt_ns(f.total_ns):>11} {fmt_ns(f.exclusive_ns):>11} "
-                         f"{fmt_ns(f.mean_ns):>10}{est}")
+                         f"{fmt_ns(f.mean_ns) if f.count else '-':>10}{est}")
             if models and (m := model_summary(f)):
                 lines.append(f"      model: {m}")
     return "\n".join(lines)
@@ -105,7 +117,8 @@ def profile_json(sp: StoredProfile) -> dict:
             d.update(ci_low=f.ci_low, ci_high=f.ci_high)
         funcs.append(d)
     return {"id": sp.id, "workload": p.header.workload, "engine": p.header.engine, "config_key": p.config_key,
-            "header": dataclasses.asdict(p.header), "metrics": dataclasses.asdict(p.metrics),
+            "header": dataclasses.asdict(p.header),
+            "metrics": {**dataclasses.asdict(p.metrics), "measured_overhead": p.metrics.measured_overhead},
             "plan": dataclasses.asdict(p.plan), "functions": funcs}
 
 

@@ -7,6 +7,7 @@ GITPERF_REQUIRE_EBPF=1 / GITPERF_REQUIRE_BROWSER=1 (set by .ci/run) a missing ca
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -145,6 +146,13 @@ def run_cli(cwd, *args, env=None, timeout=600) -> subprocess.CompletedProcess:
     if env:
         e.update(env)
     return subprocess.run(["git", "perf", *args], cwd=cwd, capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def collect_json(root, *args) -> list[dict]:
+    """`git perf collect --json` that must succeed: the profiles it stored."""
+    r = run_cli(root, "collect", "--json", "-q", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["profiles"]
 
 
 # Synthetic profiles (no eBPF) for checks and the dashboard; the names include what breaks naive

@@ -31,6 +31,9 @@ def test_template_is_valid_and_commented():
      "workload[1].name", ["duplicate"]),
     ("[buidl]\n", "buidl", ["unknown section"]),
     ("[collect]\nperiod_ms = 5\nwindow_ms = 10\n", "collect.window_ms", ["period_ms"]),
+    ("[collect]\nmax_overhead = -5\n", "collect.max_overhead", ["percentage", "-5"]),
+    ("[collect]\nmax_overhead = \"5%\"\n", "collect.max_overhead", ["a number"]),
+    ("[collect]\nwatch = \"parse\"\n", "collect.watch", ["list of strings"]),
 ])
 def test_errors_name_file_key_value_and_expectation(text, key, words):
     with pytest.raises(ConfigError) as e:

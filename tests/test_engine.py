@@ -296,9 +296,11 @@ def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit)
     root, c = first_commit
     out = collect_json(root, "--workload", "small")
     cal = json.loads(next((root / ".git" / "perf").glob("calibration-*.json")).read_text())
-    assert set(cal) == {"push", "nop", "branch", "endbr", "singlestep"}
+    assert set(cal) == {"push", "nop", "branch", "endbr", "singlestep", "stack_sample"}
     # the kernel emulates push; it single-steps mov out of line, which costs several times more
     assert cal["singlestep"] > 2 * cal["push"] > 0
+    # a stack sample (timer interrupt, stack walk, return-address scan) costs more than an emulated trap
+    assert cal["stack_sample"] > cal["push"]
     [p] = stored(root, c)
     assert p["metrics"]["predicted_overhead_s"] > 0
     # the probes are nearly all of the probed run time: calls x calibrated cost must account for it

@@ -6,15 +6,9 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from conftest import collect_json as collect, run_cli
 
 pytestmark = pytest.mark.ebpf
-
-
-def collect(root, *args):
-    r = run_cli(root, "collect", "--json", "-q", *args)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)["profiles"]
 
 
 def test_pipelines_cut_probes_keep_the_slowed_function_and_its_degradation_detectable(demo_repo):
@@ -35,7 +29,8 @@ def test_pipelines_cut_probes_keep_the_slowed_function_and_its_degradation_detec
             collect(root, c, "--workload", "gate", "--pipeline", "advanced", "--repeat", "1")
     r = run_cli(root, "check", commits[3], "--json")
     out = json.loads(r.stdout)
-    assert r.returncode == 1, out
+    summary = [(c["workload"], c["function"], c["type"], c["relative"], c["confidence"]) for c in out["changes"]][:8]
+    assert r.returncode == 1, (out["result"], summary, out["warnings"])
     assert out["changes"][0]["function"] == "checksum_block"
 
 

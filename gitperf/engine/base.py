@@ -22,6 +22,7 @@ class RawFunction:
     hist: list[int] = field(default_factory=list)
     series: list[tuple[int, int]] = field(default_factory=list)  # (ordinal, inclusive ns)
     stack_samples: int = 0
+    bursts: list[tuple[int, int]] = field(default_factory=list)  # bursty: (calls, total ns) in each burst
 
 
 @dataclass
@@ -39,6 +40,7 @@ class RawCollection:
     stack_samples: int
     unknown_samples: int  # samples outside the binary's functions
     attach_method: str  # "uprobe_multi" | "per-probe"
+    attached_s: float = 0.0  # seconds the probes were live while the workload ran (bursty: < run time)
 
 
 # The workload runner an engine calls once its probes are in place.

@@ -10,6 +10,7 @@ import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Callable
 
 from gitperf.elf import BinaryInfo
 from gitperf.engine import bpflink
@@ -101,8 +102,7 @@ class BccEngine:
     # -- collection --------------------------------------------------------------------------------
     def collect(self, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload, progress: Progress) -> RawCollection:
         bcc = _import_bcc()
-        # mode=stack probes only the root (its entry gives the load bias for symbolisation)
-        probed = [plan.root] if plan.mode == "stack" and plan.root is not None else list(range(len(plan.functions)))
+        probed = plan.probed_ids()
         multi = self.uses_multi_link
         n = max(len(plan.functions), 1)
         with scope() as where:
@@ -112,6 +112,8 @@ class BccEngine:
                 f"-DRINGBUF_PAGES={RINGBUF_PAGES}",
                 f"-DPERIOD_NS={plan.period_ns if plan.mode == 'timed' else 0}ULL",
                 f"-DWINDOW_NS={plan.window_ns if plan.mode == 'timed' else 0}ULL",
+                f"-DTEXT_LO={min((f.vaddr for f in binary.functions), default=0)}ULL",
+                f"-DTEXT_HI={max((f.vaddr + f.size for f in binary.functions), default=0)}ULL",
             ]
             text = BPF_SOURCE.read_text()
             if not multi:  # one stub pair per function: the id is compiled in
@@ -145,14 +147,17 @@ class BccEngine:
                     cleanup.callback(lambda: b.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE,
                                                                   ev_config=bcc.PerfSWConfig.CPU_CLOCK))
                 attach_s = attach.attach_s
+                attach.on_since = time.perf_counter()  # live time counts from the workload's start
                 progress(f"probes attached ({attach.method}, {attach_s * 1000:.1f} ms); running workload")
 
                 stop = threading.Event()
                 poller = threading.Thread(target=self._poll, args=(b, stop), daemon=True)
                 poller.start()
                 burster = None
+                ends: list[list[tuple[int, int]]] = []  # cumulative (calls, total ns) at each burst's end
                 if plan.mode == "bursty" and plan.period_ns:
-                    burster = threading.Thread(target=attach.bursts, args=(plan, stop), daemon=True)
+                    burster = threading.Thread(target=attach.bursts, daemon=True,
+                                               args=(plan, stop, lambda: ends.append(self._totals(b, n))))
                     burster.start()
                 try:
                     result = run(where)
@@ -163,11 +168,15 @@ class BccEngine:
                         burster.join()
                 b.ring_buffer_consume()
                 t_detach = time.perf_counter()
+                attached_s = attach.attached_s(t_detach)
+                in_burst = attach.attached
                 attach.detach()
                 detach_s = time.perf_counter() - t_detach
                 funcs, counters, map_bytes = self._read(b, plan, n)
                 for i, res in enumerate(series):
                     funcs[i].series = res.sorted()
+                if burster:
+                    _per_burst(funcs, ends, in_burst)
                 samples, unknown, sample_bytes = self._read_samples(b, binary, plan)
                 for i, c in samples.items():
                     funcs[i].stack_samples = c
@@ -177,6 +186,7 @@ class BccEngine:
             collection_s=collection_s, raw_bytes=raw_bytes[0] + map_bytes + sample_bytes,
             records=counters[1], dropped=counters[0], overflow=counters[2], unmatched=counters[3],
             stack_samples=counters[4], unknown_samples=unknown, attach_method=attach.method,
+            attached_s=attached_s,
         )
 
     @staticmethod
@@ -220,9 +230,18 @@ class BccEngine:
         return funcs, counters, nbytes
 
     @staticmethod
+    def _totals(b, n: int) -> list[tuple[int, int]]:
+        """(calls, total inclusive ns) of every function so far."""
+        calls, stats = b["calls"], b["stats"]
+        return [(calls[ctypes.c_int(i)].value, sum(s.total for s in stats.getvalue(ctypes.c_int(i))))
+                for i in range(n)]
+
+    @staticmethod
     def _read_samples(b, binary: BinaryInfo, plan: ProbePlan) -> tuple[dict[int, int], int, int]:
         """Attribute each stack sample to the innermost frame inside the binary (time in libc
-        counts for its caller, as exclusive time does in traced mode)."""
+        counts for its caller, as exclusive time does in traced mode).  A sample in a library
+        prefers the return address found on the stack (`ret`): the frame-pointer walk through
+        library code misses the immediate caller."""
         index = {f.name: i for i, f in enumerate(plan.functions)}
         bases = {k.value: v.value for k, v in b["bases"].items()}
         out: dict[int, int] = {}
@@ -232,7 +251,9 @@ class BccEngine:
             nbytes += 16
             bias = bases.get(k.tgid, 0 if not binary.pie else None)
             fn = None
-            if bias is not None:
+            if bias is not None and k.ret:
+                fn = binary.symbolize(k.ret - 1 - bias)  # -1: a call's return address may start the next function
+            if bias is not None and fn is None:
                 for addr in stacks.walk(k.stackid):
                     nbytes += 8
                     sym = binary.symbolize(addr - bias)
@@ -246,6 +267,18 @@ class BccEngine:
         return out, unknown, nbytes
 
 
+def _per_burst(funcs: list[RawFunction], ends: list[list[tuple[int, int]]], in_burst: bool) -> None:
+    """Each function's calls and total in each burst, from the cumulative values at the bursts'
+    ends (and at the end of the run, when it ended during a burst)."""
+    final = [(f.count, f.total_ns) for f in funcs]
+    marks = ends + ([final] if in_burst or not ends else [])
+    for i, f in enumerate(funcs):
+        prev = (0, 0)
+        for m in marks:
+            f.bursts.append((m[i][0] - prev[0], m[i][1] - prev[1]))
+            prev = m[i]
+
+
 class _Attacher:
     """Attach and detach the entry/return probes: two uprobe_multi links, or per-probe."""
 
@@ -255,6 +288,8 @@ class _Attacher:
         self.links: list[bpflink.UprobeMultiLink] = []
         self.attached = False
         self.attach_s = 0.0
+        self.on_s = 0.0  # bursty: time the probes were live, for the measured duty cycle
+        self.on_since: float | None = None
         self._lock = threading.Lock()
         if multi:
             import bcc
@@ -287,12 +322,21 @@ class _Attacher:
                     self.b.attach_uprobe(name=self.binary.path, sym=f.name, fn_name=f"e_{i}")
                     self.b.attach_uretprobe(name=self.binary.path, sym=f.name, fn_name=f"r_{i}")
             self.attached = True
+            self.on_since = time.perf_counter()
         self.attach_s += time.perf_counter() - t0
+
+    def attached_s(self, now: float) -> float:
+        """Seconds the probes have been live since the workload started."""
+        with self._lock:
+            return self.on_s + (now - self.on_since if self.attached and self.on_since is not None else 0.0)
 
     def detach(self) -> None:
         with self._lock:
             if not self.attached:
                 return
+            if self.on_since is not None:
+                self.on_s += time.perf_counter() - self.on_since
+                self.on_since = None
             if self.method == "uprobe_multi":
                 for link in self.links:
                     link.close()
@@ -306,12 +350,13 @@ class _Attacher:
                     self.b._del_uprobe_fd(ev_name)
             self.attached = False
 
-    def bursts(self, plan: ProbePlan, stop: threading.Event) -> None:
+    def bursts(self, plan: ProbePlan, stop: threading.Event, burst_ended: Callable[[], None]) -> None:
         """Bursty tracing: probes attached for `window` of every `period`, detached (native speed:
-        a merely disabled uprobe still traps) for the rest."""
+        a merely disabled uprobe still traps) for the rest.  `burst_ended` snapshots the counts."""
         burst, rest = plan.window_ns / 1e9, (plan.period_ns - plan.window_ns) / 1e9
         while not stop.wait(burst):
             self.detach()
+            burst_ended()
             if stop.wait(rest):
                 return
             self.attach()

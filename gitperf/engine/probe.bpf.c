@@ -9,6 +9,7 @@
 //   PERIOD_NS, WINDOW_NS   timed sampling: record only calls that start in the first WINDOW_NS of
 //                          every PERIOD_NS (0 = always)
 //   USE_COOKIE    1 with uprobe_multi links
+//   TEXT_LO, TEXT_HI   link-time address range of the probed binary's functions (stack samples)
 #include <uapi/linux/ptrace.h>
 #include <linux/bpf_perf_event.h>
 
@@ -77,6 +78,17 @@ struct rec {
 struct skey {
     u32 tgid;
     s32 stackid;
+    u64 ret;                   // sample outside the binary: the first binary address on the stack
+};
+
+// Words above the stack pointer searched for a return address into the binary when a sample lands
+// in a library.  Library code (glibc) has no frame pointers, so the frame-pointer walk either stops
+// at the library frame or skips the immediate caller of a leaf; the return address of the call into
+// the library is then usually among the first few words (leaf string functions: the first).
+#define RET_SCAN 64
+
+struct scan {
+    u64 w[RET_SCAN];
 };
 
 BPF_ARRAY(conf, struct fconf, NFUNCS);
@@ -89,6 +101,7 @@ BPF_HASH(bases, u32, u64, 4096);                // tgid -> load bias of the bina
 BPF_RINGBUF_OUTPUT(records, RINGBUF_PAGES);
 BPF_STACK_TRACE(ustacks, 16384);
 BPF_HASH(samples, struct skey, u64, 65536);
+BPF_PERCPU_ARRAY(scan_buf, struct scan, 1);
 
 // The frame at depth d.  The empty asm hides d's known range from clang, so the mask survives
 // into the bytecode and the verifier sees a bounded index.
@@ -246,6 +259,27 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     k.stackid = ustacks.get_stackid(ctx, BPF_F_USER_STACK);
     if (k.stackid < 0)
         return 0;
+    u64 *bias = bases.lookup(&k.tgid);
+    // The user registers: those of the sample, or the ones saved at kernel entry (syscall, fault).
+    u64 ip = ctx->regs.ip, sp = ctx->regs.sp;
+    if ((ctx->regs.cs & 3) != 3) {
+        struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+        bpf_probe_read_kernel(&ip, sizeof(ip), &u->ip);
+        bpf_probe_read_kernel(&sp, sizeof(sp), &u->sp);
+    }
+    if (bias && (ip < *bias + TEXT_LO || ip >= *bias + TEXT_HI)) {
+        u32 z = 0;
+        struct scan *words = scan_buf.lookup(&z);
+        if (words && bpf_probe_read_user(words, sizeof(*words), (void *)sp) == 0) {
+#pragma unroll
+            for (int i = 0; i < RET_SCAN; i++) {
+                if (words->w[i] > *bias + TEXT_LO && words->w[i] <= *bias + TEXT_HI) {
+                    k.ret = words->w[i];
+                    break;
+                }
+            }
+        }
+    }
     samples.increment(k);
     bump(C_SAMPLES);
     return 0;

@@ -1,4 +1,6 @@
-/* calib OUT N: time N calls of each f_CLASS and write "CLASS ns_per_call" lines to OUT. */
+/* calib OUT N: time N calls of each f_CLASS and write "CLASS ns_per_call" lines to OUT; then
+ * "spin NS": the fastest of 3 runs of a fixed loop without calls (N x 10000 steps), whose
+ * slowdown under the sampling timer alone gives the cost of one stack sample. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -23,5 +25,14 @@ int main(int argc, char **argv) {
         for (long i = 0; i < n; i++) fns[k](i);
         fprintf(out, "%s %.1f\n", names[k], (now() - t0) / n);
     }
+    double best = 0;
+    for (int k = 0; k < 3; k++) {
+        volatile unsigned long x = 1;
+        double t0 = now();
+        for (long i = 0; i < n * 10000; i++) x = x * 6364136223846793005UL + 1;
+        double t = now() - t0;
+        if (k == 0 || t < best) best = t;
+    }
+    fprintf(out, "spin %.0f\n", best);
     return fclose(out) != 0;
 }

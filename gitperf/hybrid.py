@@ -1,0 +1,88 @@
+"""`collect --max-overhead`: from what is known before the run to a hybrid plan (DESIGN.md §8).
+
+Inputs: a short stack-sampling pilot of the workload (its native run time, and where the time
+goes), the exact call counts of the baseline's profile, the calibrated cost of one probed call per
+entry class and of one stack sample, and the functions the change touched.  The solvers are in
+`budget.py`; this module turns profiles into their items and their choice into a plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from gitperf import budget
+from gitperf.engine.calibrate import SAMPLE_KEY
+from gitperf.model import Profile
+from gitperf.plan import ROOT, ProbePlan
+
+# The pilot's timer: at ~30 us a sample (calibrated on these VMs) 99 Hz costs 0.3%, so the pilot
+# runs at native speed, and a 0.2 s workload still gets ~20 samples to weigh functions by.
+PILOT_HZ = 99
+
+
+@dataclass(frozen=True)
+class Pilot:
+    native_s: float  # wall time of the workload with only the pilot's timer
+    shares: dict[str, float]  # function -> share of the samples (exclusive time)
+
+
+def parse_percent(text: str) -> float:
+    """'5%' or '5' -> 0.05.  A ValueError names what is wrong."""
+    t = text.strip().removesuffix("%").strip()
+    try:
+        pct = float(t)
+    except ValueError:
+        raise ValueError(f"expected a percentage such as 5% or 2.5, got {text!r}") from None
+    if not (0 < pct <= 1000) or not math.isfinite(pct):
+        raise ValueError(f"the overhead budget must be above 0% and at most 1000%, got {text!r}")
+    return pct / 100
+
+
+def known_calls(profile: Profile | None) -> dict[str, float]:
+    """Calls per run of every function the profile traced (0 when it was traced and never called);
+    functions it only sampled, or did not probe, are unknown (absent)."""
+    if profile is None:
+        return {}
+    p = profile.plan
+    traced = set(p.traced) if p.mode == "hybrid" else set() if p.mode == "stack" else set(p.probed)
+    out = {n: 0.0 for n in traced}
+    for f in profile.functions:
+        if f.count:  # exact, or (bursty) an unbiased estimate: either ranks frequencies
+            out[f.name] = float(f.count)
+    return out
+
+
+def inclusive_shares(profile: Profile | None, pilot: Pilot) -> dict[str, float]:
+    """Share of the root's time per function: the baseline's inclusive time where it traced the
+    function, else the pilot's exclusive share (a lower bound of the inclusive one)."""
+    out = dict(pilot.shares)
+    root = profile.function(ROOT) if profile else None
+    if root and root.total_ns and not root.sampled:
+        for f in profile.functions:
+            if not f.sampled and f.count:
+                out[f.name] = max(out.get(f.name, 0.0), min(f.total_ns / root.total_ns, 1.0))
+    return out
+
+
+def choose(plan: ProbePlan, candidates: tuple[str, ...], max_overhead: float, pilot: Pilot,
+           cost_ns: dict[str, float], calls: dict[str, float], shares: dict[str, float],
+           changed: tuple[str, ...], levels: dict[str, int], watch: tuple[str, ...] = (),
+           ) -> tuple[ProbePlan, budget.Choice, budget.Choice]:
+    """The hybrid plan: trace-or-sample (one shared timer) over `candidates`; every function of
+    `plan` stays in it so that samples can be attributed anywhere.  Also returns the rates form's
+    solution on the same budget (its value bounds what any choice could get)."""
+    entry = {f.name: f.entry for f in plan.functions}
+    sample_ns = cost_ns.get(SAMPLE_KEY, 0.0)
+    w = budget.weights(candidates, changed, shares, levels, {n: budget.CHANGED_WEIGHT for n in watch})
+    items = [budget.Item(n, 1.0 if n == ROOT else calls.get(n, math.inf),
+                         cost_ns.get(entry.get(n, "singlestep"), cost_ns.get("singlestep", 0.0)), w[n])
+             for n in candidates]
+    budget_ns = max_overhead * pilot.native_s * 1e9
+    # The timer runs while the (slowed) program runs: count its samples over the budgeted run time.
+    duration = pilot.native_s * (1 + max_overhead)
+    choice = budget.trace_or_sample(items, budget_ns, duration, sample_ns, always=(ROOT,))
+    rates = budget.rates_choice(items, budget_ns, duration, sample_ns, always=(ROOT,))
+    hybrid = replace(plan, mode="hybrid", traced=frozenset(choice.traced), stack_hz=choice.stack_hz,
+                     sample_every=1, every_by={}, period_ns=0, window_ns=0)
+    return hybrid, choice, rates

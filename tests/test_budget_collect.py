@@ -1,0 +1,76 @@
+"""`collect --max-overhead` end to end under real eBPF on the demo history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import collect_json as collect, run_cli
+from web import create_app
+
+pytestmark = pytest.mark.ebpf
+
+
+def test_budget_traces_the_changed_function_exactly_and_samples_the_rest_with_intervals(demo_repo):
+    root, commits = demo_repo
+    [base] = collect(root, commits[2], "--workload", "gate", "--repeat", "1")  # the baseline's exact call counts
+    # gate runs ~5 ms natively: 5% would buy a handful of samples; the bench measures 5% on longer runs
+    [p] = collect(root, commits[3], "--workload", "gate", "--repeat", "1", "--max-overhead", "100%")
+    plan, m = p["plan"], p["metrics"]
+    assert plan["mode"] == "hybrid"
+    assert "checksum_block" in plan["changed"] and {"main", "checksum_block"} <= set(plan["traced"])
+    params = plan["params"]
+    assert params["budget_ns"] == pytest.approx(1.0 * m["native_s"] * 1e9)
+    assert 0 < params["predicted_ns"] <= params["budget_ns"] * (1 + 1e-9)
+    assert m["predicted_overhead_s"] > 0 and m["stack_samples"] > 0
+    assert m["measured_overhead"] == pytest.approx(m["PRT"] / m["native_s"] - 1)
+    # is_word_char (once per character) costs far more to trace than the budget allows; the reason is kept
+    assert "is_word_char" not in plan["traced"] and "more than" in plan["reasons"]["is_word_char"]
+
+    [shown] = json.loads(run_cli(root, "show", commits[3], "--json").stdout)["profiles"]
+    funcs = {f["name"]: f for f in shown["functions"]}
+    [ref] = json.loads(run_cli(root, "show", commits[2], "--json").stdout)["profiles"]
+    ref_counts = {f["name"]: f["count"] for f in ref["functions"]}
+    # traced: exact counts, as in the full trace of the same workload
+    assert not funcs["checksum_block"]["sampled"]
+    assert funcs["checksum_block"]["count"] == ref_counts["checksum_block"]
+    # sampled: an estimate with its interval, never a bare number
+    sampled = [f for f in funcs.values() if f["sampled"]]
+    assert sampled and all(f["ci_low"] <= f["total_ns"] <= f["ci_high"] for f in sampled)
+    assert all(f["count"] == 0 for f in sampled)  # stack samples count no calls
+    assert base["plan"]["mode"] == "trace"
+
+    text = run_cli(root, "show", commits[3]).stdout
+    assert "budget 100.0% of native" in text and "predicted" in text and "measured" in text
+
+    # with a full trace of the same commit, the dashboard data carries the budget run's accuracy
+    collect(root, commits[3], "--workload", "gate", "--repeat", "1")
+    client = create_app(root).test_client()
+    profiles = client.get(f"/api/commit/{commits[3]}").get_json()["profiles"]
+    by_mode = {q["mode"]: q["metrics"] for q in profiles}
+    acc = by_mode["hybrid"]["accuracy"]
+    assert set(acc) == {"overlap", "accuracy", "kendall_tau", "recall"} and 0 <= acc["overlap"] <= 1
+    assert by_mode["trace"]["accuracy"] is None and by_mode["hybrid"]["measured_overhead"] is not None
+    page = client.get(f"/commit/{commits[3]}").get_data(as_text=True)
+    assert f"overlap {acc['overlap']:.2f}" in page
+
+
+def test_budget_without_an_earlier_profile_samples_everything_but_the_root(demo_repo):
+    root, commits = demo_repo
+    [p] = collect(root, commits[0], "--workload", "small", "--repeat", "1", "--max-overhead", "10")
+    assert p["plan"]["traced"] == ["main"]
+    assert "unknown" in p["plan"]["reasons"]["fib"]
+
+
+@pytest.mark.parametrize("bad", ["0", "-5%", "lots", "2000%"])
+def test_a_bad_budget_is_a_usage_error_before_any_work(demo_repo, bad):
+    root, commits = demo_repo
+    r = run_cli(root, "collect", commits[0], "--max-overhead", bad)
+    assert r.returncode == 2 and "--max-overhead" in r.stderr, r.stderr
+
+
+def test_budget_and_mode_together_are_refused(demo_repo):
+    root, commits = demo_repo
+    r = run_cli(root, "collect", commits[0], "--max-overhead", "5%", "--mode", "stack")
+    assert r.returncode == 2 and "--mode" in r.stderr

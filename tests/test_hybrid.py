@@ -1,0 +1,78 @@
+"""From profiles, pilot and calibration to the hybrid plan (pure parts of --max-overhead)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitperf import budget, hybrid
+from gitperf.elf import FunctionSymbol
+from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.plan import ProbePlan
+
+COST = {"push": 2500.0, "endbr": 20000.0, "singlestep": 20000.0, "stack_sample": 30000.0}
+
+
+def plan_of(*names: str) -> ProbePlan:
+    fs = tuple(FunctionSymbol(n, 0x1000 + 0x100 * i, 0x80, 0x1000 + 0x100 * i, "push", "push rbp")
+               for i, n in enumerate(names))
+    return ProbePlan(functions=fs, root=names.index("main"), record_limit=1000)
+
+
+def prof(mode: str, funcs: list[FunctionStats], probed: tuple[str, ...], traced: tuple[str, ...] = ()) -> Profile:
+    h = Header("t", "c", "app", "b", (), "w", "bcc", "m", "k", 0.0, 1.0)
+    return Profile(h, Metrics(), PlanRecord(probed=probed, mode=mode, traced=traced), tuple(funcs))
+
+
+@pytest.mark.parametrize("text,value", [("5%", 0.05), ("5", 0.05), (" 2.5 % ", 0.025), ("100%", 1.0)])
+def test_parse_percent(text, value):
+    assert hybrid.parse_percent(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["0", "-1%", "five", "nan", "1001"])
+def test_parse_percent_refuses_what_is_not_a_budget(text):
+    with pytest.raises(ValueError, match="overhead|percentage"):
+        hybrid.parse_percent(text)
+
+
+def test_known_calls_only_where_every_call_was_seen():
+    traced = prof("trace", [FunctionStats("main", 1, 9, 9), FunctionStats("f", 70, 5, 5)], ("main", "f", "g"))
+    assert hybrid.known_calls(traced) == {"main": 1, "f": 70, "g": 0}  # g probed and never called
+    mixed = prof("hybrid", [FunctionStats("main", 1, 9, 9), FunctionStats("f", 0, 5, 5, sampled=True)],
+                 ("main", "f", "g"), traced=("main",))
+    assert hybrid.known_calls(mixed) == {"main": 1}  # f and g only sampled: unknown, not zero
+    assert hybrid.known_calls(prof("stack", [], ("main", "f"))) == {}
+    assert hybrid.known_calls(None) == {}
+
+
+def test_shares_prefer_the_baselines_inclusive_time():
+    base = prof("trace", [FunctionStats("main", 1, 1000, 100), FunctionStats("f", 5, 600, 600),
+                          FunctionStats("g", 5, 300, 300)], ("main", "f", "g"))
+    pilot = hybrid.Pilot(0.2, {"f": 0.5, "h": 0.2})
+    assert hybrid.inclusive_shares(base, pilot) == {"main": 1.0, "f": 0.6, "g": 0.3, "h": 0.2}
+    assert hybrid.inclusive_shares(None, pilot) == pilot.shares
+
+
+def test_choose_traces_the_changed_and_cheap_samples_the_frequent_and_keeps_every_function():
+    plan = plan_of("main", "parse", "hot_leaf", "report", "new")
+    calls = {"main": 1, "parse": 50, "hot_leaf": 5e6, "report": 3}  # "new": no count anywhere
+    pilot = hybrid.Pilot(0.5, {"hot_leaf": 0.6, "parse": 0.2})
+    hyb, choice, rates = hybrid.choose(plan, plan.names, 0.05, pilot, COST, calls, pilot.shares,
+                                       changed=("parse", "new"), levels={})
+    assert hyb.mode == "hybrid" and hyb.functions == plan.functions  # samples land anywhere
+    assert set(choice.traced) == {"main", "parse", "report"} and hyb.traced == frozenset(choice.traced)
+    assert [hyb.functions[i].name for i in hyb.probed_ids()] == ["main", "parse", "report"]
+    assert not hyb.is_traced("hot_leaf") and hyb.is_traced("parse")
+    assert hyb.stack_hz == choice.stack_hz >= budget.MIN_HZ
+    assert choice.budget_ns == pytest.approx(0.05 * 0.5e9) and choice.predicted_ns <= choice.budget_ns * (1 + 1e-9)
+    assert "unknown" in choice.why["new"] and "more than" in choice.why["hot_leaf"]
+    assert rates.value <= choice.bound + 1e-9
+
+
+def test_watch_weighs_like_a_change():
+    plan = plan_of("main", "a", "b")
+    pilot = hybrid.Pilot(0.01, {})
+    calls = {"main": 1, "a": 10, "b": 10}
+    # 0.5 ms: the timer's reserve takes all of it unless a function weighs like a change
+    args = (plan, plan.names, 0.05, pilot, COST, calls, {"a": 0.9}, (), {})
+    assert hybrid.choose(*args)[1].traced == ("main",)
+    assert hybrid.choose(*args, watch=("b",))[1].traced == ("b", "main")
