@@ -87,8 +87,9 @@ def init(binary, command, force, with_hooks):
               help="Override a predicted parameter, e.g. keep_top=2, criterion=semi-strict, standalone=true.")
 @click.option("--base", help="Diff tracing and baseline statistics against this commit (default: the parent).")
 @click.option("--max-overhead", "max_overhead", metavar="PCT", help="Overhead budget, e.g. 5%: trace the functions "
-              "whose information is worth their calibrated cost (changed ones first), stack-sample the rest "
-              "(overrides collect.max_overhead; replaces --mode).")
+              "whose information is worth their calibrated cost (changed ones first), stack-sample the rest. "
+              "Costs a pilot run per workload, and a counting run when a changed function has no call "
+              "count yet (overrides collect.max_overhead; replaces --mode).")
 @click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks profiles "
               "(resumable: an interrupted range continues where it stopped).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,

@@ -300,6 +300,26 @@ def run_pilot(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, run, prog
                                          for f, r in zip(pilot_plan.functions, raw.functions) if r.stack_samples})
 
 
+def count_pass(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, names: tuple[str, ...], run,
+               budget_ns: float, cost_ns: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """The workload once with only `names` (and the root) traced and no timer (`run` stops it at
+    its deadline).  Returns the calls it settled (hybrid.counts_from_pass) and, when it ended early,
+    why each of `names` will not be traced."""
+    count_plan = replace(plan, mode="hybrid", traced=frozenset(names), stack_hz=0, sample_every=1, every_by={},
+                         period_ns=0, window_ns=0)
+    raw = engine.collect(binary, count_plan, run, lambda _m: None)
+    counts = {f.name: r.count for f, r in zip(count_plan.functions, raw.functions) if f.name in names}
+    per_call = hybrid.call_costs(plan, cost_ns)
+    settled = hybrid.counts_from_pass(counts, not raw.run.partial, per_call, budget_ns)
+    if not raw.run.partial:
+        return settled, {}
+    stopped = f"the counting pass ended early ({raw.run.partial}) after {raw.run.wall_s:.2f} s"
+    why = {n: f"tracing costs at least {settled[n] * per_call[n] / 1e6:.3g} ms ({stopped} at {settled[n]:.0f} "
+              f"calls), more than the {budget_ns / 1e6:.3g} ms budget" if n in settled
+           else f"call frequency unknown: {stopped}, too early to rule tracing out" for n in names}
+    return settled, why
+
+
 def budgeted(repo, commit: str, engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, opt: Optimized,
              wl: Workload, cwd: str, env: dict, cost_ns: dict[str, float], locations: dict[str, str],
              max_overhead: float, config_key: str, req: CollectRequest, watch: tuple[str, ...],
@@ -323,6 +343,16 @@ def budgeted(repo, commit: str, engine: Engine, binary: elf.BinaryInfo, plan: Pr
         except GitPerfError as e:
             progress(f"  the change's functions are unknown ({e}); weighing by time alone")
     calls = hybrid.known_calls(base_profile)
+    todo = hybrid.uncounted(opt.plan.names, calls, changed, watch)
+    settled, pass_why = {}, {}
+    if todo:
+        deadline = min(hybrid.counting_deadline(pilot.native_s, max_overhead), wl.timeout)
+        progress(f"  counting pass: calls of {', '.join(todo)} (changed or watched; no earlier profile counted "
+                 f"{'it' if len(todo) == 1 else 'them'}), stopped after {deadline:.2f} s")
+        settled, pass_why = count_pass(engine, binary, plan, todo,
+                                       lambda where: workload.run(wl.argv, cwd, deadline, where, env),
+                                       max_overhead * pilot.native_s * 1e9, cost_ns)
+        calls = {**calls, **settled}
     new_plan, choice, rates = hybrid.choose(
         replace(plan, changed=changed, removed=opt.plan.removed), opt.plan.names, max_overhead, pilot, cost_ns,
         calls, hybrid.inclusive_shares(base_profile, pilot), changed, opt.levels, watch)
@@ -330,9 +360,12 @@ def budgeted(repo, commit: str, engine: Engine, binary: elf.BinaryInfo, plan: Pr
     progress(f"  native {native_ms:.0f} ms; budget {choice.budget_ns / 1e6:.2f} ms: tracing "
              f"{len(choice.traced)} function(s) ({choice.tracing_ns / 1e6:.2f} ms predicted), stack sampling "
              f"at {choice.stack_hz} Hz ({choice.sampling_ns / 1e6:.2f} ms); call counts "
-             + (f"from {stats_commit[:12]}" if stats_commit else "unknown (no earlier profile): only main is traced"))
-    reasons = {**opt.reasons, **{n: f"sampled, not traced: {why}" for n, why in choice.why.items()}}
+             + (f"from {stats_commit[:12]}" if stats_commit else "unknown (no earlier profile)")
+             + (f"; {len(settled)} of {len(todo)} from the counting pass" if todo else ""))
+    why = {**choice.why, **{n: r for n, r in pass_why.items() if n in choice.why}}
+    reasons = {**opt.reasons, **{n: f"sampled, not traced: {r}" for n, r in why.items()}}
     params = {"max_overhead": max_overhead, "budget_ns": choice.budget_ns, "predicted_ns": choice.predicted_ns,
-              "native_s": pilot.native_s, "value": choice.value, "bound": choice.bound, "rates_value": rates.value}
+              "native_s": pilot.native_s, "value": choice.value, "bound": choice.bound, "rates_value": rates.value,
+              "counted": float(len(todo))}
     return replace(opt, plan=new_plan, reasons=reasons, params=params, native_s=pilot.native_s,
                    oo=opt.oo + time.perf_counter() - t0)

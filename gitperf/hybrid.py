@@ -1,7 +1,8 @@
 """`collect --max-overhead`: from what is known before the run to a hybrid plan (DESIGN.md §8).
 
 Inputs: a short stack-sampling pilot of the workload (its native run time, and where the time
-goes), the exact call counts of the baseline's profile, the calibrated cost of one probed call per
+goes), the exact call counts of the baseline's profile (or of a counting pass, for changed functions
+no profile counted), the calibrated cost of one probed call per
 entry class and of one stack sample, and the functions the change touched.  The solvers are in
 `budget.py`; this module turns profiles into their items and their choice into a plan.
 """
@@ -53,6 +54,37 @@ def known_calls(profile: Profile | None) -> dict[str, float]:
     return out
 
 
+def uncounted(candidates: tuple[str, ...], calls: dict[str, float], changed: tuple[str, ...],
+              watch: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The changed and watched functions no earlier profile counted: they weigh most, and a function
+    whose call frequency is unknown cannot be traced, so a counting pass measures them first."""
+    cand = set(candidates)
+    return tuple(sorted(n for n in {*changed, *watch} if n in cand and n not in calls and n != ROOT))
+
+
+def counting_deadline(native_s: float, max_overhead: float) -> float:
+    """When the counting pass is stopped: after the native run time plus twice the budget, plus 0.2 s
+    of start-up noise.  A pass still running by then has spent more than the whole budget on its
+    probes, which is all the planner needs to know (a function is traced on every call or not at all)."""
+    return native_s * (1 + 2 * max_overhead) + 0.2
+
+
+def counts_from_pass(counts: dict[str, int], finished: bool, call_cost_ns: dict[str, float],
+                     budget_ns: float) -> dict[str, float]:
+    """Calls per run from the counting pass.  A finished pass counted every call.  One stopped at
+    its deadline (or by a crash) gives lower bounds, which settle only the functions whose calls so
+    far already cost more than the whole budget; the others stay unknown."""
+    if finished:
+        return {n: float(c) for n, c in counts.items()}
+    return {n: float(c) for n, c in counts.items() if c * call_cost_ns.get(n, 0.0) > budget_ns}
+
+
+def call_costs(plan: ProbePlan, cost_ns: dict[str, float]) -> dict[str, float]:
+    """Calibrated cost of one traced call of each function, by its entry class."""
+    default = cost_ns.get("singlestep", 0.0)
+    return {f.name: cost_ns.get(f.entry, default) for f in plan.functions}
+
+
 def inclusive_shares(profile: Profile | None, pilot: Pilot) -> dict[str, float]:
     """Share of the root's time per function: the baseline's inclusive time where it traced the
     function, else the pilot's exclusive share (a lower bound of the inclusive one)."""
@@ -72,12 +104,11 @@ def choose(plan: ProbePlan, candidates: tuple[str, ...], max_overhead: float, pi
     """The hybrid plan: trace-or-sample (one shared timer) over `candidates`; every function of
     `plan` stays in it so that samples can be attributed anywhere.  Also returns the rates form's
     solution on the same budget (its value bounds what any choice could get)."""
-    entry = {f.name: f.entry for f in plan.functions}
+    per_call = call_costs(plan, cost_ns)
     sample_ns = cost_ns.get(SAMPLE_KEY, 0.0)
     w = budget.weights(candidates, changed, shares, levels, {n: budget.CHANGED_WEIGHT for n in watch})
     items = [budget.Item(n, 1.0 if n == ROOT else calls.get(n, math.inf),
-                         cost_ns.get(entry.get(n, "singlestep"), cost_ns.get("singlestep", 0.0)), w[n])
-             for n in candidates]
+                         per_call.get(n, cost_ns.get("singlestep", 0.0)), w[n]) for n in candidates]
     budget_ns = max_overhead * pilot.native_s * 1e9
     # The timer runs while the (slowed) program runs: count its samples over the budgeted run time.
     duration = pilot.native_s * (1 + max_overhead)

@@ -40,7 +40,9 @@ def _budget(p: Profile) -> str:
     return (f"\n    budget {budget:.1%} of native {m.native_s * 1e3:.0f} ms: predicted "
             f"{m.predicted_overhead_s / m.native_s:+.1%}, measured {m.measured_overhead:+.1%} (one native run: "
             f"±run-to-run noise); traced {', '.join(p.plan.traced) or '-'}, the rest stack-sampled at "
-            f"{p.plan.params.get('stack_hz', 0):.0f} Hz")
+            f"{p.plan.params.get('stack_hz', 0):.0f} Hz"
+            + (f"; a counting pass first counted the calls of {p.plan.params['counted']:.0f} changed or watched "
+               f"function(s)" if p.plan.params.get("counted") else ""))
 
 
 def _warnings(p: Profile) -> list[str]:

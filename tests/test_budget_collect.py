@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import collect_json as collect, run_cli
+from conftest import collect_json as collect, git, run_cli
 from web import create_app
 
 pytestmark = pytest.mark.ebpf
@@ -61,6 +61,35 @@ def test_budget_without_an_earlier_profile_samples_everything_but_the_root(demo_
     [p] = collect(root, commits[0], "--workload", "small", "--repeat", "1", "--max-overhead", "10")
     assert p["plan"]["traced"] == ["main"]
     assert "unknown" in p["plan"]["reasons"]["fib"]
+
+
+def test_a_changed_function_no_profile_counted_is_counted_first_then_traced_exactly(demo_repo):
+    root, commits = demo_repo
+    # no earlier profile anywhere: the counting pass gives checksum_block's calls
+    [p] = collect(root, commits[3], "--workload", "gate", "--repeat", "1", "--max-overhead", "100%")
+    plan = p["plan"]
+    assert "checksum_block" in plan["changed"] and "checksum_block" in plan["traced"], plan["reasons"]
+    assert plan["params"]["counted"] >= 1
+    [full] = collect(root, commits[3], "--workload", "gate", "--repeat", "1")
+    shown = {q["id"]: {f["name"]: f for f in q["functions"]}
+             for q in json.loads(run_cli(root, "show", commits[3], "--json").stdout)["profiles"]}
+    assert shown[p["id"]]["checksum_block"]["count"] == shown[full["id"]]["checksum_block"]["count"] > 0
+    assert full["plan"]["mode"] == "trace"
+
+
+def test_a_watched_function_too_hot_to_trace_is_ruled_out_by_a_stopped_counting_pass(demo_repo):
+    root, commits = demo_repo
+    cfg = (root / ".gitperf.toml").read_text().replace('mode = "trace"', 'mode = "trace"\nwatch = ["is_word_char"]')
+    (root / ".gitperf.toml").write_text(cfg)
+    git(root, "commit", "-qam", "watch is_word_char")  # no source change: only the watch asks for a count
+    # default: ~370k calls of is_word_char, seconds under tracing; the pass stops after ~0.2 s
+    [p] = collect(root, "HEAD", "--workload", "default", "--repeat", "1", "--max-overhead", "5%")
+    plan = p["plan"]
+    assert plan["traced"] == ["main"] and plan["params"]["counted"] == 1
+    why = plan["reasons"]["is_word_char"]
+    assert "counting pass ended early (timeout)" in why and "at least" in why, why
+    assert p["partial"] == ""  # the profile's own run finished; only the pass was stopped
+    assert p["metrics"]["PRT"] < 5  # and ran with the timer, not the probes: not seconds
 
 
 @pytest.mark.parametrize("bad", ["0", "-5%", "lots", "2000%"])

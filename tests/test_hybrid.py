@@ -76,3 +76,39 @@ def test_watch_weighs_like_a_change():
     args = (plan, plan.names, 0.05, pilot, COST, calls, {"a": 0.9}, (), {})
     assert hybrid.choose(*args)[1].traced == ("main",)
     assert hybrid.choose(*args, watch=("b",))[1].traced == ("b", "main")
+
+
+def test_uncounted_are_the_changed_and_watched_functions_without_a_count():
+    names = ("main", "a", "b", "c", "d")
+    calls = {"main": 1, "a": 10}
+    # a is counted; b changed and c watched are not; d weighs little and waits for the timer;
+    # gone is not in the binary, and the root is always traced anyway
+    assert hybrid.uncounted(names, calls, changed=("a", "b", "gone", "main"), watch=("c",)) == ("b", "c")
+    assert hybrid.uncounted(names, calls, changed=()) == ()
+
+
+def test_a_finished_counting_pass_settles_every_count_a_stopped_one_only_the_too_costly():
+    cost = {"cheap": 2500.0, "hot": 2500.0}
+    counts = {"cheap": 40, "hot": 100_000}
+    budget_ns = 5e6  # 5 ms: 2000 calls at 2.5 us
+    assert hybrid.counts_from_pass(counts, True, cost, budget_ns) == {"cheap": 40.0, "hot": 100000.0}
+    # stopped at the deadline: 40 calls so far say nothing about the whole run; 100000 already cost 250 ms
+    assert hybrid.counts_from_pass(counts, False, cost, budget_ns) == {"hot": 100000.0}
+
+
+def test_the_counting_deadline_is_past_any_run_whose_probes_fit_the_budget():
+    native, b = 0.5, 0.05
+    deadline = hybrid.counting_deadline(native, b)
+    assert deadline > native * (1 + b) + 0.1  # a run within budget, with noise, finishes first
+    # a run stopped at the deadline spent more than the budget on probes: native work is at most native_s
+    assert deadline - native > b * native
+
+
+def test_counted_calls_let_the_changed_function_be_traced():
+    plan = plan_of("main", "parse", "hot")
+    pilot = hybrid.Pilot(0.5, {"hot": 0.6})
+    before = hybrid.choose(plan, plan.names, 0.05, pilot, COST, {"main": 1}, pilot.shares, ("parse",), {})[1]
+    assert "parse" not in before.traced and "unknown" in before.why["parse"]
+    settled = hybrid.counts_from_pass({"parse": 50}, True, hybrid.call_costs(plan, COST), before.budget_ns)
+    after = hybrid.choose(plan, plan.names, 0.05, pilot, COST, {"main": 1, **settled}, pilot.shares, ("parse",), {})[1]
+    assert "parse" in after.traced
