@@ -25,7 +25,6 @@ import argparse
 import statistics
 import subprocess
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from _common import BccEngine, CollectConfig, build_demo, table
@@ -73,16 +72,19 @@ class Bench:
         self.binary = elf.load(exe)
         self.natives: list[workload.RunResult] = []
 
+    def runner(self, where: workload.Scope) -> workload.RunResult:
+        """One run of the workload in `where` (its session and cgroup)."""
+        return workload.run(self.argv, str(self.exe.parent), 3600, where)
+
     def native(self) -> workload.RunResult:
         """Launched as the probed runs are (own session and cgroup), without probes."""
         with workload.scope() as where:
-            self.natives.append(workload.run(self.argv, str(self.exe.parent), 3600, where))
+            self.natives.append(self.runner(where))
         return self.natives[-1]
 
     def run(self, plan):
         """One probed run -> (run result, per-function results, samples taken)."""
-        raw = self.engine.collect(self.binary, plan, lambda where: workload.run(self.argv, str(self.exe.parent), 3600,
-                                                                              where), lambda _m: None)
+        raw = self.engine.collect(self.binary, plan, self.runner, lambda _m: None)
         return raw.run, build_functions(plan, raw, None, self.cost_ns), raw.stack_samples
 
     def reference(self, runs: int) -> dict[str, float]:
@@ -127,9 +129,8 @@ def bench(name: str, b: Bench, budget: float, runs: int) -> list[list[str]]:
     # --max-overhead: pilot, call counts from the full trace (in use: the baseline commit's profile)
     calls = {n: 0.0 for n in base_plan.names} | {f.name: float(f.count) for f in trace_funcs}
     slows, cpus, preds, metrics_ref, metrics_trace, hz, traced = [], [], [], [], [], [], []
-    runner = lambda where: workload.run(b.argv, str(b.exe.parent), 3600, where)  # noqa: E731
     for _ in range(runs):
-        pilot = run_pilot(b.engine, b.binary, base_plan, runner, lambda _m: None)
+        pilot = run_pilot(b.engine, b.binary, base_plan, b.runner, lambda _m: None)
         plan, choice, _rates = hybrid.choose(base_plan, base_plan.names, budget, pilot, b.cost_ns, calls,
                                              pilot.shares, (), {})
         before = b.native()

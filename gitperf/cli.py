@@ -145,7 +145,7 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
     if as_json:
         click.echo(json.dumps({"commit": commit, "profiles": [
             {"id": c.id, "workload": c.profile.header.workload, "partial": c.profile.header.partial,
-             "metrics": _metrics_json(c.profile),
+             "metrics": c.profile.metrics.as_dict(),
              "plan": {"probed": list(c.profile.plan.probed), "removed": {k: list(v) for k, v in
                       c.profile.plan.removed.items()}, "changed": list(c.profile.plan.changed),
                       "pipeline": c.profile.plan.pipeline, "methods": list(c.profile.plan.methods),
@@ -188,11 +188,6 @@ def _looks_like_rev(word: str) -> bool:
         return True
     except GitPerfError:
         return False
-
-
-def _metrics_json(profile) -> dict:
-    import dataclasses
-    return {**dataclasses.asdict(profile.metrics), "measured_overhead": profile.metrics.measured_overhead}
 
 
 @main.command()

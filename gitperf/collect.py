@@ -20,7 +20,7 @@ from gitperf.config import CollectConfig, Config, Workload, load as load_config
 from gitperf.engine.base import Engine, RawCollection
 from gitperf.errors import CollectionAborted, ConfigError, GitPerfError, InputError
 from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile, content_id
-from gitperf.optimize import Optimized, baseline_profile, optimize
+from gitperf.optimize import Optimized, baseline_profile, diff_base, optimize
 from gitperf.plan import ProbePlan, make_plan
 from gitperf.engine import calibrate
 from gitperf.store import NotesStore, perf_dir, resolve_commit
@@ -139,8 +139,8 @@ def burst_duty(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float] | 
     wall, live = raw.run.wall_s, raw.attached_s
     if live <= 0 or wall <= 0:
         return plan.window_ns / plan.period_ns
-    cost = cost_ns or {}
-    probe_s = sum(r.count * cost.get(f.entry, 0.0) for f, r in zip(plan.functions, raw.functions)) / 1e9
+    per_call = calibrate.call_costs(plan, cost_ns or {})
+    probe_s = sum(r.count * per_call[f.name] for f, r in zip(plan.functions, raw.functions)) / 1e9
     probe_s = min(probe_s, 0.95 * live)  # the calibration is an average: never explain away all live time
     return min(max((live - probe_s) / (wall - probe_s), 1e-6), 1.0)
 
@@ -159,8 +159,8 @@ def predicted_overhead(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dic
                        samples: int = 0) -> float:
     """Seconds the probes should have added: traced calls x calibrated cost of the entry's class,
     plus stack samples x the calibrated cost of one."""
-    entry = {f.name: f.entry for f in plan.functions}
-    calls = sum(f.count * cost_ns.get(entry.get(f.name, "singlestep"), 0.0) for f in funcs if not f.sampled)
+    per_call = calibrate.call_costs(plan, cost_ns)
+    calls = sum(f.count * per_call.get(f.name, 0.0) for f in funcs if not f.sampled)
     return (calls + samples * cost_ns.get(calibrate.SAMPLE_KEY, 0.0)) / 1e9
 
 
@@ -309,7 +309,7 @@ def count_pass(engine: Engine, binary: elf.BinaryInfo, plan: ProbePlan, names: t
                          period_ns=0, window_ns=0)
     raw = engine.collect(binary, count_plan, run, lambda _m: None)
     counts = {f.name: r.count for f, r in zip(count_plan.functions, raw.functions) if f.name in names}
-    per_call = hybrid.call_costs(plan, cost_ns)
+    per_call = calibrate.call_costs(plan, cost_ns)
     settled = hybrid.counts_from_pass(counts, not raw.run.partial, per_call, budget_ns)
     if not raw.run.partial:
         return settled, {}
@@ -336,9 +336,8 @@ def budgeted(repo, commit: str, engine: Engine, binary: elf.BinaryInfo, plan: Pr
                                                       req.base and resolve_commit(repo, req.base), counted)
     changed = opt.plan.changed
     if "diff-tracing" not in opt.methods and req.binary is None:
-        parents = repo.get(commit).parents
         try:
-            base = resolve_commit(repo, req.base) if req.base else str(parents[0].id) if parents else ""
+            base = diff_base(repo, commit, req.base)
             changed = tuple(sorted(sourcediff.changed_functions(repo, base, commit, locations))) if base else ()
         except GitPerfError as e:
             progress(f"  the change's functions are unknown ({e}); weighing by time alone")
@@ -351,7 +350,7 @@ def budgeted(repo, commit: str, engine: Engine, binary: elf.BinaryInfo, plan: Pr
                  f"{'it' if len(todo) == 1 else 'them'}), stopped after {deadline:.2f} s")
         settled, pass_why = count_pass(engine, binary, plan, todo,
                                        lambda where: workload.run(wl.argv, cwd, deadline, where, env),
-                                       max_overhead * pilot.native_s * 1e9, cost_ns)
+                                       pilot.budget_ns(max_overhead), cost_ns)
         calls = {**calls, **settled}
     new_plan, choice, rates = hybrid.choose(
         replace(plan, changed=changed, removed=opt.plan.removed), opt.plan.names, max_overhead, pilot, cost_ns,

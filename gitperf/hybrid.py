@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 from gitperf import budget
-from gitperf.engine.calibrate import SAMPLE_KEY
+from gitperf.engine.calibrate import SAMPLE_KEY, call_costs
 from gitperf.model import Profile
 from gitperf.plan import ROOT, ProbePlan
 
@@ -26,6 +26,10 @@ PILOT_HZ = 99
 class Pilot:
     native_s: float  # wall time of the workload with only the pilot's timer
     shares: dict[str, float]  # function -> share of the samples (exclusive time)
+
+    def budget_ns(self, max_overhead: float) -> float:
+        """What the probes may add: a fraction of the native run time."""
+        return max_overhead * self.native_s * 1e9
 
 
 def parse_percent(text: str) -> float:
@@ -79,12 +83,6 @@ def counts_from_pass(counts: dict[str, int], finished: bool, call_cost_ns: dict[
     return {n: float(c) for n, c in counts.items() if c * call_cost_ns.get(n, 0.0) > budget_ns}
 
 
-def call_costs(plan: ProbePlan, cost_ns: dict[str, float]) -> dict[str, float]:
-    """Calibrated cost of one traced call of each function, by its entry class."""
-    default = cost_ns.get("singlestep", 0.0)
-    return {f.name: cost_ns.get(f.entry, default) for f in plan.functions}
-
-
 def inclusive_shares(profile: Profile | None, pilot: Pilot) -> dict[str, float]:
     """Share of the root's time per function: the baseline's inclusive time where it traced the
     function, else the pilot's exclusive share (a lower bound of the inclusive one)."""
@@ -109,7 +107,7 @@ def choose(plan: ProbePlan, candidates: tuple[str, ...], max_overhead: float, pi
     w = budget.weights(candidates, changed, shares, levels, {n: budget.CHANGED_WEIGHT for n in watch})
     items = [budget.Item(n, 1.0 if n == ROOT else calls.get(n, math.inf),
                          per_call.get(n, cost_ns.get("singlestep", 0.0)), w[n]) for n in candidates]
-    budget_ns = max_overhead * pilot.native_s * 1e9
+    budget_ns = pilot.budget_ns(max_overhead)
     # The timer runs while the (slowed) program runs: count its samples over the budgeted run time.
     duration = pilot.native_s * (1 + max_overhead)
     choice = budget.trace_or_sample(items, budget_ns, duration, sample_ns, always=(ROOT,))

@@ -140,8 +140,8 @@ def _center_interval(totals: list[float], confidence: float = 0.95) -> tuple[flo
 def _profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
     """One profile; a cheaper one (sampled, hybrid, ...) with a full trace of the same configuration
     on the same commit also gets its accuracy against it (time shares, accuracy.py)."""
-    h, m = p.profile.header, p.profile.metrics
-    metrics = {**asdict(m), "measured_overhead": m.measured_overhead, "accuracy": None}
+    h = p.profile.header
+    metrics = {**p.profile.metrics.as_dict(), "accuracy": None}
     full = next((s.profile for s in siblings if s.profile.config_key == h.config_key and s.profile.plan.mode == "trace"
                  and not s.profile.plan.methods and not s.profile.header.partial), None)
     if full is not None and (p.profile.plan.mode != "trace" or p.profile.plan.methods):

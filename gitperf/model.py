@@ -7,7 +7,7 @@ Only plain data lives here; encoding to a note line is in `codec.py`.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 
@@ -62,6 +62,10 @@ class Metrics:
     def measured_overhead(self) -> float | None:
         """PRT / native - 1 against the pilot run (one native run: as noisy as the machine)."""
         return self.PRT / self.native_s - 1 if self.native_s > 0 else None
+
+    def as_dict(self) -> dict:
+        """The fields and the derived measured overhead (for --json and the dashboard index)."""
+        return {**asdict(self), "measured_overhead": self.measured_overhead}
 
 
 @dataclass(frozen=True)

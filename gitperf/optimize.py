@@ -66,6 +66,15 @@ def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: 
     return sha, {f.name: f for f in profile.functions} if profile else {}
 
 
+def diff_base(repo: pygit2.Repository, commit: str, base_rev: str | None) -> str:
+    """The commit a change is measured against: `base_rev` (--base), else the first parent ("" for a
+    root commit)."""
+    if base_rev:
+        return resolve_commit(repo, base_rev)
+    parents = repo.get(commit).parents
+    return str(parents[0].id) if parents else ""
+
+
 def base_callgraph(repo: pygit2.Repository, base: str, cfg: Config, binary_rel: str, cache_dir: Path,
                    progress: Progress) -> callgraph.CallGraph:
     """The base commit's call graph: from the cache when that commit was analysed before (by an
@@ -95,10 +104,7 @@ def optimize(repo: pygit2.Repository, commit: str, binary: elf.BinaryInfo, plan:
     t0 = time.perf_counter()
     name = _binary_name(binary.path)
     cg = callgraph.load(binary.path, binary.build_id, cache_dir, progress, f"{commit}-{name}" if from_commit else None)
-    base = resolve_commit(repo, base_rev) if base_rev else ""
-    if not base:
-        parents = repo.get(commit).parents
-        base = str(parents[0].id) if parents else ""
+    base = diff_base(repo, commit, base_rev)
     diff = None
     if "diff-tracing" in chosen and base:
         try:

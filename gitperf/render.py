@@ -120,7 +120,7 @@ def profile_json(sp: StoredProfile) -> dict:
         funcs.append(d)
     return {"id": sp.id, "workload": p.header.workload, "engine": p.header.engine, "config_key": p.config_key,
             "header": dataclasses.asdict(p.header),
-            "metrics": {**dataclasses.asdict(p.metrics), "measured_overhead": p.metrics.measured_overhead},
+            "metrics": p.metrics.as_dict(),
             "plan": dataclasses.asdict(p.plan), "functions": funcs}
 
 

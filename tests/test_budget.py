@@ -18,6 +18,13 @@ def random_items(rng: random.Random, n: int) -> list[Item]:
                  weight=rng.uniform(0.1, 100)) for i in range(n)]
 
 
+def instance(seed: int, n: int, max_share: float) -> tuple[list[Item], float]:
+    """n random items and a capacity between 5% and `max_share` of their total cost."""
+    rng = random.Random(seed)
+    items = random_items(rng, n)
+    return items, rng.uniform(0.05, max_share) * sum(it.cost for it in items)
+
+
 def brute_force(items: list[Item], cap: float) -> float:
     best = 0.0
     for k in range(len(items) + 1):
@@ -29,9 +36,7 @@ def brute_force(items: list[Item], cap: float) -> float:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_two_approximation_is_within_half_of_the_optimum_and_feasible(seed):
-    rng = random.Random(seed)
-    items = random_items(rng, 10)
-    cap = rng.uniform(0.05, 0.6) * sum(it.cost for it in items)
+    items, cap = instance(seed, 10, 0.6)
     chosen, value = budget.knapsack_2approx(items, cap)
     opt = brute_force(items, cap)
     assert sum(it.cost for it in chosen) <= cap
@@ -51,9 +56,7 @@ def test_greedy_alone_can_be_arbitrarily_bad_and_the_single_item_rescues_it():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_fractional_matches_the_linear_program(seed):
-    rng = random.Random(seed)
-    items = random_items(rng, 15)
-    cap = rng.uniform(0.05, 0.9) * sum(it.cost for it in items)
+    items, cap = instance(seed, 15, 0.9)
     rates, value = budget.fractional(items, cap)
     lp = linprog([-it.weight for it in items], A_ub=[[it.cost for it in items]], b_ub=[cap],
                  bounds=[(0, 1)] * len(items), method="highs")

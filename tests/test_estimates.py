@@ -115,14 +115,16 @@ def test_the_stack_check_rejects_a_biased_estimator_and_a_too_narrow_interval():
     assert abs(z) < 3.5 and not unbiased_and_nominal(z, cov), (z, cov)
 
 
-def simulate_bursts(estimator, name: str, fraction: float = 0.1, seed: int = 2):
+def simulate_bursts(estimator, name: str, seed: int = 2, window: float = 5.0, total: bool = False):
+    """`estimator(per-burst values, 0.1)` over RUNS runs whose probes are live for `window` of every
+    50 time units (nominally 10%): the calls of `name` (with `total`, their time) against the truth."""
     rng = np.random.default_rng(seed)
     ests, truths = [], []
     for _ in range(RUNS):
         run = Run(rng, FUNCS, CALLS)
-        counts, _totals = run.bursts(rng, name, 50.0, 50.0 * fraction)
-        ests.append(estimator(counts, fraction))
-        truths.append(run.calls(name))
+        counts, totals = run.bursts(rng, name, 50.0, window)
+        ests.append(estimator(totals if total else counts, 0.1))
+        truths.append(run.time(name) if total else run.calls(name))
     return check(ests, truths)
 
 
@@ -133,28 +135,14 @@ def test_thinned_count_is_unbiased_with_nominal_coverage():
 
 
 def test_thinned_total_is_unbiased_with_nominal_coverage():
-    rng = np.random.default_rng(3)
-    ests, truths = [], []
-    for _ in range(RUNS):
-        run = Run(rng, FUNCS, CALLS)
-        _counts, totals = run.bursts(rng, "warm", 50.0, 5.0)
-        ests.append(estimate.burst_sum(totals, 0.1))
-        truths.append(run.time("warm"))
-    z, cov = check(ests, truths)
+    z, cov = simulate_bursts(estimate.burst_sum, "warm", seed=3, total=True)
     assert unbiased_and_nominal(z, cov), (z, cov)
 
 
 def test_the_burst_check_rejects_scaling_by_the_nominal_duty_when_less_was_live():
     # Attaching takes time: probes live for 4 of a nominal 5 ms window.  Scaling by the nominal
     # 10% under-counts by a fifth; the engine measures the live time for that reason.
-    rng = np.random.default_rng(4)
-    ests, truths = [], []
-    for _ in range(RUNS):
-        run = Run(rng, FUNCS, CALLS)
-        counts, _totals = run.bursts(rng, "warm", 50.0, 4.0)
-        ests.append(estimate.burst_sum(counts, 0.1))
-        truths.append(run.calls("warm"))
-    z, cov = check(ests, truths)
+    z, cov = simulate_bursts(estimate.burst_sum, "warm", seed=4, window=4.0)
     assert not unbiased_and_nominal(z, cov) and z < -3.5, (z, cov)
 
 
@@ -173,13 +161,10 @@ def test_wilson_interval_edges():
 def test_the_binomial_burst_interval_under_covers_phased_programs():
     """Why burst_sum takes the spread between bursts: the textbook interval for independently
     thinned calls, sqrt(k(1-f))/f, is far too narrow when a long call can fill a whole burst."""
-    rng = np.random.default_rng(5)
-    ests, truths = [], []
-    for _ in range(RUNS):
-        run = Run(rng, FUNCS, CALLS)
-        k = sum(run.bursts(rng, "warm", 50.0, 5.0)[0])
-        se = math.sqrt(max(k, 1) * 0.9) / 0.1
-        ests.append(estimate.Estimate(k / 0.1, k / 0.1 - estimate.Z95 * se, k / 0.1 + estimate.Z95 * se))
-        truths.append(run.calls("warm"))
-    z, cov = check(ests, truths)
+    def binomial(counts, f):
+        k = sum(counts)
+        se = math.sqrt(max(k, 1) * (1 - f)) / f
+        return estimate.Estimate(k / f, k / f - estimate.Z95 * se, k / f + estimate.Z95 * se)
+
+    z, cov = simulate_bursts(binomial, "warm", seed=5)
     assert abs(z) < 3.5 and cov < 0.85, (z, cov)

@@ -6,6 +6,7 @@ import pytest
 
 from gitperf import budget, hybrid
 from gitperf.elf import FunctionSymbol
+from gitperf.engine.calibrate import call_costs
 from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
 from gitperf.plan import ProbePlan
 
@@ -109,6 +110,6 @@ def test_counted_calls_let_the_changed_function_be_traced():
     pilot = hybrid.Pilot(0.5, {"hot": 0.6})
     before = hybrid.choose(plan, plan.names, 0.05, pilot, COST, {"main": 1}, pilot.shares, ("parse",), {})[1]
     assert "parse" not in before.traced and "unknown" in before.why["parse"]
-    settled = hybrid.counts_from_pass({"parse": 50}, True, hybrid.call_costs(plan, COST), before.budget_ns)
+    settled = hybrid.counts_from_pass({"parse": 50}, True, call_costs(plan, COST), before.budget_ns)
     after = hybrid.choose(plan, plan.names, 0.05, pilot, COST, {"main": 1, **settled}, pilot.shares, ("parse",), {})[1]
     assert "parse" in after.traced

@@ -22,7 +22,7 @@ from gitperf.config import CollectConfig
 from gitperf.elf import load as load_elf
 from gitperf.engine.base import Engine
 from gitperf.errors import EnvironmentUnavailable
-from gitperf.plan import make_plan
+from gitperf.plan import ProbePlan, make_plan
 from gitperf.workload import run
 
 HERE = Path(__file__).with_name("calib")
@@ -31,6 +31,12 @@ CALLS = 20_000  # single-stepped hits cost ~15-20 us on these VMs: 20k calls sta
 # run-to-run noise, below the kernel's default perf_event_max_sample_rate.
 CALIB_HZ = 4999
 SAMPLE_KEY = "stack_sample"
+
+
+def call_costs(plan: ProbePlan, cost_ns: dict[str, float]) -> dict[str, float]:
+    """Calibrated cost (ns) of one traced call of each of the plan's functions, by its entry class."""
+    default = cost_ns.get("singlestep", 0.0)
+    return {f.name: cost_ns.get(f.entry, default) for f in plan.functions}
 
 
 def _read(path: Path) -> dict[str, float]:
