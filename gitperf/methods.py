@@ -22,6 +22,8 @@ class Context:
     protected: frozenset[str] = frozenset()
     stats: dict[str, FunctionStats] = field(default_factory=dict)  # baseline profile of this configuration
     root: str = ROOT
+    # functions the baseline's own plan left out for their statistics (dynamic baseline) -> why
+    dropped_before: dict[str, str] = field(default_factory=dict)
 
     def removable(self, name: str) -> bool:
         return name in self.candidates and name != self.root and name not in self.protected
@@ -153,6 +155,12 @@ def dynamic_baseline(ctx: Context, call_limit: int | None = None, iqr_ratio: flo
     out: Removal = {}
     for n in ctx.candidates:
         s = ctx.stats.get(n)
+        if s is None and n in ctx.dropped_before and ctx.removable(n):
+            # Left out of the baseline's profile for its statistics, so it has none newer: left out
+            # again for the same reason (probing it every other generation would make plans, and the
+            # inclusive times of its callers, alternate between commits).
+            out[n] = ctx.dropped_before[n]
+            continue
         if s is None or not ctx.removable(n) or not s.count:
             continue
         if call_limit is not None and s.count > call_limit:

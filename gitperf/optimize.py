@@ -60,10 +60,15 @@ def baseline_profile(repo: pygit2.Repository, commit: str, config_key: str, base
 
 
 def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: str | None = None,
-                   ) -> tuple[str, dict[str, FunctionStats]]:
-    """Per-function statistics of the baseline profile (see `baseline_profile`)."""
+                   ) -> tuple[str, dict[str, FunctionStats], dict[str, str]]:
+    """Per-function statistics of the baseline profile (see `baseline_profile`), and the functions
+    its plan left out by dynamic baseline, with the reasons (they have no statistics there)."""
     sha, profile = baseline_profile(repo, commit, config_key, base)
-    return sha, {f.name: f for f in profile.functions} if profile else {}
+    if profile is None:
+        return "", {}, {}
+    plan = profile.plan
+    dropped = {n: plan.reasons.get(n, "dynamic baseline") for n in plan.removed.get("dynamic-baseline", ())}
+    return sha, {f.name: f for f in profile.functions}, dropped
 
 
 def diff_base(repo: pygit2.Repository, commit: str, base_rev: str | None) -> str:
@@ -119,9 +124,14 @@ def optimize(repo: pygit2.Repository, commit: str, binary: elf.BinaryInfo, plan:
             progress(f"diff tracing skipped: cannot analyse the base {base[:12]}: {e}")
     ore = time.perf_counter() - t0
     t1 = time.perf_counter()
-    stats_commit, stats = baseline_stats(repo, commit, config_key, base_rev and base)
+    stats_commit, stats, dropped = baseline_stats(repo, commit, config_key, base_rev and base)
+    if not stats and not base_rev:
+        # No ancestor ran this configuration: the commit's own earlier runs, so that its later runs
+        # leave out the same hot functions its descendants will (else a check compares a side that
+        # probed them, its callers' inclusive times inflated by their probes, with one that did not)
+        stats_commit, stats, dropped = baseline_stats(repo, commit, config_key, commit)
     params = {**pipelines.predict(pipeline if pipeline != "none" else "advanced", cg, stats), **overrides}
-    change = pipelines.run(chosen, params, cg, frozenset(plan.names), stats, diff)
+    change = pipelines.run(chosen, params, cg, frozenset(plan.names), stats, diff, dropped)
     removed = {m: tuple(sorted(r)) for m, r in change.removed.items()}
     reasons = {n: why for r in change.removed.values() for n, why in r.items()}
     narrowed = narrow(plan, change.keep, removed, change.changed, change.sample_every)

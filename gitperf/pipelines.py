@@ -94,8 +94,10 @@ def resolve(pipeline: str, on: tuple[str, ...] = (), off: tuple[str, ...] = (), 
 
 
 def run(chosen: tuple[str, ...], params: dict[str, object], cg: CallGraph, candidates: frozenset[str],
-        stats: dict[str, FunctionStats], diff: DiffResult | None) -> PlanChange:
-    """Apply the methods in order; each sees what the previous ones left."""
+        stats: dict[str, FunctionStats], diff: DiffResult | None,
+        dropped_before: dict[str, str] | None = None) -> PlanChange:
+    """Apply the methods in order; each sees what the previous ones left.  `dropped_before`: what the
+    baseline's plan left out by dynamic baseline, and why (methods.Context)."""
     protected = diff.protected if diff and "diff-tracing" in chosen else frozenset()
     keep = set(candidates)
     removed: dict[str, dict[str, str]] = {}
@@ -106,7 +108,7 @@ def run(chosen: tuple[str, ...], params: dict[str, object], cg: CallGraph, candi
             keep.difference_update(out)
 
     def ctx() -> methods.Context:
-        return methods.Context(cg, frozenset(keep), protected, stats, ROOT)
+        return methods.Context(cg, frozenset(keep), protected, stats, ROOT, dropped_before or {})
 
     keep_top = int(params["keep_top"])
     for m in chosen:

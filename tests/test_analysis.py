@@ -112,6 +112,20 @@ def test_dynamic_baseline_call_limit_constant_time_and_wrappers():
     assert "work" not in out
 
 
+def test_dynamic_baseline_keeps_out_what_the_baseline_left_out_for_its_statistics():
+    cg = graph(DEMO_LIKE)
+    # the baseline did not probe tiny (too many calls in its own baseline): it has no statistics for it
+    stats = {"work": FunctionStats("work", 10, 10**6, 10**6)}
+    before = {"tiny": "dynamic baseline: 90000 calls > call limit 10000", "gone": "dynamic baseline: x"}
+    c = methods.Context(cg, frozenset(cg.graph), frozenset(), stats, dropped_before=before)
+    assert methods.dynamic_baseline(c, call_limit=10_000) == {"tiny": before["tiny"]}
+    # without the baseline's reason it would be probed again (no statistics, no grounds to drop it)
+    assert "tiny" not in methods.dynamic_baseline(ctx(cg, stats=stats), call_limit=10_000)
+    # a changed (protected) function is probed whatever the baseline did
+    c = methods.Context(cg, frozenset(cg.graph), frozenset({"tiny"}), stats, dropped_before=before)
+    assert methods.dynamic_baseline(c, call_limit=10_000) == {}
+
+
 def test_dynamic_sampling_initial_estimate_and_refinement():
     cg = graph(DEMO_LIKE, loops={"work": 1})
     first = methods.dynamic_sampling(ctx(cg), step=2.0, threshold=1000)
