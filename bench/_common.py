@@ -11,12 +11,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gitperf import codec, elf, workload  # noqa: E402
-from gitperf.collect import build_functions, machine_fingerprint  # noqa: E402
-from gitperf.config import CollectConfig  # noqa: E402
+from gitperf.analysis import elf
+from gitperf.collect.context import machine_fingerprint  # noqa: E402
+from gitperf.collect.profile import build_functions  # noqa: E402
+from gitperf.core import codec
+from gitperf.core.config import CollectConfig  # noqa: E402
+from gitperf.core.model import Header, Metrics, PlanRecord, Profile  # noqa: E402
+from gitperf.engine import workload  # noqa: E402
 from gitperf.engine.bcc_engine import BccEngine  # noqa: E402
-from gitperf.model import Header, Metrics, PlanRecord, Profile  # noqa: E402
-from gitperf.plan import make_plan  # noqa: E402
+from gitperf.plan.probes import make_plan  # noqa: E402
 
 
 def build_demo(dest: Path) -> Path:

@@ -30,10 +30,13 @@ from pathlib import Path
 from _common import BccEngine, CollectConfig, build_demo, table
 from overhead import MODES
 
-from gitperf import accuracy, elf, hybrid, workload
-from gitperf.collect import build_functions, predicted_overhead, run_pilot
-from gitperf.engine import calibrate
-from gitperf.plan import make_plan
+from gitperf.analysis import elf
+from gitperf.collect.budgeted import run_pilot
+from gitperf.collect.profile import build_functions, predicted_overhead
+from gitperf.engine import calibrate, workload
+from gitperf.plan import hybrid
+from gitperf.plan.probes import make_plan
+from gitperf.stats import accuracy
 
 CALLHEAVY = r"""
 #include <stdlib.h>
@@ -131,8 +134,8 @@ def bench(name: str, b: Bench, budget: float, runs: int) -> list[list[str]]:
     slows, cpus, preds, metrics_ref, metrics_trace, hz, traced = [], [], [], [], [], [], []
     for _ in range(runs):
         pilot = run_pilot(b.engine, b.binary, base_plan, b.runner, lambda _m: None)
-        plan, choice, _rates = hybrid.choose(base_plan, base_plan.names, budget, pilot, b.cost_ns, calls,
-                                             pilot.shares, (), {})
+        plan, choice, _rates = hybrid.choose(base_plan, hybrid.Inputs(base_plan.names, budget, pilot, b.cost_ns, calls,
+                                                                   pilot.shares))
         before = b.native()
         r, funcs, _n = b.run(plan)
         wall, cpu = slowdowns(r, before, b.native())

@@ -16,9 +16,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import networkx as nx  # noqa: E402
-
 from _common import build_demo, table  # noqa: E402
-from gitperf import callgraph, elf  # noqa: E402
+
+from gitperf.analysis import (
+    callgraph,
+    elf,  # noqa: E402
+)
 
 
 def generated(scc: int = 500, nodes: int = 2000, edges: int = 8000, seed: int = 1) -> nx.DiGraph:

@@ -30,7 +30,7 @@ def build(dest: Path) -> Path:
 
 
 def measure(exe: Path, n: int, per_probe: bool) -> tuple[float, float, int]:
-    from gitperf.workload import run as run_workload
+    from gitperf.engine.workload import run as run_workload
     binary = elf.load(exe)
     names = tuple(f"f{i}" for i in range(n))
     plan = make_plan(binary, CollectConfig(strategy="funcs"), names)

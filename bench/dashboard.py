@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pygit2
-
 from _common import Header, Metrics, PlanRecord, Profile, codec  # noqa: F401  (sets sys.path)
-from gitperf.config import CheckConfig
-from gitperf.index import Index
-from gitperf.model import FunctionStats
-from gitperf.store import NOTES_REF, NotesStore
-from web import create_app
+
+from gitperf.core.config import CheckConfig
+from gitperf.core.model import FunctionStats
+from gitperf.store.notes import NOTES_REF, NotesStore
+from gitperf.views.index import Index
+from gitperf.web import create_app
 
 SIG = pygit2.Signature("Bench", "bench@example.com", 1_767_225_600, 0)
 

@@ -28,10 +28,14 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "examples" / "demo"))
 
 from _common import table  # noqa: E402
-from gitperf import callgraph, difftrace, elf, models, sourcediff  # noqa: E402
-from gitperf.pipelines import METHODS  # noqa: E402
-from gitperf.render import fmt_bytes  # noqa: E402
-from gitperf.store import NotesStore, open_repo  # noqa: E402
+
+from gitperf.analysis import callgraph, difftrace, elf
+from gitperf.core.fmt import fmt_bytes  # noqa: E402
+from gitperf.git import sourcediff  # noqa: E402
+from gitperf.git.repo import open_repo  # noqa: E402
+from gitperf.plan.pipelines import METHODS  # noqa: E402
+from gitperf.stats import models
+from gitperf.store.notes import NotesStore
 
 ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from gitperf import __version__, config
-from gitperf.errors import GitPerfError
+from gitperf import __version__
+from gitperf.core import config
+from gitperf.core.errors import GitPerfError
 
 EXIT_CODES = """\b
 Exit codes:
@@ -21,15 +26,59 @@ Exit codes:
 """
 
 
+def _terminated(_signum, _frame):
+    """SIGTERM (CI cancelling a job, `timeout`, `kill`) is handled like Ctrl-C: probes detached,
+    the workload killed, nothing half-written stored."""
+    raise KeyboardInterrupt
+
+
+def _follow_git() -> None:
+    """Run as `git perf`, git is our parent and waits for us.  When git is killed (SIGKILL of the
+    shell's job), end like on SIGTERM instead of collecting on unseen and storing a profile."""
+    ppid = os.getppid()
+    try:
+        parent = Path(f"/proc/{ppid}/comm").read_text().strip()
+    except OSError:
+        return
+    if parent == "git":
+        from gitperf.core.proc import die_with_parent
+        die_with_parent(signal.SIGTERM)
+        if os.getppid() != ppid:  # git died before the request took effect
+            raise SystemExit(143)
+
+
 class PerfGroup(click.Group):
     """Turns library errors into one clear line and the documented exit code."""
 
     def invoke(self, ctx):
+        signal.signal(signal.SIGTERM, _terminated)
+        _follow_git()
         try:
             return super().invoke(ctx)
         except GitPerfError as e:
             click.echo(f"git perf: error: {e}", err=True)
             ctx.exit(e.exit_code)
+        except OSError as e:
+            if not e.filename:  # not about a file the user can fix: a bug, keep the traceback
+                raise
+            click.echo(f"git perf: error: {e.filename}: {e.strerror or e} (check the path and its permissions)",
+                       err=True)
+            ctx.exit(2)
+
+
+class Seconds(click.ParamType):
+    """A finite, positive number of seconds (click's FloatRange lets nan and inf through)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            v = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(v) or v <= 0:
+            self.fail(f"{value!r}: expected a finite number of seconds > 0", param, ctx)
+        return v
 
 
 def _progress(quiet: bool):
@@ -40,7 +89,7 @@ def _progress(quiet: bool):
 
 
 def _repo():
-    from gitperf.store import open_repo
+    from gitperf.git.repo import open_repo
     return open_repo(".")
 
 
@@ -95,14 +144,16 @@ def init(binary, command, force, with_hooks):
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --range: collections at once (each in its own worktree; timings get noisier).")
 @click.option("--repeat", type=click.IntRange(min=1), help="Runs per workload (one profile each).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds before a run is killed.")
+@click.option("--timeout", type=Seconds(), help="Seconds before a run is killed.")
 @click.option("--binary", type=click.Path(dir_okay=False), help="Ad hoc: the ELF binary to probe.")
 @click.option("--no-build", is_flag=True, help="Do not run the build command.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="The configuration to use (default: "
+              "the commit's .gitperf.toml, else the working tree's: history from before adopting git perf).")
 @click.option("--per-probe", is_flag=True, help="Attach one uprobe per function instead of uprobe_multi links.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
 def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt_args, base, max_overhead, rev_range,
-            jobs, repeat, timeout, binary, no_build, per_probe, as_json, quiet):
+            jobs, repeat, timeout, binary, no_build, config_file, per_probe, as_json, quiet):
     """Profile REV (default HEAD) under eBPF and store one profile per workload run as a git note.
 
     \b
@@ -110,16 +161,21 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
     Ad hoc:              git perf collect --binary PATH --no-build [--workload NAME] -- CMD ARGS...
     Needs root (or CAP_BPF and CAP_PERFMON).  Ctrl-C detaches every probe and stores nothing.
     """
-    from gitperf.collect import CollectRequest, collect as do_collect
+    from gitperf.collect.collection import collect as do_collect
+    from gitperf.collect.context import CollectRequest
     from gitperf.engine.bcc_engine import BccEngine
 
     # Ad hoc, click cannot tell REV from the command's first word after `--`: a word that names a
-    # commit and is followed by more words is REV, anything else starts the command.
+    # commit and is followed by more words is REV, anything else starts the command -- unless it
+    # came before a `--`, where only REV can be (a mistyped REV must not become the command).
     if binary and rev != "HEAD" and not (command and _looks_like_rev(rev)):
+        if _before_dashdash(rev):
+            from gitperf.git.repo import resolve_commit
+            resolve_commit(_repo(), rev)  # raises "unknown revision"
         command, rev = (rev, *command), "HEAD"
     budget = None
     if max_overhead is not None:
-        from gitperf.hybrid import parse_percent
+        from gitperf.plan.hybrid import parse_percent
         try:
             budget = parse_percent(max_overhead)
         except ValueError as e:
@@ -131,47 +187,44 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
         timeout=timeout, binary=binary, no_build=no_build, command=tuple(command),
         adhoc_name=workloads[0] if binary and workloads else "adhoc", pipeline=pipeline, optimization_on=opt_on,
         optimization_off=opt_off, optimization_args=opt_args, base=base, max_overhead=budget,
+        config=str(Path(config_file).resolve()) if config_file else None,
     )
-    from gitperf.pipelines import resolve
+    from gitperf.plan.pipelines import resolve
     resolve(pipeline or "none", opt_on, opt_off, opt_args)  # bad names: exit 2 before any work
     if rev_range:
         if binary or command:
             raise GitPerfError("--range collects configured workloads; it cannot be combined with ad hoc --binary/CMD")
-        return _collect_range(rev_range, workloads, jobs, as_json, quiet, mode=mode, pipeline=pipeline,
-                              repeat=repeat, timeout=timeout, funcs=funcs, max_overhead=max_overhead)
+        return _collect_range(rev_range, replace(req, workloads=tuple(workloads)), jobs, as_json, quiet)
     engine = BccEngine(force_per_probe=per_probe)
     engine.check()  # exit 4 before anything else when this machine cannot collect
     commit, stored = do_collect(_repo(), req, engine, _progress(quiet or as_json))
     if as_json:
-        click.echo(json.dumps({"commit": commit, "profiles": [
-            {"id": c.id, "workload": c.profile.header.workload, "partial": c.profile.header.partial,
-             "metrics": c.profile.metrics.as_dict(),
-             "plan": {"probed": list(c.profile.plan.probed), "removed": {k: list(v) for k, v in
-                      c.profile.plan.removed.items()}, "changed": list(c.profile.plan.changed),
-                      "pipeline": c.profile.plan.pipeline, "methods": list(c.profile.plan.methods),
-                      "reasons": c.profile.plan.reasons, "renamed": c.profile.plan.renamed,
-                      "sample_every": c.profile.plan.sample_every, "base": c.profile.plan.base,
-                      "mode": c.profile.plan.mode, "traced": list(c.profile.plan.traced),
-                      "params": c.profile.plan.params}}
-            for c in stored]}, indent=2))
+        click.echo(json.dumps({"commit": commit, "profiles": [c.to_dict() for c in stored]}, indent=2))
         return
-    from gitperf.render import collect_summary
+    from gitperf.views.render import collect_summary
     click.echo(collect_summary(commit, stored))
 
 
-def _collect_range(spec, workloads, jobs, as_json, quiet, mode, pipeline, repeat, timeout, funcs, max_overhead):
-    from gitperf.engine.bcc_engine import BccEngine
-    from gitperf.history import collect_range, first_parent_range
-    BccEngine().check()
-    repo = _repo()
-    commits = first_parent_range(repo, spec)
-    names = tuple(workloads) or tuple(w.name for w in (config.load(repo.workdir) or config.Config("")).workloads)
-    extra = [a for f in funcs for a in ("--func", f)]
-    for flag, value in (("--mode", mode), ("--pipeline", pipeline), ("--repeat", repeat), ("--timeout", timeout),
-                        ("--max-overhead", max_overhead)):
+def _range_args(req) -> tuple[str, ...]:
+    """The options of one `collect` of a range, for each commit's own `git perf collect` process."""
+    extra = [a for f in req.funcs for a in ("--func", f)]
+    budget = f"{req.max_overhead * 100:g}%" if req.max_overhead is not None else None
+    for flag, value in (("--mode", req.mode), ("--pipeline", req.pipeline), ("--repeat", req.repeat),
+                        ("--timeout", req.timeout), ("--max-overhead", budget)):
         if value is not None:
             extra += [flag, str(value)]
-    done, skipped, failed = collect_range(repo, commits, names, jobs, tuple(extra), _progress(quiet or as_json))
+    return tuple(extra)
+
+
+def _collect_range(spec, req, jobs, as_json, quiet):
+    from gitperf.collect.range import collect_range
+    from gitperf.engine.bcc_engine import BccEngine
+    from gitperf.git.repo import first_parent_range
+    repo = _repo()
+    commits = first_parent_range(repo, spec)
+    BccEngine().check()
+    names = req.workloads or tuple(w.name for w in (config.load(repo.workdir) or config.Config("")).workloads)
+    done, skipped, failed = collect_range(repo, commits, names, jobs, _range_args(req), _progress(quiet or as_json))
     if as_json:
         click.echo(json.dumps({"collected": done, "skipped": skipped, "failed": failed}, indent=2))
     else:
@@ -181,9 +234,16 @@ def _collect_range(spec, workloads, jobs, as_json, quiet, mode, pipeline, repeat
         sys.exit(2)
 
 
+def _before_dashdash(word: str) -> bool:
+    """Whether REV came before a `--` (click hands the first word after `--` to REV when none did)."""
+    args = sys.argv[1:]
+    after = args[args.index("--") + 1:] if "--" in args else None
+    return after is not None and (not after or after[0] != word)
+
+
 def _looks_like_rev(word: str) -> bool:
     try:
-        from gitperf.store import resolve_commit
+        from gitperf.git.repo import resolve_commit
         resolve_commit(_repo(), word)
         return True
     except GitPerfError:
@@ -191,12 +251,12 @@ def _looks_like_rev(word: str) -> bool:
 
 
 @main.command()
-@click.option("-n", "--max-count", type=int, default=20, help="How many commits.")
+@click.option("-n", "--max-count", type=click.IntRange(min=1), default=20, help="How many commits.")
 @click.option("--json", "as_json", is_flag=True)
 @click.argument("rev", required=False, default="HEAD")
 def log(max_count, as_json, rev):
     """First-parent commits from REV and how many profiles each has."""
-    from gitperf.query import first_parent_log
+    from gitperf.store.query import first_parent_log
     rows = first_parent_log(_repo(), rev, max_count)
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
@@ -215,8 +275,9 @@ def log(max_count, as_json, rev):
 @click.option("--json", "as_json", is_flag=True)
 def show(rev, workload, top, models, as_json):
     """The profiles stored for REV."""
-    from gitperf.render import show_json, show_text
-    from gitperf.store import NotesStore, resolve_commit
+    from gitperf.git.repo import resolve_commit
+    from gitperf.store.notes import NotesStore
+    from gitperf.views.render import show_json, show_text
     repo = _repo()
     commit = resolve_commit(repo, rev)
     profiles, bad = NotesStore(repo).read(commit)
@@ -234,7 +295,7 @@ def show(rev, workload, top, models, as_json):
 @click.argument("remote", required=False, default="origin")
 def push(remote):
     """Push the profiles (refs/notes/perf) to REMOTE without force; merges first if needed."""
-    from gitperf.store import NotesStore
+    from gitperf.store.notes import NotesStore
     NotesStore(_repo()).push(remote)
     click.echo(f"pushed refs/notes/perf to {remote}")
 
@@ -243,9 +304,15 @@ def push(remote):
 @click.argument("remote", required=False, default="origin")
 def pull(remote):
     """Fetch REMOTE's profiles and merge them into ours by union (nothing is lost)."""
-    from gitperf.store import NotesStore
+    from gitperf.store.notes import NotesStore
     NotesStore(_repo()).pull(remote)
     click.echo(f"merged refs/notes/perf from {remote}")
+
+
+def _check_collect(repo, rev, opts, say):
+    from gitperf.checks.paired import check_collect
+    from gitperf.engine.bcc_engine import BccEngine
+    return check_collect(repo, rev, _check_config(repo), BccEngine(), say, opts)
 
 
 def _check_config(repo):
@@ -264,19 +331,37 @@ def _subject(repo, commit: str) -> str:
 @click.option("--base", help="Compare with this commit instead of the nearest profiled ancestor.")
 @click.option("--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
 @click.option("--all", "all_functions", is_flag=True, help="--json: every function, not only the changed ones.")
+@click.option("--collect", "collect_now", is_flag=True, help="Build REV and its base and profile both now, with one "
+              "probe plan focused on what REV changed, in interleaved rounds (needs root); then check.")
+@click.option("--rounds", type=click.IntRange(min=2), help="--collect: this many rounds (default: until every "
+              "changed function is decided, 3 to 15 rounds, rounds added for at most 120 s).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="--collect: the configuration for "
+              "commits without a .gitperf.toml (default: the working tree's).")
 @click.option("--json", "as_json", is_flag=True)
-def check(rev, base, workloads, all_functions, as_json):
+@click.option("-q", "--quiet", is_flag=True, help="No progress messages (--collect).")
+def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, as_json, quiet):
     """Degradations of REV (default HEAD) against its baseline and history.
 
-    The baseline is the nearest first-parent ancestor with a comparable profile (same binary
-    name, workload, engine, machine and mode).  Thresholds come from [check] in .gitperf.toml.
+    \b
+    git perf check --collect   profile REV and its parent now, like with like, and decide
+    git perf check             use stored profiles: the baseline is the nearest first-parent
+                               ancestor with profiles of the same configuration and probe plan
+    Thresholds come from [check] in .gitperf.toml.
     """
     from gitperf.checks import check as run_check
-    from gitperf.report import check_json, check_text
+    from gitperf.views.report import check_text
     repo = _repo()
-    result = run_check(repo, rev, _check_config(repo), base, tuple(workloads))
+    if collect_now:
+        from gitperf.checks.paired import PairedOptions
+        opts = PairedOptions(base=base, workloads=tuple(workloads), rounds=rounds,
+                             config=str(Path(config_file).resolve()) if config_file else None)
+        result = _check_collect(repo, rev, opts, _progress(quiet or as_json))
+    else:
+        if rounds or config_file:
+            raise click.UsageError("--rounds and --config go with --collect")
+        result = run_check(repo, rev, _check_config(repo), base, tuple(workloads))
     if as_json:
-        click.echo(json.dumps(check_json(result, all_functions), indent=2))
+        click.echo(json.dumps(result.to_dict(all_functions), indent=2))
     else:
         click.echo(check_text(result))
     sys.exit(result.exit_code)
@@ -291,11 +376,11 @@ def check(rev, base, workloads, all_functions, as_json):
 def diff(a, b, workloads, top, as_json):
     """Per-function comparison of commits A and B (default HEAD): time per run, ratio, interval."""
     from gitperf.checks import check as run_check
-    from gitperf.report import check_json, diff_text
+    from gitperf.views.report import diff_text
     repo = _repo()
     result = run_check(repo, b, _check_config(repo), a, tuple(workloads))
     if as_json:
-        click.echo(json.dumps(check_json(result, all_functions=True), indent=2))
+        click.echo(json.dumps(result.to_dict(all_functions=True), indent=2))
     else:
         click.echo(diff_text(result, top))
     if result.exit_code == 3:
@@ -315,7 +400,7 @@ def report(rev, fmt, output, base):
     DIR/index.html; no server, no network); its exit code is still REV's check.
     """
     from gitperf.checks import check as run_check
-    from gitperf.report import check_json, check_markdown
+    from gitperf.views.report import check_markdown
     repo = _repo()
     result = run_check(repo, rev, _check_config(repo), base)
     if fmt == "html":
@@ -323,13 +408,13 @@ def report(rev, fmt, output, base):
             raise GitPerfError("--format html writes a directory of pages: name it with -o DIR")
         if Path(output).exists() and not Path(output).is_dir():
             raise GitPerfError(f"{output} is a file; --format html writes a directory of pages there")
-        from web.export import export_site
+        from gitperf.web.export import export_site
         files = export_site(repo.workdir or repo.path, output, lambda m: click.echo(m, err=True))
         click.echo(f"wrote {len(files)} pages to {output} (open {Path(output) / 'index.html'}); "
                    f"{result.commit[:12]}: {result.result}", err=True)
         sys.exit(result.exit_code)
     text = (check_markdown(result, _subject(repo, result.commit)) if fmt == "markdown"
-            else json.dumps(check_json(result), indent=2) + "\n")
+            else json.dumps(result.to_dict(), indent=2) + "\n")
     if output:
         Path(output).write_text(text)
         click.echo(f"wrote {output}", err=True)
@@ -351,8 +436,9 @@ def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     """A/A: collect REV k times, check every collection against every other, and report the
     run-to-run noise per function, the smallest detectable change, and thresholds that fit.
     Needs the same privileges as collect."""
-    from gitperf import noise as noise_mod
-    from gitperf.collect import CollectRequest, collect as do_collect
+    from gitperf.checks import noise as noise_mod
+    from gitperf.collect.collection import collect as do_collect
+    from gitperf.collect.context import CollectRequest
     from gitperf.engine.bcc_engine import BccEngine
     repo = _repo()
     engine = BccEngine()
@@ -387,13 +473,15 @@ def serve(host, port, rebuild):
 
     Reads the notes into an sqlite index (.git/perf/index.db, rebuilt from the notes at any time)
     and keeps it up to date on every page load.  Needs no privileges; runs no commands.  Ctrl-C stops.
+    It answers only requests addressed to localhost or --host (400 otherwise): a web page cannot
+    reach it through a DNS name of its own.
     """
     import socket
 
     from werkzeug.serving import make_server
 
-    from gitperf.index import Index
-    from web import create_app
+    from gitperf.views.index import Index
+    from gitperf.web import LOOPBACK, create_app
     repo = _repo()
     stats = Index(repo, _check_config(repo)).update(rebuild=rebuild, progress=lambda m: click.echo(m, err=True))
     click.echo(f"index: {stats.notes} profiled commit(s), {stats.read} note(s) read in {stats.seconds:.1f} s", err=True)
@@ -403,7 +491,9 @@ def serve(host, port, rebuild):
         sock = socket.create_server((host, port))
     except OSError as e:
         raise GitPerfError(f"cannot listen on {host}:{port}: {e.strerror or e} (choose another --port)") from None
-    server = make_server(host, sock.getsockname()[1], create_app(repo.workdir or repo.path), threaded=True,
+    # answer only to the names this address is reached by (DNS rebinding); a wildcard address cannot know them
+    names = () if host in ("0.0.0.0", "::", "") else (*LOOPBACK, host)
+    server = make_server(host, sock.getsockname()[1], create_app(repo.workdir or repo.path, hosts=names), threaded=True,
                          fd=sock.fileno())
     click.echo(f"git perf dashboard on http://{host}:{server.port}/  (Ctrl-C stops)", err=True)
     try:
@@ -455,7 +545,8 @@ def accept(rev, reason):
     """Record that REV's performance change is intended: checking REV passes, and later checks use
     REV as the new baseline (history before it is not mixed in).  Stored in the notes, so it
     travels with `git perf push`."""
-    from gitperf.store import NotesStore, resolve_commit
+    from gitperf.git.repo import resolve_commit
+    from gitperf.store.notes import NotesStore
     repo = _repo()
     commit = resolve_commit(repo, rev)
     who = ""
@@ -482,9 +573,11 @@ def bisect(good, bad, workload, function, repeat, pipeline, as_json):
     each by which level it is nearer, geometrically).  Collects only the commits the search visits
     and that have no profile yet.
     """
-    from gitperf.collect import CollectRequest, collect as do_collect
+    from gitperf.checks.bisect import Followed
+    from gitperf.checks.bisect import bisect as do_bisect
+    from gitperf.collect.collection import collect as do_collect
+    from gitperf.collect.context import CollectRequest
     from gitperf.engine.bcc_engine import BccEngine
-    from gitperf.history import bisect as do_bisect
     repo = _repo()
     say = _progress(as_json)
     engine = []
@@ -497,7 +590,7 @@ def bisect(good, bad, workload, function, repeat, pipeline, as_json):
         do_collect(repo, CollectRequest(rev=c, workloads=(workload,), repeat=repeat, pipeline=pipeline), engine[0],
                    lambda m: None)
 
-    r = do_bisect(repo, good, bad, workload, function, collect_one, say)
+    r = do_bisect(repo, good, bad, Followed(workload, function), collect_one, say)
     if as_json:
         click.echo(json.dumps({"first_bad": r.first_bad, "good": r.good, "bad": r.bad, "function": r.metric,
                                "values_ns": r.values, "collected": r.collected, "range": r.range_size}, indent=2))

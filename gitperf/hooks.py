@@ -17,11 +17,11 @@ from typing import Callable
 
 import pygit2
 
-from gitperf import config
-from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, check
-from gitperf.history import has_profiles
-from gitperf.errors import EnvironmentUnavailable, GitPerfError, InputError
-from gitperf.store import NotesStore
+from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, CheckResult, check
+from gitperf.core import config
+from gitperf.core.errors import EnvironmentUnavailable, GitPerfError, InputError
+from gitperf.git.repo import first_parent, parent
+from gitperf.store.notes import NotesStore
 
 MARKER = "# git perf pre-push hook"
 CHAINED = "pre-push.gitperf-chained"
@@ -104,10 +104,12 @@ def pushed_commits(repo: pygit2.Repository, r: PushedRange, mode: str, limit: in
     """The commits a push brings, newest first (first-parent): the tip only, or up to `limit`."""
     if mode == "tip":
         return [r.local_sha]
-    cwd = repo.workdir or repo.path
-    spec = [f"{r.remote_sha}..{r.local_sha}"] if r.remote_sha != ZERO else [r.local_sha, "--not", "--remotes"]
-    out = subprocess.run(["git", "rev-list", "--first-parent", f"--max-count={limit}", *spec], cwd=cwd,
-                         capture_output=True, text=True).stdout.split()
+    if r.remote_sha != ZERO and r.remote_sha in repo:
+        hide = (r.remote_sha,)
+    else:  # a new branch: what no remote-tracking branch has
+        hide = tuple(str(repo.references[n].peel(pygit2.Commit).id) for n in repo.references
+                     if n.startswith("refs/remotes/") and not n.endswith("/HEAD"))
+    out = [str(c.id) for c in first_parent(repo, r.local_sha, hide=hide, limit=limit)]
     return out or [r.local_sha]
 
 
@@ -123,41 +125,12 @@ def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress
     targets = []
     for r in parse_stdin(stdin):
         targets += [c for c in pushed_commits(repo, r, hook.commits, hook.max_commits) if c not in targets]
-    if not targets:
-        return 0
-    # a commit without profiles needs collecting, and so does its parent (the baseline)
-    need = []
-    for c in targets:
-        parents = repo.get(c).parents
-        for x in ([str(parents[0].id)] if parents else []) + [c]:
-            if x not in need and not has_profiles(store, x, workloads):
-                need.append(x)
-    if need:
-        try:
-            _collect(repo, need, workloads, hook.pipeline or None, hook.repeat or None, say)
-        except EnvironmentUnavailable as e:
-            if hook.on_cannot_collect == "reject":
-                say(f"cannot collect here ({e}); hook.on_cannot_collect = reject: push stopped")
-                return 1
-            say(f"warning: cannot collect here ({e}); checking with the profiles there are")
     status = 0
     for c in targets:
-        result = check(repo, c, cfg.check, workloads=workloads)
-        if result.result == DEGRADATION:
-            from gitperf.report import check_markdown
-            msg = repo.get(c).message.splitlines()[0]
-            print(check_markdown(result, msg), file=sys.stderr)
-            say(f"push stopped: {c[:12]} makes the program slower (bypass: git push --no-verify, or "
-                f"git perf accept {c[:12]} if it is intended)")
-            status = 1
-        elif result.result == NOT_ENOUGH_DATA:
-            if hook.on_not_enough_data == "reject":
-                say(f"{c[:12]}: not enough data to decide; hook.on_not_enough_data = reject: push stopped")
-                status = 1
-            else:
-                say(f"warning: {c[:12]}: not enough data to decide ({'; '.join(result.warnings)}); allowing the push")
-        else:
-            say(f"{c[:12]}: {result.result}")
+        result = _check(repo, c, cfg, workloads, say)
+        if result is None:
+            return 1
+        status = max(status, _judge(repo, c, result, hook, say))
     if status == 0 and hook.push_notes:
         try:
             store.push(remote)
@@ -167,20 +140,40 @@ def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress
     return status
 
 
-def _collect(repo: pygit2.Repository, commits: list[str], workloads: tuple[str, ...], pipeline: str | None,
-             repeat: int | None, say: Progress) -> None:
-    """Collect the commits' runs interleaved (parent, tip, parent, tip, ...), one run per commit per
-    round: a machine disturbed for a few seconds then spoils one run of each side, which the medians
-    ignore, instead of every run of one side."""
-    from gitperf.collect import CollectRequest, collect
-    from gitperf.config import load as load_config
+def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: tuple[str, ...],
+           say: Progress) -> CheckResult | None:
+    """The paired check of `commit` against its parent (`check --collect`); where this machine
+    cannot collect, the check of the stored profiles (or None: the hook's policy rejects the push)."""
+    from gitperf.checks.paired import PairedOptions, check_collect
     from gitperf.engine.bcc_engine import BccEngine
-    engine = BccEngine()
-    engine.check()
-    cfg = load_config(repo.workdir) if repo.workdir else None
-    rounds = repeat or max((w.repeat for w in (cfg.workloads if cfg else ()) if w.name in workloads), default=1)
-    for r in range(rounds):
-        for c in commits:
-            say(f"collecting {c[:12]} for the performance check (round {r + 1}/{rounds})")
-            collect(repo, CollectRequest(rev=c, workloads=workloads, pipeline=pipeline, repeat=1), engine,
-                    lambda m: say("  " + m))
+    if not parent(repo, commit):
+        say(f"{commit[:12]} has no parent: nothing to compare with")
+        return check(repo, commit, cfg.check, workloads=workloads)
+    try:
+        say(f"checking {commit[:12]} against its parent: both built and profiled, interleaved")
+        opts = PairedOptions(workloads=workloads, rounds=cfg.hook.rounds or None)
+        return check_collect(repo, commit, cfg.check, BccEngine(), lambda m: say("  " + m), opts)
+    except EnvironmentUnavailable as e:
+        if cfg.hook.on_cannot_collect == "reject":
+            say(f"cannot collect here ({e}); hook.on_cannot_collect = reject: push stopped")
+            return None
+        say(f"warning: cannot collect here ({e}); checking with the profiles there are")
+        return check(repo, commit, cfg.check, workloads=workloads)
+
+
+def _judge(repo: pygit2.Repository, commit: str, result: CheckResult, hook: config.HookConfig, say: Progress) -> int:
+    """1 when the result stops the push."""
+    if result.result == DEGRADATION:
+        from gitperf.views.report import check_markdown
+        print(check_markdown(result, repo.get(commit).message.splitlines()[0]), file=sys.stderr)
+        say(f"push stopped: {commit[:12]} makes the program slower (bypass: git push --no-verify, or "
+            f"git perf accept {commit[:12]} if it is intended)")
+        return 1
+    if result.result == NOT_ENOUGH_DATA:
+        if hook.on_not_enough_data == "reject":
+            say(f"{commit[:12]}: not enough data to decide; hook.on_not_enough_data = reject: push stopped")
+            return 1
+        say(f"warning: {commit[:12]}: not enough data to decide ({'; '.join(result.warnings)}); allowing the push")
+        return 0
+    say(f"{commit[:12]}: {result.result}")
+    return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One idempotent set-up for git perf, used by `make demo` and `make test`.
 #
-#   1. Debian packages: bcc (+ its Python module), kernel headers, a C compiler, chromium and chromedriver (dashboard tests)
+#   1. Debian packages: Python 3.11 (every user can run it), bcc (+ its Python module), kernel headers,
+#      a C compiler, chromium and chromedriver (dashboard tests), valgrind and uftrace (benchmarks)
 #   2. /lib/modules/$(uname -r)/{build,source} -> installed headers when the running kernel has none
 #   3. .venv with the pinned Python dependencies and the project (editable)
 #   4. Debian's bcc Python module made importable inside .venv
@@ -13,7 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.gitperf-setup-stamp"
-DEBS=(python3-bpfcc libbpfcc linux-headers-amd64 gcc make chromium chromium-driver valgrind)
+DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc make chromium chromium-driver valgrind uftrace)
 SKIPPED=()
 
 say() { printf 'setup: %s\n' "$*" >&2; }
@@ -55,10 +56,17 @@ if [ ! -e "$MODDIR/build/include/generated" ] || [ ! -e "$MODDIR/source/include/
 fi
 
 # --- 3. virtual environment -----------------------------------------------------------------
-PY="${PYTHON:-python3}"
+# Debian's interpreter by default: every user can execute it, so the read side (show, check, serve)
+# works for users other than the one who set up (a pyenv interpreter under /root is mode 0700).
+if [ -n "${PYTHON:-}" ]; then PY="$PYTHON"; elif [ -x /usr/bin/python3.11 ]; then PY=/usr/bin/python3.11; else PY=python3; fi
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
   say "error: git perf needs Python 3.11 (found $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11"
   exit 2
+fi
+PY_HOME="$(dirname "$(readlink -f "$(command -v "$PY")")")"
+if [ -f "$VENV/pyvenv.cfg" ] && ! grep -qx "home = $PY_HOME" "$VENV/pyvenv.cfg"; then
+  say "re-creating $VENV on $PY (it was made with another interpreter)"
+  rm -rf "$VENV"
 fi
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
 

@@ -8,19 +8,19 @@ GITPERF_REQUIRE_EBPF=1 / GITPERF_REQUIRE_BROWSER=1 (set by .ci/run) a missing ca
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import math
-
 import numpy as np
 import pytest
 
-from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
-from gitperf.store import NotesStore, open_repo
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo"
@@ -29,8 +29,8 @@ sys.path.insert(0, str(DEMO))
 
 def ebpf_missing() -> str:
     """Why this machine cannot run eBPF collection tests ("" = it can)."""
+    from gitperf.core.errors import EnvironmentUnavailable
     from gitperf.engine.bcc_engine import BccEngine
-    from gitperf.errors import EnvironmentUnavailable
     try:
         BccEngine().check()
     except EnvironmentUnavailable as e:
@@ -128,15 +128,19 @@ def demo_repo(demo_history, tmp_path) -> tuple[Path, list[str]]:
     return dest, commits
 
 
-@pytest.fixture
-def empty_repo(tmp_path) -> Path:
-    d = tmp_path / "repo"
+def init_repo(d: Path) -> Path:
+    """A new repository at `d` with one commit."""
     d.mkdir()
     git(d, "init", "-q", "-b", "main")
     (d / "a.txt").write_text("a\n")
     git(d, "add", "a.txt")
     git(d, "commit", "-q", "-m", "first")
     return d
+
+
+@pytest.fixture
+def empty_repo(tmp_path) -> Path:
+    return init_repo(tmp_path / "repo")
 
 
 def run_cli(cwd, *args, env=None, timeout=600) -> subprocess.CompletedProcess:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
 
 
 def make_profile(commit: str, workload: str = "w", n_functions: int = 3, seed: int = 0, series: int = 0) -> Profile:

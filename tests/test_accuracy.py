@@ -2,8 +2,8 @@
 
 import pytest
 
-from gitperf import accuracy
-from gitperf.model import FunctionStats
+from gitperf.core.model import FunctionStats
+from gitperf.stats import accuracy
 
 REF = {"a": 0.5, "b": 0.3, "c": 0.15, "d": 0.05}
 

@@ -12,10 +12,12 @@ import subprocess
 import networkx as nx
 import pytest
 
-from gitperf import callgraph, difftrace, elf, methods, pipelines, sourcediff
-from gitperf.callgraph import CallGraph, FunctionNode
-from gitperf.model import FunctionStats
-from gitperf.store import open_repo
+from gitperf.analysis import callgraph, difftrace, elf
+from gitperf.analysis.callgraph import CallGraph, FunctionNode
+from gitperf.core.model import FunctionStats
+from gitperf.git import sourcediff
+from gitperf.git.repo import open_repo
+from gitperf.plan import methods, pipelines
 
 
 def graph(edges: dict[str, list[str]], loops: dict[str, int] | None = None, external=()) -> CallGraph:
@@ -140,9 +142,11 @@ def test_pipelines_protect_changed_functions():
     cg = graph(DEMO_LIKE)
     diff = difftrace.DiffResult("strict", changed=("tiny", "w2"))
     params = pipelines.predict("full", cg, {})
-    change = pipelines.run(pipelines.PIPELINES["full"], params, cg, frozenset(cg.graph), {}, diff)
+    change = pipelines.run(pipelines.PIPELINES["full"], params,
+                           pipelines.start(pipelines.PIPELINES["full"], cg, frozenset(cg.graph), {}, diff))
     assert {"tiny", "w2", "main"} <= change.keep and change.changed == ("tiny", "w2")
-    standalone = pipelines.run(("diff-tracing",), {**params, "standalone": True}, cg, frozenset(cg.graph), {}, diff)
+    standalone = pipelines.run(("diff-tracing",), {**params, "standalone": True},
+                               pipelines.start(("diff-tracing",), cg, frozenset(cg.graph), {}, diff))
     assert standalone.keep == {"tiny", "w2", "main"}
 
 
@@ -198,6 +202,52 @@ def test_cache_serves_an_unchanged_binary_and_survives_damage(demo_builds):
 def test_angr_progress_and_bad_input(tmp_path):
     bad = tmp_path / "x.bin"
     bad.write_bytes(b"\x7fELF" + b"\0" * 60)
-    from gitperf.errors import InputError
+    from gitperf.core.errors import InputError
     with pytest.raises(InputError, match="angr cannot load"):
         callgraph.load(str(bad), "deadbeef", tmp_path, lambda m: None)
+
+
+def test_angr_finalizer_errors_are_not_printed_others_are(monkeypatch):
+    """Issue #18: an AssertionError in an angr object's __del__ printed a traceback mid-output."""
+    import sys
+
+    from gitperf.analysis.callgraph import quiet_angr_finalizers
+    printed = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: printed.append(str(u.exc_value)))
+
+    def dying(module: str):
+        def __del__(self):
+            raise AssertionError("from " + module)
+        __del__.__module__ = module
+        return type("Dying", (), {"__del__": __del__, "__module__": module})()
+
+    with quiet_angr_finalizers():
+        x = dying("angr.state_plugins.fake")
+        del x
+        y = dying("someone.else")
+        del y
+    assert printed == ["from someone.else"]
+
+
+def test_call_sites_tell_return_addresses_from_other_text_words(tmp_path):
+    """The stack scan of a library sample takes the first text address above the stack pointer;
+    only one that follows a call can be the caller's return address."""
+    import capstone
+    src = tmp_path / "p.c"
+    src.write_text("__attribute__((noinline)) int leaf(int x) { return x * 3 + 1; }\n"
+                   "__attribute__((noinline)) int caller(int x) { return leaf(x) * 2 + 5; }\n"
+                   "int (*volatile pick)(int) = leaf;\n"
+                   "int main(int c, char **v) { (void)v; return caller(c) + pick(c); }\n")
+    subprocess.run(["cc", "-O2", "-fno-omit-frame-pointer", "-o", str(tmp_path / "p"), str(src)], check=True)
+    binary = elf.load(tmp_path / "p")
+    f = binary.by_name()
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    with open(binary.path, "rb") as fh:
+        fh.seek(f["caller"].offset)
+        code = fh.read(f["caller"].size)
+    [call] = [i for i in md.disasm(code, f["caller"].vaddr) if i.mnemonic == "call"]
+    sites = elf.CallSites(binary)
+    assert sites.after_call(call.address + call.size)  # the return address of caller's call of leaf
+    assert not sites.after_call(call.address + call.size + 1)
+    assert not sites.after_call(f["leaf"].vaddr)  # a code pointer (`pick`), not a return address
+    assert not sites.after_call(call.address)

@@ -9,8 +9,8 @@ import random
 import pytest
 from scipy.optimize import linprog
 
-from gitperf import budget
-from gitperf.budget import Item
+from gitperf.plan import budget
+from gitperf.plan.budget import Item
 
 
 def random_items(rng: random.Random, n: int) -> list[Item]:
@@ -120,3 +120,21 @@ def test_weights_put_changed_functions_first_and_overrides_win():
                        levels={"main": 0, "hot": 1, "changed": 5, "cold": 2}, overrides={"cold": 5000})
     assert w["changed"] > w["main"] > w["hot"]
     assert w["cold"] == 5000
+
+
+def test_paired_plan_samples_what_its_probes_would_distort():
+    """Measured on Lua (bench/detection.py): a busy loop added to auxsort turned its single-stepped
+    entry into an emulated one, 22.7 us a probed call in the base and 1.6 us in the target; traced,
+    12924 calls made every base run 4x longer and every sampled function's estimate followed.
+    internshrstr's probes were 90% of its measured time."""
+    from gitperf.collect.paired import _Costs, _why_not
+
+    def why(name: str, calls: float, share: float = 0.1, base: float = 1600.0, leaf: bool = False) -> str:
+        c = _Costs(calls={name: calls}, own={name: calls * 1000.0}, probe_share={name: share},
+                   per_call={name: 1600.0}, inside={name: 600.0}, base_per_call={name: base}, native_ns=60e6)
+        return _why_not(name, leaf, c)
+    assert why("auxsort", 12924, base=22700.0).startswith("its entry instruction changed class")
+    assert why("auxsort", 12924) == ""  # the same class on both sides
+    assert why("rare", 20, base=22700.0) == ""  # 0.4 ms of difference in a 60 ms run: below 1%
+    assert "90% of its measured time" in why("internshrstr", 89310, share=0.9)
+    assert why("internshrstr", 89310, share=0.4) == ""

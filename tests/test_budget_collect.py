@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import collect_json as collect
+from conftest import git, run_cli
 
-from conftest import collect_json as collect, git, run_cli
-from web import create_app
+from gitperf.web import create_app
 
 pytestmark = pytest.mark.ebpf
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.ebpf
@@ -54,13 +53,16 @@ def test_slowdown_commit_exits_1_and_names_the_slowed_function_first(profiled):
     assert first["changed"] is True
 
 
-def test_speedup_commit_reports_an_optimization_and_exits_0(profiled):
+def test_speedup_under_full_tracing_is_withheld_not_claimed(profiled):
+    """The speed-up removes two of text_generate's three rng_next calls per word.  Under a full trace
+    its measured time falls mostly by the probes of the calls it no longer makes: that is not native
+    time, and the calibration cannot take ~all of a function's time out reliably, so no verdict on
+    it (`check --collect`, which does not trace the callees, finds it: test_paired_collect)."""
     root, commits = profiled
-    code, out = check(root, commits[4])
+    code, out = check(root, commits[4], "--all")
     assert code == 0, out
-    assert out["result"] == "optimization"
-    faster = {c["function"] for c in out["changes"] if c["type"] == "optimization"}
-    assert "text_generate" in faster, out["changes"][:5]
+    [tg] = [c for c in out["changes"] if c["function"] == "text_generate"]
+    assert tg["type"] in ("no-change", "unknown") and "probes differ between the sides" in tg["noise"] + tg["method"], tg
 
 
 def test_markdown_report_of_the_slowdown_stands_on_its_own(profiled):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 from conftest import git, history, profile, run_cli
-from gitperf.store import NotesStore, open_repo
+
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
+
 
 def test_no_profiles_or_no_baseline_exit_3_with_what_to_do(empty_repo):
     r = run_cli(empty_repo, "check")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from gitperf import checks
-from gitperf.config import CheckConfig
-from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile, StoredProfile
+from gitperf.core.config import CheckConfig
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile, StoredProfile
 
 
 def run(commit: str, rng, traced: tuple[str, ...], mode: str = "hybrid", rare: bool = True) -> StoredProfile:
@@ -29,7 +29,7 @@ def run(commit: str, rng, traced: tuple[str, ...], mode: str = "hybrid", rare: b
 
 
 def compare(target, base):
-    return checks.compare_workload("w", target, base, [], [], CheckConfig(), opinions=False)
+    return checks.compare_workload(checks.Sides("w", target, base), CheckConfig(), opinions=False)
 
 
 def test_traced_here_sampled_there_is_not_a_slowdown_and_unsampled_is_not_removed():

@@ -1,10 +1,11 @@
 import json
 
 import pytest
-
-from conftest import git, run_cli
-from gitperf.store import NotesStore, open_repo
+from conftest import run_cli
 from helpers import make_profile
+
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
 
 COMMANDS = ["init", "collect", "log", "show", "push", "pull", "check", "diff", "report", "serve", "hooks"]
 
@@ -27,9 +28,10 @@ def test_bad_optimization_names_and_args_exit_2(demo_repo):
     root, _ = demo_repo
     r = run_cli(root, "collect", "--optimization-on", "trimm")
     assert r.returncode == 2 and "unknown optimization 'trimm'" in r.stderr
-    from gitperf import pipelines
-    from gitperf.errors import InputError
     import pytest
+
+    from gitperf.core.errors import InputError
+    from gitperf.plan import pipelines
     with pytest.raises(InputError, match="NAME=VALUE"):
         pipelines.resolve("basic", args=("keep_top",))
     with pytest.raises(InputError, match="unknown optimization"):

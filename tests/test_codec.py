@@ -1,11 +1,14 @@
 import base64
+import copy
+import json
+import random
 import zlib
 
 import pytest
-
-from gitperf import codec
-from gitperf.errors import NoteFormatError
 from helpers import make_profile
+
+from gitperf.core import codec
+from gitperf.core.errors import NoteFormatError
 
 
 def test_roundtrip_is_exact():
@@ -36,7 +39,7 @@ def test_bad_lines_say_what_is_wrong(line, words):
 def test_wrong_types_are_rejected():
     d = codec.to_json(make_profile("e" * 40))
     d["f"][0]["c"] = "many"
-    with pytest.raises(NoteFormatError, match=r"f\[0\]\.c.*int"):
+    with pytest.raises(NoteFormatError, match=r"f\[0\]\.count.*integer"):
         codec.from_json(d)
 
 
@@ -45,3 +48,86 @@ def test_thousand_function_profile_stays_within_tens_of_kilobytes():
     p = make_profile("f" * 40, n_functions=1000, series=8)
     size = len(codec.encode(p))
     assert size < 64 * 1024, size
+
+
+def _line(**parts) -> str:
+    """A plain-JSON note line of a valid profile with some parts replaced (issue #18's reproductions)."""
+    d = codec.to_json(make_profile("a" * 40, n_functions=2))
+    for path, value in parts.items():
+        *up, last = path.split("__")
+        node = d
+        for k in up:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        node[last if isinstance(node, dict) else int(last)] = value
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("line, words", [
+    (_line(f=[1]), r"'f\[0\]' should be an object"),
+    (_line(f__0__h={"a": 1}), r"f\[0\]\.hist' should be a list"),
+    (_line(f__0__h=[1, "2"]), r"f\[0\]\.hist\[1\]' should be an integer"),
+    (_line(cal=[1]), r"'cal' should be an object"),
+    (_line(cal={"push": "fast"}), r"'cal\.push' should be a number"),
+    (_line(m__PT="slow"), r"'m\.PT' should be a number"),
+    (_line(f__0__c=-4), r"'f\[0\]\.count' has an impossible value -4"),
+    (_line(f__0__t="100"), r"'f\[0\]\.total_ns' should be an integer"),
+    (_line(m__PS=float("nan")), "NaN is not a number"),
+    (_line(f__0__c=2 ** 70), "impossible value"),
+    (_line(h__command="./prog"), r"'h\.command' should be a list"),
+    (_line(p__removed={"x": [1]}), r"'p\.removed\.x\[0\]' should be a string"),
+    (_line(f__0__so=[1, 2], f__0__sd=[3]), "2 ordinals but 1 durations"),
+])
+def test_hostile_lines_are_refused_with_the_field_and_the_reason(line, words):
+    with pytest.raises(NoteFormatError, match=words):
+        codec.decode(line)
+
+
+def test_a_line_that_inflates_beyond_the_limit_is_refused_unread(monkeypatch):
+    monkeypatch.setattr(codec, "MAX_JSON", 1 << 20)
+    bomb = codec.PREFIX + base64.b64encode(zlib.compress(b"{" + b" " * (4 << 20) + b"}", 9)).decode()
+    assert len(bomb) < 20_000
+    with pytest.raises(NoteFormatError, match="inflates beyond the 1 MB limit"):
+        codec.decode(bomb)
+    big = make_profile("b" * 40, n_functions=400, series=400)
+    with pytest.raises(NoteFormatError, match="over the 1 MB a note line may hold"):
+        codec.encode(big)
+
+
+def mutations(seed: int, n: int):
+    """n note lines: a valid profile with one to three fields replaced by values of the wrong type,
+    size or sign, or removed; half of them compressed as collect writes them."""
+    rng = random.Random(seed)
+    base = codec.to_json(make_profile("c" * 40, n_functions=4, series=6))
+    wrong = [None, "x", -1, -0.5, 2 ** 64, 1e308, [], {}, [1], ["a"], {"k": "v"}, True, "", [None], [[1, 2]]]
+    for i in range(n):
+        d = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 3)):
+            node, paths = d, []
+            while isinstance(node, (dict, list)) and node:
+                key = rng.choice(list(node) if isinstance(node, dict) else range(len(node)))
+                paths.append((node, key))
+                if rng.random() < 0.35:
+                    break
+                node = node[key]
+            parent, key = paths[-1]
+            if isinstance(parent, dict) and rng.random() < 0.2:
+                del parent[key]
+            else:
+                parent[key] = copy.deepcopy(rng.choice(wrong))
+        text = json.dumps(d)
+        if rng.random() < 0.05:
+            text = text.replace("-1", "NaN", 1).replace("0.5", "Infinity", 1)
+        yield codec.PREFIX + base64.b64encode(zlib.compress(text.encode())).decode() if i % 2 else text
+
+
+def test_fuzzed_lines_decode_or_raise_note_format_error_never_anything_else():
+    decoded = refused = 0
+    for line in mutations(1, 3000):
+        try:
+            p = codec.decode(line)
+        except NoteFormatError:
+            refused += 1
+            continue
+        decoded += 1
+        assert codec.decode(codec.encode(p)) == p  # what is read can be written back unchanged
+    assert refused > 1500 and decoded > 100, (refused, decoded)  # the mutations hit both ways

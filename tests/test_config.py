@@ -1,8 +1,8 @@
 import pytest
-
 from conftest import git, run_cli
-from gitperf import config
-from gitperf.errors import ConfigError
+
+from gitperf.core import config
+from gitperf.core.errors import ConfigError
 
 
 def test_defaults_fill_every_value():

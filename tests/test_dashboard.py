@@ -12,16 +12,18 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import NAMES, git, history, profile, run_cli
-from gitperf.config import CheckConfig
-from gitperf.index import Index
-from gitperf.store import NotesStore, open_repo
-from web import create_app
+
+from gitperf.core.config import CheckConfig
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
+from gitperf.views.index import Index
+from gitperf.web import create_app
 
 XSS = "<script>alert(1)</script>"
 
@@ -216,6 +218,26 @@ def test_serve_listens_on_loopback_and_answers(server):
             assert s.connect_ex((other, port)) != 0
 
 
+def test_serve_answers_only_its_own_names_and_sends_security_headers(server):
+    """DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 sends Host:
+    evil.example; it gets a 400, not the JSON API."""
+    import http.client
+    _, _, _, port = server
+    for host, status in (("evil.example", 400), (f"evil.example:{port}", 400), (f"localhost:{port}", 200),
+                         (f"127.0.0.1:{port}", 200)):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/api/commits", headers={"Host": host})
+        r = conn.getresponse()
+        body = r.read()
+        assert r.status == status, (host, r.status, body[:200])
+        if status == 200:
+            assert r.getheader("X-Content-Type-Options") == "nosniff" and r.getheader("X-Frame-Options") == "DENY"
+            assert "frame-ancestors 'none'" in r.getheader("Content-Security-Policy")
+        else:
+            assert b"commits" not in body and b"answers to" in body
+        conn.close()
+
+
 def test_serve_on_a_busy_port_says_what_to_do(server):
     _, root, _, port = server
     r = run_cli(root, "serve", "--port", str(port), timeout=30)
@@ -297,3 +319,31 @@ def test_browser_overview_of_the_profiled_demo_clicks_through_to_the_slowed_comm
         driver.quit()
         proc.terminate()
         proc.wait(10)
+
+
+def test_index_keeps_modes_apart_one_series_each(empty_repo):
+    """Exact totals (trace) and stack-sample estimates of the same configuration on one commit are
+    two series in the index and on the overview, never one averaged point (issue: the index grouped
+    by configuration without mode)."""
+    commits = history(empty_repo, 2, runs=2)
+    repo = open_repo(empty_repo)
+    store = NotesStore(repo)
+    rng = np.random.default_rng(3)
+    for c in commits:
+        for _ in range(2):  # the same configuration in stack mode: every total ten times the trace's
+            p = profile(c, rng, {n: 10.0 for n in NAMES})
+            store.add(c, replace(p, plan=replace(p.plan, mode="stack")))
+    idx = Index(repo, CheckConfig())
+    idx.update()
+    keys = sorted(r["config_key"] for r in idx.configurations())
+    assert [k.split("|")[4] for k in keys] == ["stack", "trace"]
+    assert len({k.rsplit("|", 2)[0] for k in keys}) == 1  # one configuration, two modes
+    trace_key, stack_key = (k for k in sorted(keys, key=lambda k: k.split("|")[4] != "trace"))
+    trace_main = idx.timeline(trace_key, ["main"])["main"]
+    stack_main = idx.timeline(stack_key, ["main"])["main"]
+    assert [r["runs"] for r in trace_main] == [2, 2] and [r["runs"] for r in stack_main] == [2, 2]
+    for t, s in zip(trace_main, stack_main):
+        assert 9 < s["total_ns"] / t["total_ns"] < 11  # not averaged together
+    with create_app(str(empty_repo)).test_client() as client:
+        page = client.get("/").get_data(as_text=True)
+    assert page.count('data-workload="w"') == 2 and "stack: 1 traced," in page and "trace all," in page

@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import DEMO, git, run_cli
+
 from gitperf.engine.bpflink import uprobe_multi_links
-from gitperf.store import NotesStore, open_repo
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
 
 pytestmark = pytest.mark.ebpf
 
@@ -71,6 +72,28 @@ def test_trace_counts_equal_ground_truth_and_times_are_consistent(first_commit):
     # is_even(1001) nests 1002 calls; beyond 64 probed frames they are counted but not timed
     assert 900 < p["metrics"]["untimed"] < 1002
     assert p["header"]["partial"] == "" and p["header"]["exit_status"] == 0
+
+
+def test_nop_padded_build_counts_exactly_and_its_entries_are_emulated(first_commit):
+    """Issue #17: with -fpatchable-function-entry=5 every probe lands on a NOP; counts stay exact.
+    The ordinary build says which of its probed entries are single-stepped and what they cost."""
+    root, c = first_commit
+    r = run_cli(root, "collect", "--workload", "small")
+    assert r.returncode == 0 and "probed functions are single-stepped" in r.stdout, r.stdout
+    [plain] = stored(root, c)
+    assert "singlestep" in plain["plan"]["entries"]
+    flags = "-O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -fpatchable-function-entry=5"
+    cfg = (root / ".gitperf.toml").read_text()
+    padded = cfg.replace('command = "make -s"', f"command = \"make -s clean && make -s CFLAGS='{flags}'\"")
+    assert padded != cfg
+    (root / ".gitperf.toml").write_text(padded)
+    git(root, "commit", "-qam", "probe-friendly build")
+    out = collect_json(root, "--workload", "small")
+    [p] = stored(root, out["commit"])
+    assert {n: f["count"] for n, f in by_name(p).items()} == ground_truth()
+    entries = p["plan"]["entries"]
+    assert set(entries) == {"nop"} and len(entries["nop"]) == len(p["plan"]["probed"]), entries.keys()
+    assert p["metrics"]["predicted_overhead_s"] < plain["metrics"]["predicted_overhead_s"]
 
 
 def test_sample_every_n_records_one_call_in_n(first_commit):
@@ -185,7 +208,8 @@ def test_crash_keeps_profile_marked_partial(tmp_path):
     assert by_name(p)["tick"]["count"] == 5
 
 
-def test_ctrl_c_detaches_and_writes_no_note(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_ctrl_c_detaches_and_writes_no_note(tmp_path, how):
     repo = _slow_workload_repo(tmp_path, "for(;;) tick(); return 0;")
     (repo / ".gitperf.toml").write_text((repo / ".gitperf.toml").read_text().replace("timeout = 2", "timeout = 60"))
     git(repo, "commit", "-qam", "longer timeout")
@@ -199,7 +223,10 @@ def test_ctrl_c_detaches_and_writes_no_note(tmp_path):
         time.sleep(0.05)
     assert set(uprobe_multi_links()) != before, "probes never attached"
     time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    else:
+        os.kill(proc.pid, signal.SIGTERM)  # what CI cancellation, `timeout` and `kill` send, to the collector only
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "nothing was stored" in err
@@ -296,7 +323,10 @@ def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit)
     root, c = first_commit
     out = collect_json(root, "--workload", "small")
     cal = json.loads(next((root / ".git" / "perf").glob("calibration-*.json")).read_text())
-    assert set(cal) == {"push", "nop", "branch", "endbr", "singlestep", "stack_sample"}
+    classes = {"push", "nop", "branch", "endbr", "singlestep"}
+    assert set(cal) == classes | {f"{c}_in" for c in classes} | {f"{c}_sd" for c in classes} | {"stack_sample",
+                                                                                                  "version"}
+    assert all(0 < cal[f"{c}_in"] < cal[c] for c in classes)  # part of a probe's cost lands inside the interval
     # the kernel emulates push; it single-steps mov out of line, which costs several times more
     assert cal["singlestep"] > 2 * cal["push"] > 0
     # a stack sample (timer interrupt, stack walk, return-address scan) costs more than an emulated trap

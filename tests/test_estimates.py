@@ -15,7 +15,7 @@ import statistics
 
 import numpy as np
 
-from gitperf import estimate
+from gitperf.stats import estimate
 
 RUNS = 1500  # simulated runs per check: the coverage check's own noise is sqrt(.95*.05/1500) = 0.6%
 

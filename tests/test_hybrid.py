@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from gitperf import budget, hybrid
-from gitperf.elf import FunctionSymbol
-from gitperf.engine.calibrate import call_costs
-from gitperf.model import FunctionStats, Header, Metrics, PlanRecord, Profile
-from gitperf.plan import ProbePlan
+from gitperf.analysis.elf import FunctionSymbol
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.plan import budget, hybrid
+from gitperf.plan.costs import call_costs
+from gitperf.plan.probes import ProbePlan
 
 COST = {"push": 2500.0, "endbr": 20000.0, "singlestep": 20000.0, "stack_sample": 30000.0}
 
@@ -57,8 +59,8 @@ def test_choose_traces_the_changed_and_cheap_samples_the_frequent_and_keeps_ever
     plan = plan_of("main", "parse", "hot_leaf", "report", "new")
     calls = {"main": 1, "parse": 50, "hot_leaf": 5e6, "report": 3}  # "new": no count anywhere
     pilot = hybrid.Pilot(0.5, {"hot_leaf": 0.6, "parse": 0.2})
-    hyb, choice, rates = hybrid.choose(plan, plan.names, 0.05, pilot, COST, calls, pilot.shares,
-                                       changed=("parse", "new"), levels={})
+    hyb, choice, rates = hybrid.choose(plan, hybrid.Inputs(plan.names, 0.05, pilot, COST, calls, pilot.shares,
+                                                         changed=("parse", "new")))
     assert hyb.mode == "hybrid" and hyb.functions == plan.functions  # samples land anywhere
     assert set(choice.traced) == {"main", "parse", "report"} and hyb.traced == frozenset(choice.traced)
     assert [hyb.functions[i].name for i in hyb.probed_ids()] == ["main", "parse", "report"]
@@ -74,9 +76,9 @@ def test_watch_weighs_like_a_change():
     pilot = hybrid.Pilot(0.01, {})
     calls = {"main": 1, "a": 10, "b": 10}
     # 0.5 ms: the timer's reserve takes all of it unless a function weighs like a change
-    args = (plan, plan.names, 0.05, pilot, COST, calls, {"a": 0.9}, (), {})
-    assert hybrid.choose(*args)[1].traced == ("main",)
-    assert hybrid.choose(*args, watch=("b",))[1].traced == ("b", "main")
+    inputs = hybrid.Inputs(plan.names, 0.05, pilot, COST, calls, {"a": 0.9})
+    assert hybrid.choose(plan, inputs)[1].traced == ("main",)
+    assert hybrid.choose(plan, replace(inputs, watch=("b",)))[1].traced == ("b", "main")
 
 
 def test_uncounted_are_the_changed_and_watched_functions_without_a_count():
@@ -108,8 +110,24 @@ def test_the_counting_deadline_is_past_any_run_whose_probes_fit_the_budget():
 def test_counted_calls_let_the_changed_function_be_traced():
     plan = plan_of("main", "parse", "hot")
     pilot = hybrid.Pilot(0.5, {"hot": 0.6})
-    before = hybrid.choose(plan, plan.names, 0.05, pilot, COST, {"main": 1}, pilot.shares, ("parse",), {})[1]
+    before = hybrid.choose(plan, hybrid.Inputs(plan.names, 0.05, pilot, COST, {"main": 1}, pilot.shares, ("parse",)))[1]
     assert "parse" not in before.traced and "unknown" in before.why["parse"]
     settled = hybrid.counts_from_pass({"parse": 50}, True, call_costs(plan, COST), before.budget_ns)
-    after = hybrid.choose(plan, plan.names, 0.05, pilot, COST, {"main": 1, **settled}, pilot.shares, ("parse",), {})[1]
+    after = hybrid.choose(plan, hybrid.Inputs(plan.names, 0.05, pilot, COST, {"main": 1, **settled}, pilot.shares,
+                                                    ("parse",)))[1]
     assert "parse" in after.traced
+
+
+def test_hotspot_coverage_falls_when_a_plan_leaves_a_hot_function_out():
+    """HC against a full trace: a plan without `hot` (80% of the program's own time) covers 20%;
+    measured on its own profile it would read 100% (hot's time lands in its caller's exclusive time)."""
+    from gitperf.collect.profile import coverage
+    full = plan_of("main", "hot", "cold")
+    own = [FunctionStats("main", 1, 1000, 100), FunctionStats("cold", 5, 900, 900)]
+    hotspots = {"main": 100, "hot": 720, "cold": 180}
+    assert coverage(full, own, hotspots)[0] == 1.0  # nothing left out
+    narrowed = replace(plan_of("main", "cold"), removed={"trim": ("hot",)})
+    assert coverage(narrowed, own, hotspots)[0] == pytest.approx(0.2)
+    assert coverage(narrowed, own, {})[0] == 0.0  # no full trace: unknown, shown as "-"
+    hybrid_plan = replace(full, mode="hybrid", traced=frozenset({"main", "hot"}))
+    assert coverage(hybrid_plan, own, hotspots)[0] == pytest.approx(0.8)

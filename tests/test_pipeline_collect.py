@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from conftest import collect_json as collect, run_cli
+from conftest import collect_json as collect
+from conftest import run_cli
 
 pytestmark = pytest.mark.ebpf
 

@@ -3,11 +3,12 @@ import sys
 from pathlib import Path
 
 import pygit2
-
 from conftest import git, run_cli
-from gitperf import codec
-from gitperf.store import NOTES_REF, NotesStore, open_repo
 from helpers import make_profile
+
+from gitperf.core import codec
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NOTES_REF, NotesStore
 
 
 def head(repo_dir: Path) -> str:
@@ -47,7 +48,8 @@ def test_corrupt_line_is_reported_skipped_and_survives_later_writes(empty_repo):
 WRITER = """
 import sys
 sys.path.insert(0, {tests!r})
-from gitperf.store import NotesStore, open_repo
+from gitperf.store.notes import NotesStore
+from gitperf.git.repo import open_repo
 from helpers import make_profile
 store = NotesStore(open_repo({repo!r}))
 for k in range(3):

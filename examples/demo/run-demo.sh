@@ -12,25 +12,25 @@ echo "== building the demo history in $REPO"
 python3 "$HERE/make_history.py" "$REPO"
 cd "$REPO"
 
-# Five rounds of one run per commit: interleaving spreads any disturbance of this machine over all
-# commits instead of spoiling one commit's runs (the checks compare medians).
-n=$(git rev-list --count HEAD)
-for round in 1 2 3 4 5; do
-  i=0
-  for c in $(git rev-list --reverse HEAD); do
-    i=$((i + 1))
-    echo "== round $round/5, [$i/$n] git perf collect $(git log -1 --format='%h %s' "$c") --workload gate --repeat 1"
-    git perf collect "$c" --workload gate --repeat 1 -q
-  done
+# The first workflow: `git perf check REV --collect` builds REV and its parent, probes both with one
+# plan focused on what REV changed (the rest stack-sampled), runs them interleaved until the changed
+# functions are decided, stores the profiles as notes and reports.
+i=0
+for c in $(git rev-list --reverse HEAD | tail -n +2); do
+  i=$((i + 1))
+  echo "== [$i/5] git perf check $(git log -1 --format='%h %s' "$c") --collect --workload gate"
+  git perf check "$c" --collect --workload gate && status=0 || status=$?
+  echo "   (exit $status: 0 no degradation, 1 degradation, 3 not enough data)"
+done
+
+# Exact call counts of every commit under one plan (trace all), for the dashboard's timeline.
+for c in $(git rev-list --reverse HEAD); do
+  echo "== git perf collect $(git log -1 --format='%h %s' "$c") --workload small (exact counts)"
+  git perf collect "$c" --workload small -q
 done
 
 echo "== git perf log"
 git perf log
-for c in $(git rev-list --reverse HEAD); do
-  echo "== git perf check $(git log -1 --format='%h %s' "$c")"
-  git perf check "$c" && status=0 || status=$?
-  echo "   (exit $status: 0 no degradation, 1 degradation, 3 not enough data)"
-done
 slow=$(git rev-list --reverse HEAD | sed -n 4p)
 echo "== the pull-request comment for the slowdown: git perf report $(git log -1 --format=%h "$slow")"
 git perf report "$slow" || true

@@ -4,11 +4,11 @@ returns.  `collect.py` turns a `RawCollection` into a `Profile`; engines know no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, ContextManager, Protocol
 
-from gitperf.elf import BinaryInfo
-from gitperf.plan import ProbePlan
-from gitperf.workload import RunResult, Scope
+from gitperf.analysis.elf import BinaryInfo
+from gitperf.engine.workload import RunResult, Scope
+from gitperf.plan.probes import ProbePlan
 
 
 @dataclass
@@ -17,6 +17,8 @@ class RawFunction:
     timed: int = 0  # calls whose return was seen (== count unless cut off by exit/crash/burst)
     total_ns: int = 0
     exclusive_ns: int = 0
+    probe_ns: int = 0  # calibrated cost of the probed calls nested inside the timed calls (kernel sum)
+    nested: int = 0  # probed calls nested inside the timed calls
     min_ns: int = 0
     max_ns: int = 0
     hist: list[int] = field(default_factory=list)
@@ -56,3 +58,11 @@ class Engine(Protocol):
 
     def collect(self, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload, progress: Progress) -> RawCollection:
         """Attach, run the workload, read the results, detach: detach happens on every exit path."""
+
+    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress) -> ContextManager[Session]:
+        """Prepare once (compile, load) for many runs under one plan; `collect` is one session's one run."""
+
+
+class Session(Protocol):
+    def collect(self, run: RunWorkload) -> RawCollection:
+        """One run under the session's plan (attach, run, read, detach, clear)."""

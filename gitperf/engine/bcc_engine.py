@@ -6,18 +6,21 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import signal
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from gitperf.elf import BinaryInfo
+from gitperf.analysis.elf import BinaryInfo, CallSites
+from gitperf.core.errors import EnvironmentUnavailable
+from gitperf.core.model import Mode
 from gitperf.engine import bpflink
 from gitperf.engine.base import Progress, RawCollection, RawFunction, RunWorkload
-from gitperf.errors import EnvironmentUnavailable
-from gitperf.plan import ProbePlan
-from gitperf.workload import scope
+from gitperf.engine.workload import RunResult, scope
+from gitperf.plan.probes import ProbePlan
 
 BPF_SOURCE = Path(__file__).with_name("probe.bpf.c")
 NHIST = 40
@@ -76,6 +79,69 @@ class _Reservoir:
         return sorted(self.items)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One collection's fixed inputs."""
+
+    binary: BinaryInfo
+    plan: ProbePlan
+    probed: list[int]  # ids of the functions that get probes
+    multi: bool  # uprobe_multi links (else one perf-event uprobe per function)
+    progress: Progress
+
+    @property
+    def n(self) -> int:
+        return max(len(self.plan.functions), 1)
+
+
+def _cflags(job: _Job) -> list[str]:
+    """The program's compile-time constants (see the head of probe.bpf.c)."""
+    plan, funcs = job.plan, job.binary.functions
+    timed = plan.mode == Mode.TIMED
+    return [
+        f"-DNFUNCS={job.n}", f"-DROOT_FID={plan.root if plan.root is not None else 0xFFFFFFFF}",
+        f"-DUSE_COOKIE={1 if job.multi else 0}", f"-DRINGBUF_PAGES={RINGBUF_PAGES}",
+        f"-DPERIOD_NS={plan.period_ns if timed else 0}ULL", f"-DWINDOW_NS={plan.window_ns if timed else 0}ULL",
+        f"-DTEXT_LO={min((f.vaddr for f in funcs), default=0)}ULL",
+        f"-DTEXT_HI={max((f.vaddr + f.size for f in funcs), default=0)}ULL",
+    ]
+
+
+def _source(job: _Job) -> str:
+    text = BPF_SOURCE.read_text()
+    if not job.multi:  # one stub pair per function: the id is compiled in
+        text += "".join(f"int e_{i}(struct pt_regs *ctx) {{ return do_entry(ctx, {i}); }}\n"
+                        f"int r_{i}(struct pt_regs *ctx) {{ return do_return(ctx, {i}); }}\n"
+                        for i in job.probed)
+    return text
+
+
+def _load(bcc, text: str, cflags: list[str]):
+    try:
+        return bcc.BPF(text=text, cflags=cflags)
+    except Exception as e:  # bcc raises bare Exception on compile/load failure
+        raise EnvironmentUnavailable(f"bcc could not compile or load the probes: {e}") from None
+
+
+class _Records:
+    """The ring buffer's consumer: a reservoir of sampled calls per function, and the bytes read.
+    The buffer is opened once per loaded program; `reset` starts a new run."""
+
+    def __init__(self, b, job: _Job):
+        self.job = job
+        self.reset()
+        b["records"].open_ring_buffer(self._on_record)
+
+    def reset(self) -> None:
+        self.series = [_Reservoir(self.job.plan.series_limit, seed=i) for i in range(self.job.n)]
+        self.bytes = 0
+
+    def _on_record(self, _ctx, data, _size) -> None:
+        r = ctypes.cast(data, ctypes.POINTER(Rec)).contents
+        self.series[r.fid].add((r.ord, r.dur))
+        self.bytes += ctypes.sizeof(Rec)
+
+
 class BccEngine:
     name = "bcc"
 
@@ -101,93 +167,58 @@ class BccEngine:
 
     # -- collection --------------------------------------------------------------------------------
     def collect(self, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload, progress: Progress) -> RawCollection:
+        with self.session(binary, plan, progress) as s:
+            return s.collect(run)
+
+    @contextmanager
+    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress) -> Iterator[_Session]:
+        """The program compiled and loaded once, for any number of runs under one plan (compiling
+        takes ~2.5 s on these machines; a paired check makes dozens of short runs)."""
         bcc = _import_bcc()
-        probed = plan.probed_ids()
-        multi = self.uses_multi_link
-        n = max(len(plan.functions), 1)
-        with scope() as where:
-            cflags = [
-                f"-DNFUNCS={n}", f"-DROOT_FID={plan.root if plan.root is not None else 0xFFFFFFFF}",
-                f"-DCGROUP_ID={where.cgroup_id}ULL", f"-DUSE_COOKIE={1 if multi else 0}",
-                f"-DRINGBUF_PAGES={RINGBUF_PAGES}",
-                f"-DPERIOD_NS={plan.period_ns if plan.mode == 'timed' else 0}ULL",
-                f"-DWINDOW_NS={plan.window_ns if plan.mode == 'timed' else 0}ULL",
-                f"-DTEXT_LO={min((f.vaddr for f in binary.functions), default=0)}ULL",
-                f"-DTEXT_HI={max((f.vaddr + f.size for f in binary.functions), default=0)}ULL",
-            ]
-            text = BPF_SOURCE.read_text()
-            if not multi:  # one stub pair per function: the id is compiled in
-                text += "".join(f"int e_{i}(struct pt_regs *ctx) {{ return do_entry(ctx, {i}); }}\n"
-                                f"int r_{i}(struct pt_regs *ctx) {{ return do_return(ctx, {i}); }}\n"
-                                for i in probed)
-            progress(f"compiling the BPF program ({len(probed)} functions)")
-            try:
-                b = bcc.BPF(text=text, cflags=cflags)
-            except Exception as e:  # bcc raises bare Exception on compile/load failure
-                raise EnvironmentUnavailable(f"bcc could not compile or load the probes: {e}") from None
-            with ExitStack() as cleanup:
-                cleanup.callback(b.cleanup)
-                self._configure(b, plan)
-                series = [_Reservoir(plan.series_limit, seed=i) for i in range(n)]
-                raw_bytes = [0]
+        job = _Job(binary, plan, plan.probed_ids(), self.uses_multi_link, progress)
+        progress(f"compiling the BPF program ({len(job.probed)} functions)")
+        b = _load(bcc, _source(job), _cflags(job))
+        try:
+            self._configure(b, plan)
+            yield _Session(self, bcc, b, job)
+        finally:
+            b.cleanup()
 
-                def on_record(_ctx, data, _size):
-                    r = ctypes.cast(data, ctypes.POINTER(Rec)).contents
-                    series[r.fid].add((r.ord, r.dur))
-                    raw_bytes[0] += ctypes.sizeof(Rec)
+    @staticmethod
+    def _attach(bcc, b, job: _Job, cleanup: ExitStack) -> _Attacher:
+        """The uprobes (and the sampling timer); their detach is registered with `cleanup` at once."""
+        attach = _Attacher(b, job.binary, job.plan, job.probed, job.multi)
+        cleanup.callback(attach.detach)
+        attach.attach()
+        if job.plan.stack_hz:
+            b.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                                fn_name="on_sample", sample_freq=job.plan.stack_hz)
+            cleanup.callback(lambda: b.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE,
+                                                          ev_config=bcc.PerfSWConfig.CPU_CLOCK))
+        attach.on_since = time.perf_counter()  # live time counts from the workload's start
+        job.progress(f"probes attached ({attach.method}, {attach.attach_s * 1000:.1f} ms); running workload")
+        return attach
 
-                b["records"].open_ring_buffer(on_record)
-                t_start = time.perf_counter()
-                attach = _Attacher(b, binary, plan, probed, multi)
-                cleanup.callback(attach.detach)
-                attach.attach()
-                if plan.stack_hz:
-                    b.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
-                                        fn_name="on_sample", sample_freq=plan.stack_hz)
-                    cleanup.callback(lambda: b.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE,
-                                                                  ev_config=bcc.PerfSWConfig.CPU_CLOCK))
-                attach_s = attach.attach_s
-                attach.on_since = time.perf_counter()  # live time counts from the workload's start
-                progress(f"probes attached ({attach.method}, {attach_s * 1000:.1f} ms); running workload")
-
-                stop = threading.Event()
-                poller = threading.Thread(target=self._poll, args=(b, stop), daemon=True)
-                poller.start()
-                burster = None
-                ends: list[list[tuple[int, int]]] = []  # cumulative (calls, total ns) at each burst's end
-                if plan.mode == "bursty" and plan.period_ns:
-                    burster = threading.Thread(target=attach.bursts, daemon=True,
-                                               args=(plan, stop, lambda: ends.append(self._totals(b, n))))
-                    burster.start()
-                try:
-                    result = run(where)
-                finally:
-                    stop.set()
-                    poller.join()
-                    if burster:
-                        burster.join()
-                b.ring_buffer_consume()
-                t_detach = time.perf_counter()
-                attached_s = attach.attached_s(t_detach)
-                in_burst = attach.attached
-                attach.detach()
-                detach_s = time.perf_counter() - t_detach
-                funcs, counters, map_bytes = self._read(b, plan, n)
-                for i, res in enumerate(series):
-                    funcs[i].series = res.sorted()
-                if burster:
-                    _per_burst(funcs, ends, in_burst)
-                samples, unknown, sample_bytes = self._read_samples(b, binary, plan)
-                for i, c in samples.items():
-                    funcs[i].stack_samples = c
-                collection_s = time.perf_counter() - t_start
-        return RawCollection(
-            functions=funcs[: len(plan.functions)], run=result, attach_s=attach_s, detach_s=detach_s,
-            collection_s=collection_s, raw_bytes=raw_bytes[0] + map_bytes + sample_bytes,
-            records=counters[1], dropped=counters[0], overflow=counters[2], unmatched=counters[3],
-            stack_samples=counters[4], unknown_samples=unknown, attach_method=attach.method,
-            attached_s=attached_s,
-        )
+    def _run(self, b, job: _Job, attach: _Attacher, run: Callable[[], RunResult],
+             ) -> tuple[RunResult, list[list[tuple[int, int]]] | None]:
+        """The workload, with the ring buffer polled and (bursty) the bursts driven meanwhile.  Returns
+        its result and, in bursty mode, the cumulative (calls, total ns) at each burst's end."""
+        stop = threading.Event()
+        poller = threading.Thread(target=self._poll, args=(b, stop), daemon=True)
+        poller.start()
+        burster, ends = None, None
+        if job.plan.mode == Mode.BURSTY and job.plan.period_ns:
+            ends = []
+            burster = threading.Thread(target=attach.bursts, daemon=True,
+                                       args=(job.plan, stop, lambda: ends.append(self._totals(b, job.n))))
+            burster.start()
+        try:
+            return run(), ends
+        finally:
+            stop.set()
+            poller.join()
+            if burster:
+                burster.join()
 
     @staticmethod
     def _poll(b, stop: threading.Event) -> None:
@@ -203,6 +234,7 @@ class BccEngine:
         for i, f in enumerate(plan.functions):
             v = conf.Leaf()
             v.vaddr, v.every, v.limit, v.flags = f.vaddr, plan.every(f.name), plan.record_limit, flags
+            v.cost = min(int(plan.probe_cost.get(f.name, 0)), 0xFFFFFFFF)
             conf[ctypes.c_int(i)] = v
 
     @staticmethod
@@ -220,6 +252,8 @@ class BccEngine:
                 f.timed += s.timed
                 f.total_ns += s.total
                 f.exclusive_ns += s.excl
+                f.probe_ns += s.probe
+                f.nested += s.nested
                 f.max_ns = max(f.max_ns, s.max)
                 for k in range(NHIST):
                     f.hist[k] += s.hist[k]
@@ -237,11 +271,15 @@ class BccEngine:
                 for i in range(n)]
 
     @staticmethod
-    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan) -> tuple[dict[int, int], int, int]:
+    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: CallSites) -> tuple[dict[int, int], int, int]:
         """Attribute each stack sample to the innermost frame inside the binary (time in libc
         counts for its caller, as exclusive time does in traced mode).  A sample in a library
         prefers the return address found on the stack (`ret`): the frame-pointer walk through
-        library code misses the immediate caller."""
+        library code misses the immediate caller.  But the first text address above the stack
+        pointer is a return address only if a call precedes it: a code pointer or a word left
+        behind by an earlier call is not one, and where such words lie shifts with any change
+        of the callers' frames (on Lua, 26 samples a build went to `panic`, a function never
+        called, and none in a build that differed only in `internshrstr`)."""
         index = {f.name: i for i, f in enumerate(plan.functions)}
         bases = {k.value: v.value for k, v in b["bases"].items()}
         out: dict[int, int] = {}
@@ -251,7 +289,7 @@ class BccEngine:
             nbytes += 16
             bias = bases.get(k.tgid, 0 if not binary.pie else None)
             fn = None
-            if bias is not None and k.ret:
+            if bias is not None and k.ret and calls.after_call(k.ret - bias):
                 fn = binary.symbolize(k.ret - 1 - bias)  # -1: a call's return address may start the next function
             if bias is not None and fn is None:
                 for addr in stacks.walk(k.stackid):
@@ -265,6 +303,67 @@ class BccEngine:
             else:
                 out[index[fn.name]] = out.get(index[fn.name], 0) + v.value
         return out, unknown, nbytes
+
+
+class _Session:
+    """One loaded program; `collect` runs the workload once under it and leaves the maps empty."""
+
+    def __init__(self, engine: BccEngine, bcc, b, job: _Job):
+        self.engine, self.bcc, self.b, self.job = engine, bcc, b, job
+        self.records = _Records(b, job)
+        self.calls = CallSites(job.binary)  # one cache of return addresses for all of the session's runs
+
+    def collect(self, run: RunWorkload) -> RawCollection:
+        b, job, engine = self.b, self.job, self.engine
+        with scope() as where, ExitStack() as cleanup:
+            b["scope"][ctypes.c_int(0)] = ctypes.c_uint64(where.cgroup_id)
+            self.records.reset()
+            t_start = time.perf_counter()
+            attach = engine._attach(self.bcc, b, job, cleanup)
+            result, ends = engine._run(b, job, attach, lambda: run(where))
+            _consume(b)
+            t_detach = time.perf_counter()
+            attached_s, in_burst = attach.attached_s(t_detach), attach.attached
+            attach.detach()
+            detach_s = time.perf_counter() - t_detach
+            funcs, counters, map_bytes = engine._read(b, job.plan, job.n)
+            for i, res in enumerate(self.records.series):
+                funcs[i].series = res.sorted()
+            if ends is not None:
+                _per_burst(funcs, ends, in_burst)
+            samples, unknown, sample_bytes = engine._read_samples(b, job.binary, job.plan, self.calls)
+            for i, c in samples.items():
+                funcs[i].stack_samples = c
+            collection_s = time.perf_counter() - t_start
+            _clear(b)
+        return RawCollection(
+            functions=funcs[: len(job.plan.functions)], run=result, attach_s=attach.attach_s, detach_s=detach_s,
+            collection_s=collection_s, raw_bytes=self.records.bytes + map_bytes + sample_bytes,
+            records=counters[1], dropped=counters[0], overflow=counters[2], unmatched=counters[3],
+            stack_samples=counters[4], unknown_samples=unknown, attach_method=attach.method,
+            attached_s=attached_s,
+        )
+
+
+def _consume(b) -> None:
+    """Drain the ring buffer.  Its callback runs inside a C call, where a KeyboardInterrupt raised by
+    Ctrl-C or SIGTERM would be printed and lost (seen: an interrupted calibration carried on into the
+    workload): a signal meanwhile is remembered, and raised once the call has returned."""
+    got = []
+    old = {s: signal.signal(s, lambda n, _f: got.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        b.ring_buffer_consume()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if got:
+        raise KeyboardInterrupt
+
+
+def _clear(b) -> None:
+    """Every map a run fills, emptied for the next run of the session (the configuration stays)."""
+    for name in ("calls", "stats", "counters", "stacks", "bases", "samples", "ustacks"):
+        b[name].clear()
 
 
 def _per_burst(funcs: list[RawFunction], ends: list[list[tuple[int, int]]], in_burst: bool) -> None:

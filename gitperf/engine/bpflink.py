@@ -1,7 +1,7 @@
 """uprobe_multi links through the raw bpf(2) system call.
 
 bcc's Python API attaches one perf-event uprobe per function, which costs ~128 ms per probe to
-detach on these machines (an RCU grace period each: DESIGN.md §6).  A BPF_LINK_TYPE_UPROBE_MULTI
+detach on these machines (an RCU grace period each: ARCHITECTURE.md §6).  A BPF_LINK_TYPE_UPROBE_MULTI
 link (kernel >= 6.6) attaches one program to many offsets in one call, with a per-offset cookie the
 program reads back with bpf_get_attach_cookie(), and detaches them all with one close().
 """
@@ -39,6 +39,7 @@ class UprobeMultiLink:
     """One link: `prog_fd` on `offsets` (file offsets) of `path`; closed on `close()` or GC."""
 
     def __init__(self, prog_fd: int, path: str, offsets: list[int], cookies: list[int], retprobe: bool):
+        self.fd = -1  # __del__ runs even when the link was never created
         n = len(offsets)
         if n == 0 or n != len(cookies):
             raise ValueError("uprobe_multi needs as many cookies as offsets, and at least one")
@@ -55,9 +56,11 @@ class UprobeMultiLink:
         self.fd = _bpf(BPF_LINK_CREATE, attr)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        # clear the field first: a Ctrl-C between the close and the clearing would close the number
+        # twice, and the second time it may already name another file
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def __del__(self):
         self.close()

@@ -7,6 +7,12 @@ hardware, so it is cached per kernel release under `.git/perf/` and recorded in 
 
 The same probed run has the stack-sampling timer on: a call-free loop's slowdown divided by the
 samples it took is the cost of one sample (`stack_sample`), which the overhead budget spends.
+
+The kernel's own timing of those empty functions is the part of a probed call's cost that lands
+*inside* its measured interval (`CLASS_in`): the handler's tail after the entry timestamp, the
+emulated or single-stepped first instruction, the return trap up to the exit timestamp.  The
+measurement is repeated REPEATS times; `CLASS_sd` is the spread of the cost between repetitions,
+the uncertainty a probe-cost correction carries (ARCHITECTURE.md §6).
 """
 
 from __future__ import annotations
@@ -14,55 +20,73 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
-from gitperf.config import CollectConfig
-from gitperf.elf import load as load_elf
+from gitperf.analysis.elf import load as load_elf
+from gitperf.core.config import CollectConfig
+from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.engine.base import Engine
-from gitperf.errors import EnvironmentUnavailable
-from gitperf.plan import ProbePlan, make_plan
-from gitperf.workload import run
+from gitperf.engine.workload import run
+from gitperf.plan.costs import SAMPLE_KEY
+from gitperf.plan.probes import make_plan
 
 HERE = Path(__file__).with_name("calib")
 CALLS = 20_000  # single-stepped hits cost ~15-20 us on these VMs: 20k calls stay under a second
 # Fast enough that the loop's slowdown (~30 us a sample on these VMs: +15%) stands well above its
 # run-to-run noise, below the kernel's default perf_event_max_sample_rate.
 CALIB_HZ = 4999
-SAMPLE_KEY = "stack_sample"
-
-
-def call_costs(plan: ProbePlan, cost_ns: dict[str, float]) -> dict[str, float]:
-    """Calibrated cost (ns) of one traced call of each of the plan's functions, by its entry class."""
-    default = cost_ns.get("singlestep", 0.0)
-    return {f.name: cost_ns.get(f.entry, default) for f in plan.functions}
+REPEATS = 3  # the spread of three measurements is the calibration's uncertainty
+VERSION = 2  # caches of an older version (without CLASS_in / CLASS_sd) are measured again
 
 
 def _read(path: Path) -> dict[str, float]:
     return {k: float(v) for k, v in (line.split() for line in path.read_text().splitlines())}
 
 
-def measure(engine: Engine, workdir: Path) -> dict[str, float]:
-    """ns per probed call, by entry class (never below 0)."""
+def _build(workdir: Path) -> Path:
     exe = workdir / "calib"
     r = subprocess.run(["cc", "-O2", "-o", str(exe), str(HERE / "driver.c"), str(HERE / "targets.S")],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise EnvironmentUnavailable(f"cannot build the calibration program (is a C compiler installed?): {r.stderr}")
+    return exe
+
+
+def measure_once(engine: Engine, exe: Path, workdir: Path) -> dict[str, float]:
+    """ns per probed call by entry class (never below 0), ns of it inside the measured interval
+    (`CLASS_in`), and ns per stack sample."""
     native_out, probed_out = workdir / "native.txt", workdir / "probed.txt"
     subprocess.run([str(exe), str(native_out), str(CALLS)], check=True)
     binary = load_elf(exe)
     names = tuple(f.name for f in binary.functions if f.name.startswith("f_"))
     plan = make_plan(binary, CollectConfig(strategy="funcs", stack_hz=CALIB_HZ), names)
-    engine.collect(binary, plan, lambda where: run([str(exe), str(probed_out), str(CALLS)], str(workdir), 120, where),
-                   lambda _msg: None)
+    raw = engine.collect(binary, plan, lambda where: run([str(exe), str(probed_out), str(CALLS)], str(workdir), 120,
+                                                         where), lambda _msg: None)
     native, probed = _read(native_out), _read(probed_out)
     spin_native, spin_probed = native.pop("spin"), probed.pop("spin")
-    costs = {k: round(max(probed[k] - native[k], 0.0), 1) for k in native}
+    costs = {k: max(probed[k] - native[k], 0.0) for k in native}
+    for f, r in zip(plan.functions, raw.functions):
+        cls = f.name[2:]
+        if cls in native and r.timed:  # an empty function's measured time is (almost) all probe
+            costs[f"{cls}_in"] = max(r.total_ns / r.timed - native[cls], 0.0)
     samples = spin_probed / 1e9 * CALIB_HZ  # the timer counts CPU time: the loop is all CPU
-    costs[SAMPLE_KEY] = round(max(spin_probed - spin_native, 0.0) / samples, 1)
+    costs[SAMPLE_KEY] = max(spin_probed - spin_native, 0.0) / samples
     return costs
+
+
+def measure(engine: Engine, workdir: Path) -> dict[str, float]:
+    """The median of REPEATS measurements of every cost, and each class's spread (`CLASS_sd`)."""
+    exe = _build(workdir)
+    runs = [measure_once(engine, exe, workdir) for _ in range(REPEATS)]
+    out = {k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0] if all(k in r for r in runs)}
+    for k in list(out):
+        if k != SAMPLE_KEY and not k.endswith("_in"):
+            out[f"{k}_sd"] = round(statistics.stdev(r[k] for r in runs), 1)
+    out["version"] = VERSION
+    return out
 
 
 def costs(engine: Engine, cache_dir: Path, progress=lambda _m: None) -> dict[str, float]:
@@ -70,7 +94,7 @@ def costs(engine: Engine, cache_dir: Path, progress=lambda _m: None) -> dict[str
     cache = cache_dir / f"calibration-{platform.release()}.json"
     try:
         cached = json.loads(cache.read_text())
-        if SAMPLE_KEY in cached:  # caches from before the sample cost was measured are re-measured
+        if cached.get("version") == VERSION:  # older caches lack CLASS_in / CLASS_sd: measured again
             return cached
     except (OSError, ValueError):
         pass

@@ -5,7 +5,6 @@
 // Compile-time constants (-D from the driver):
 //   NFUNCS        number of probed functions (ids 0..NFUNCS-1)
 //   ROOT_FID      id of the root (main): its entry records the process's load bias for symbolisation
-//   CGROUP_ID     only threads in this cgroup v2 are traced (0 = no filter)
 //   PERIOD_NS, WINDOW_NS   timed sampling: record only calls that start in the first WINDOW_NS of
 //                          every PERIOD_NS (0 = always)
 //   USE_COOKIE    1 with uprobe_multi links
@@ -38,8 +37,12 @@ struct frame {
     u64 start;
     u64 child;                 // inclusive time of completed callees
     u64 ord;                   // this call's ordinal among the function's calls
+    u64 probe;                 // calibrated probe cost (ns) of the probed calls completed inside this one
+    u64 nested;                // how many probed calls completed inside this one (any depth)
     u32 fid;
     u32 record;
+    u32 cost;                  // this function's calibrated cost of one probed call (conf.cost)
+    u32 pad;
 };
 
 struct tstack {
@@ -54,6 +57,8 @@ struct fstat {
     u64 min;
     u64 max;
     u64 timed;                 // calls whose return was seen (count comes from `calls`)
+    u64 probe;                 // sum over calls of frame.probe: probe cost inside `total` (ns, calibrated)
+    u64 nested;                // sum over calls of frame.nested
     u64 hist[NHIST];
 };
 
@@ -62,7 +67,7 @@ struct fconf {
     u32 every;                 // record every n-th call (1 = all)
     u32 limit;                 // F_DYNAMIC threshold
     u32 flags;
-    u32 pad;
+    u32 cost;                  // calibrated ns one probed call of this function costs (entry + return)
 };
 
 struct rec {
@@ -92,6 +97,7 @@ struct scan {
 };
 
 BPF_ARRAY(conf, struct fconf, NFUNCS);
+BPF_ARRAY(scope, u64, 1);                       // the cgroup v2 whose threads are traced (0 = all): set per run
 BPF_ARRAY(calls, u64, NFUNCS);                  // exact call counts, shared by all CPUs
 BPF_PERCPU_ARRAY(stats, struct fstat, NFUNCS);
 BPF_PERCPU_ARRAY(counters, u64, NCOUNTERS);
@@ -116,11 +122,9 @@ static __always_inline void bump(u32 idx) {
 }
 
 static __always_inline int in_scope(void) {
-#if CGROUP_ID
-    return bpf_get_current_cgroup_id() == CGROUP_ID;
-#else
-    return 1;
-#endif
+    u32 z = 0;
+    u64 *cg = scope.lookup(&z);
+    return !cg || !*cg || bpf_get_current_cgroup_id() == *cg;
 }
 
 static __always_inline int should_record(struct fconf *c, u64 ord, u64 now) {
@@ -173,6 +177,9 @@ static __always_inline int do_entry(struct pt_regs *ctx, u32 fid) {
     struct frame *f = frame_at(st, d);
     f->fid = fid;
     f->child = 0;
+    f->probe = 0;
+    f->nested = 0;
+    f->cost = c->cost;
     f->ord = ord;
     u64 now = bpf_ktime_get_ns();
     f->record = should_record(c, ord, now);
@@ -209,15 +216,24 @@ static __always_inline int do_return(struct pt_regs *ctx, u32 fid) {
     u64 excl = dur > f->child ? dur - f->child : 0;
     u64 ord = f->ord;
     u32 record = f->record;
+    u64 probe = f->probe, nested = f->nested;
     st->depth = d;
-    if (d > 0)
-        frame_at(st, d - 1)->child += dur;
+    if (d > 0) {
+        // The whole of a nested probed call's cost (its entry, handlers and return) falls inside the
+        // caller's interval: the caller's inclusive time carries it, the correction subtracts it.
+        struct frame *p = frame_at(st, d - 1);
+        p->child += dur;
+        p->probe += probe + f->cost;
+        p->nested += nested + 1;
+    }
 
     struct fstat *s = stats.lookup(&fid);
     if (s) {
         s->total += dur;
         s->excl += excl;
         s->timed++;
+        s->probe += probe;
+        s->nested += nested;
         if (s->min == 0 || dur < s->min)
             s->min = dur;
         if (dur > s->max)

@@ -1,0 +1,206 @@
+"""What the engine needs to know about a binary: its functions, where they are in the file, what
+their entry instruction costs to probe, and its build id.
+
+Entry-instruction classes (ARCHITECTURE.md §6): the kernel emulates a few instructions at a uprobe
+(`push`, branches, `nop`): ~0.6 us a hit here; every other instruction is single-stepped out of
+line: ~20 us a hit on these virtual machines.  The class decides the per-hit cost in the overhead
+model; the costs themselves are calibrated on each machine (engine/calibrate.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import capstone
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection, SymbolTableSection
+
+from gitperf.core.errors import InputError
+
+# Compiler/runtime scaffolding: never interesting, and some of it runs before main.
+_SCAFFOLDING = {
+    "_start", "_init", "_fini", "frame_dummy", "register_tm_clones", "deregister_tm_clones",
+    "__do_global_dtors_aux", "__libc_csu_init", "__libc_csu_fini", "_dl_relocate_static_pie",
+}
+ENTRY_CLASSES = ("push", "branch", "nop", "endbr", "singlestep")
+
+
+@dataclass(frozen=True)
+class FunctionSymbol:
+    name: str
+    vaddr: int
+    size: int
+    offset: int  # file offset of the first instruction (what uprobes attach to)
+    entry: str  # entry-instruction class, one of ENTRY_CLASSES
+    mnemonic: str  # the entry instruction itself, for reports
+
+
+@dataclass(frozen=True)
+class BinaryInfo:
+    path: str
+    build_id: str
+    pie: bool
+    functions: tuple[FunctionSymbol, ...]
+
+    def by_name(self) -> dict[str, FunctionSymbol]:
+        return {f.name: f for f in self.functions}
+
+    def symbolize(self, vaddr: int) -> FunctionSymbol | None:
+        """The function containing a (load-bias-corrected) virtual address."""
+        starts = [f.vaddr for f in self.functions]
+        i = bisect.bisect_right(starts, vaddr) - 1
+        if i >= 0 and vaddr < self.functions[i].vaddr + max(self.functions[i].size, 1):
+            return self.functions[i]
+        return None
+
+
+class CallSites:
+    """Whether an address in the binary follows a call instruction, i.e. can be a return address.
+    (A word on the stack that points into the text is not always one: code pointers and words a
+    callee left behind are there too.)  Reads the file lazily; answers are cached."""
+
+    MAX_CALL = 7  # bytes: the longest call forms (REX + FF /2 + SIB + disp32)
+
+    def __init__(self, binary: BinaryInfo):
+        self.binary = binary
+        self._md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        self._known: dict[int, bool] = {}
+
+    def after_call(self, vaddr: int) -> bool:
+        if vaddr not in self._known:
+            self._known[vaddr] = self._check(vaddr)
+        return self._known[vaddr]
+
+    def _check(self, vaddr: int) -> bool:
+        f = self.binary.symbolize(vaddr - 1)
+        if f is None or vaddr - f.vaddr < 2:
+            return False
+        n = min(self.MAX_CALL, vaddr - f.vaddr)
+        with open(self.binary.path, "rb") as fh:
+            fh.seek(f.offset + (vaddr - f.vaddr) - n)
+            code = fh.read(n)
+        for k in range(2, n + 1):  # a call of k bytes ending exactly at vaddr
+            insns = list(self._md.disasm(code[n - k:], vaddr - k))
+            if len(insns) == 1 and insns[0].size == k and insns[0].mnemonic == "call":
+                return True
+        return False
+
+
+def classify(mnemonic: str) -> str:
+    if mnemonic == "push":
+        return "push"
+    if mnemonic in ("jmp", "call") or (mnemonic.startswith("j") and len(mnemonic) <= 4):
+        return "branch"
+    if mnemonic.startswith("nop"):
+        return "nop"
+    if mnemonic == "endbr64":
+        return "endbr"
+    return "singlestep"
+
+
+def _build_id(elf: ELFFile, path: str) -> str:
+    for sec in elf.iter_sections():
+        if isinstance(sec, NoteSection):
+            for note in sec.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    return note["n_desc"]
+    # No build-id note: hash the file, which identifies the build just as well.
+    h = hashlib.sha1()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha1:" + h.hexdigest()
+
+
+def _vaddr_to_offset(elf: ELFFile, vaddr: int) -> int | None:
+    for seg in elf.iter_segments():
+        if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= vaddr < seg["p_vaddr"] + seg["p_filesz"]:
+            return vaddr - seg["p_vaddr"] + seg["p_offset"]
+    return None
+
+
+def load(path: str | os.PathLike) -> BinaryInfo:
+    """Read a binary's functions.  Errors say what is wrong and what to do."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"binary not found: {p} (did the build produce it? check build.binary in .gitperf.toml)")
+    if not p.is_file():
+        raise InputError(f"not a file: {p}")
+    with open(p, "rb") as fh:
+        if fh.read(4) != b"\x7fELF":
+            raise InputError(f"not an ELF binary: {p} (point build.binary / --binary at the compiled program, "
+                             "not a script or wrapper)")
+        fh.seek(0)
+        try:
+            elf = ELFFile(fh)
+            return _read(elf, str(p.resolve()))
+        except ELFError as e:
+            raise InputError(f"cannot read ELF file {p}: {e}") from None
+
+
+def _read(elf: ELFFile, path: str) -> BinaryInfo:
+    if elf["e_machine"] != "EM_X86_64":
+        raise InputError(f"{path}: only x86-64 binaries are supported (this one is {elf['e_machine']})")
+    symtab = elf.get_section_by_name(".symtab")
+    if not isinstance(symtab, SymbolTableSection):
+        raise InputError(f"{path} is stripped (no symbol table): git perf needs function names. "
+                         "Build with -g and do not strip it (no `strip`, no `-s`, no `install -s`).")
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    stream = elf.stream
+    seen: dict[int, FunctionSymbol] = {}
+    for sym in symtab.iter_symbols():
+        if sym["st_info"]["type"] != "STT_FUNC" or sym["st_shndx"] == "SHN_UNDEF" or sym["st_size"] == 0:
+            continue
+        name, vaddr = sym.name, sym["st_value"]
+        if not name or name in _SCAFFOLDING or vaddr in seen:
+            continue  # aliases at one address are one function: keep the first name
+        off = _vaddr_to_offset(elf, vaddr)
+        if off is None:
+            continue
+        stream.seek(off)
+        code = stream.read(16)
+        insn = next(md.disasm(code, vaddr, 1), None)
+        mnemonic = insn.mnemonic if insn else "?"
+        seen[vaddr] = FunctionSymbol(name, vaddr, sym["st_size"], off, classify(mnemonic), mnemonic)
+    if not seen:
+        raise InputError(f"{path} has a symbol table but no functions in it")
+    return BinaryInfo(
+        path=path,
+        build_id=_build_id(elf, path),
+        pie=elf["e_type"] == "ET_DYN",
+        functions=tuple(sorted(seen.values(), key=lambda f: f.vaddr)),
+    )
+
+
+def source_locations(path: str | os.PathLike) -> dict[str, str]:
+    """Function name -> "file:line" of its definition, from DWARF (empty without debug info).
+    The file is relative to the compilation directory, as the compiler saw it."""
+    out: dict[str, str] = {}
+    with open(path, "rb") as fh:
+        try:
+            elf = ELFFile(fh)
+            if not elf.has_dwarf_info():
+                return out
+            dwarf = elf.get_dwarf_info()
+            for cu in dwarf.iter_CUs():
+                lineprog = dwarf.line_program_for_CU(cu)
+                files = lineprog["file_entry"] if lineprog else []
+                base = 0 if cu["version"] >= 5 else 1  # DWARF 5 numbers files from 0
+                for die in cu.iter_DIEs():
+                    if die.tag != "DW_TAG_subprogram" or "DW_AT_decl_line" not in die.attributes:
+                        continue
+                    name = die.attributes.get("DW_AT_name")
+                    fidx = die.attributes.get("DW_AT_decl_file")
+                    if name is None or fidx is None or "DW_AT_declaration" in die.attributes:
+                        continue
+                    i = fidx.value - base
+                    fname = files[i].name.decode(errors="replace") if 0 <= i < len(files) else "?"
+                    out.setdefault(name.value.decode(errors="replace"), f"{fname}:{die.attributes['DW_AT_decl_line'].value}")
+        except (ELFError, KeyError, IndexError, ValueError, AttributeError):
+            return out  # locations are a convenience: broken debug info must not stop a collection
+    return out

@@ -1,0 +1,98 @@
+"""What a check finds (ARCHITECTURE.md §10): one `Change` per workload and function, the pairing of
+each workload with its baseline, and the verdict.  Plain data with `to_dict()`, the one JSON shape
+used by `check --json`, `report`, the dashboard's index and its API."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED = (
+    "degradation", "optimization", "no-change", "unknown", "new", "removed")
+NOT_ENOUGH_DATA = "not-enough-data"
+ACCEPTED = "accepted"  # a degradation recorded as intended with `git perf accept`
+
+
+def _num(v):
+    """JSON has no NaN or infinity: an undefined number is null."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+@dataclass(frozen=True)
+class Change:
+    workload: str
+    function: str
+    type: str
+    relative: float  # estimated change of inclusive time per run (functions: net of the common shift)
+    absolute_ns: float  # the same in ns per run (base_ns and target_ns are the raw medians)
+    exclusive_delta_ns: float  # same for exclusive time: where the time was added
+    confidence: float  # 1 - Holm-adjusted p-value of the change's direction
+    ci_low: float  # interval of `relative` at the configured confidence
+    ci_high: float
+    method: str
+    location: str = ""
+    base_ns: float = 0.0
+    target_ns: float = 0.0
+    base_calls: float = 0.0
+    target_calls: float = 0.0
+    noise: str = ""  # where the run-to-run spread came from, and its size
+    history_z: float | None = None
+    since: str | None = None  # commit where a level shift in the history began (change-point)
+    votes: dict[str, str] = field(default_factory=dict)  # other methods' verdicts
+    changed: bool = False  # the commit's diff touches this function
+    statistic: float = 0.0  # what was tested: log ratio (root) or log ratio minus the common shift
+    per_call_ci: tuple[float, float] | None = None  # bootstrap 95% interval of the mean call's change
+
+    @property
+    def severity(self) -> tuple:
+        """Degradations first; among them, where the most time was added (exclusive time first, so
+        the function that got slower comes before its callers whose inclusive time merely follows)."""
+        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, NEW: 2, REMOVED: 3, UNKNOWN: 4, NO_CHANGE: 5}[self.type]
+        if self.type == OPTIMIZATION:
+            return rank, self.exclusive_delta_ns, self.absolute_ns
+        return rank, -max(self.exclusive_delta_ns, 0.0), -abs(self.absolute_ns)
+
+    def to_dict(self) -> dict:
+        d = {k: _num(v) for k, v in asdict(self).items() if k != "statistic"}
+        d["per_call_ci"] = list(self.per_call_ci) if self.per_call_ci else None
+        return d
+
+
+@dataclass(frozen=True)
+class WorkloadPair:
+    workload: str
+    config_key: str  # the comparison key (core.model.comparison_key) the two sides share
+    target_profiles: int
+    base_commit: str | None
+    base_profiles: int
+    history_commits: int
+    noise_source: str
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"workload": self.workload, "config_key": self.config_key, "target_profiles": self.target_profiles,
+                "base": self.base_commit, "base_profiles": self.base_profiles, "history": self.history_commits,
+                "noise": self.noise_source, "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    commit: str
+    base: str | None
+    result: str
+    changes: tuple[Change, ...]
+    pairs: tuple[WorkloadPair, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return {DEGRADATION: 1, NOT_ENOUGH_DATA: 3}.get(self.result, 0)
+
+    def notable(self) -> list[Change]:
+        return [c for c in self.changes if c.type != NO_CHANGE]
+
+    def to_dict(self, all_functions: bool = False) -> dict:
+        """The stable JSON shape of `git perf check --json`: notable changes, or every function's."""
+        return {"commit": self.commit, "base": self.base, "result": self.result, "exit_code": self.exit_code,
+                "changes": [c.to_dict() for c in (self.changes if all_functions else self.notable())],
+                "workloads": [p.to_dict() for p in self.pairs], "warnings": list(self.warnings)}

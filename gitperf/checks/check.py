@@ -1,0 +1,195 @@
+"""`git perf check` (ARCHITECTURE.md §10): a commit's profiles against its baseline and history.
+
+The git side lives here (which commit is the baseline, which commits are the history, what the
+diff touched); the statistics are `compare.compare_workload`'s.  Profiles are paired only by
+`core.model.comparison_key`, and crashed or timed-out runs never count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pygit2
+
+from gitperf.checks.change import (
+    ACCEPTED,
+    DEGRADATION,
+    NO_CHANGE,
+    NOT_ENOUGH_DATA,
+    OPTIMIZATION,
+    Change,
+    CheckResult,
+    WorkloadPair,
+)
+from gitperf.checks.compare import Sides, compare_workload
+from gitperf.core.config import CheckConfig
+from gitperf.core.model import StoredProfile, comparison_key
+from gitperf.git import sourcediff
+from gitperf.git.repo import ancestors, resolve_commit
+from gitperf.store.notes import NotesStore
+
+NO_BASELINE = ("no comparable baseline (same binary name, workload, engine, machine, mode and probe plan) among "
+               "the first-parent ancestors")
+
+
+def comparable(p: StoredProfile) -> bool:
+    """Partial runs (crash, timeout) measure a different amount of work: never a baseline or target."""
+    return p.profile.complete
+
+
+def group(profiles: list[StoredProfile]) -> dict[str, list[StoredProfile]]:
+    """Complete profiles by comparison key."""
+    out: dict[str, list[StoredProfile]] = {}
+    for p in profiles:
+        if comparable(p):
+            out.setdefault(comparison_key(p.profile), []).append(p)
+    return out
+
+
+def find_baseline(store: NotesStore, candidates: list[str], key: str) -> tuple[str | None, list[StoredProfile]]:
+    """The nearest candidate commit with comparable profiles of `key`."""
+    for c in candidates:
+        found = group(store.read(c)[0]).get(key)
+        if found:
+            return c, found
+    return None, []
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One workload's other side: the base commit and its runs, and the history before it."""
+
+    commit: str | None
+    profiles: list[StoredProfile]
+    history_commits: list[str] = field(default_factory=list)
+    history: list[list[StoredProfile]] = field(default_factory=list)
+
+
+def baseline(store: NotesStore, line: list[str], key: str, forced: str | None, depth: int) -> Baseline:
+    """The base (`forced`, else the nearest ancestor on `line` with profiles of `key`) and up to
+    `depth` earlier commits with such profiles, stopping at an accepted change (a new level)."""
+    if forced:
+        found = group(store.read(forced)[0]).get(key, [])
+        base = Baseline(forced if found else None, found)
+    else:
+        base = Baseline(*find_baseline(store, line, key))
+    if not base.commit or store.acceptance(base.commit):
+        return base
+    start = line.index(base.commit) + 1 if base.commit in line else 0
+    for c in line[start:]:
+        if len(base.history) >= depth:
+            break
+        found = group(store.read(c)[0]).get(key)
+        if found:
+            base.history_commits.append(c)
+            base.history.append(found)
+        if store.acceptance(c):
+            break  # an accepted change starts a new level: older history is not comparable
+    return base
+
+
+def partners(target: list[StoredProfile], base: list[StoredProfile]) -> list[StoredProfile]:
+    """The base runs collected in the same paired check as the target's (`check --collect` marks
+    both sides with one `pairing` id), when there are any: several paired checks against one base
+    leave several sets of rounds on it, and only the target's own partners pair up round by round."""
+    ids = {p.profile.plan.params.get("pairing") for p in target}
+    if len(ids) != 1 or None in ids:
+        return base
+    same = [b for b in base if b.profile.plan.params.get("pairing") in ids]
+    return same or base
+
+
+def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> str:
+    """Why there is no baseline when the nearest ancestor profiled this configuration with other
+    probe plans, and how to get a comparable one ("" when no ancestor profiled it at all)."""
+    mine = target.profile
+    for c in line[:50]:
+        others = {p.profile.plan.describe() for p in store.read(c)[0]
+                  if p.profile.complete and p.profile.config_key == mine.config_key}
+        if others:
+            return (f"{c[:12]} was profiled only with other probe plans ({'; '.join(sorted(others))}; this commit: "
+                    f"{mine.plan.describe()}): times taken with different probes are not comparable. Run "
+                    f"`git perf check {mine.header.commit[:12]} --collect` (one plan for both sides, interleaved), or "
+                    f"collect {c[:12]} with the same options")
+    return ""
+
+
+def _notes(target: list[StoredProfile], base: list[StoredProfile]) -> tuple[str, ...]:
+    notes = []
+    if len(target) == 1 or len(base) == 1:
+        notes.append("one run on a side: a transient disturbance of the machine cannot be told from a "
+                     "change; set repeat = 3 for the workload (git perf noise shows why)")
+    return tuple(notes)
+
+
+@dataclass(frozen=True)
+class Request:
+    repo: pygit2.Repository
+    store: NotesStore
+    commit: str
+    cfg: CheckConfig
+    line: list[str]  # the commit's first-parent ancestors, nearest first
+
+
+def check_workload(req: Request, key: str, target: list[StoredProfile], base: Baseline,
+                    ) -> tuple[WorkloadPair, list[Change]]:
+    workload = target[0].profile.header.workload
+    if not base.commit:
+        why = other_plans(req.store, req.line, target[0])
+        return WorkloadPair(workload, key, len(target), None, 0, 0, "", (why or NO_BASELINE,)), []
+    locations = {f.name: f.location for p in target for f in p.profile.functions if f.location}
+    changed = frozenset(sourcediff.changed_functions(req.repo, base.commit, req.commit, locations))
+    changed |= {n for p in target for n in p.profile.plan.changed}
+    sides = Sides(workload, target, base.profiles, base.history, base.history_commits)
+    found = compare_workload(sides, req.cfg, changed, req.cfg.votes)
+    sources = sorted({c.noise.split(" ")[0] for c in found if c.noise})
+    pair = WorkloadPair(workload, key, len(target), base.commit, len(base.profiles), len(base.history),
+                        ", ".join(sources) or "-", _notes(target, base.profiles))
+    return pair, found
+
+
+def result_of(pairs: list[WorkloadPair], changes: list[Change]) -> str:
+    if not any(p.base_commit for p in pairs):
+        return NOT_ENOUGH_DATA
+    for kind in (DEGRADATION, ACCEPTED, OPTIMIZATION):
+        if any(c.type == kind for c in changes):
+            return kind
+    return NO_CHANGE
+
+
+def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | None = None,
+          workloads: tuple[str, ...] = (), store: NotesStore | None = None) -> CheckResult:
+    """Degradations of `rev` against its baseline (nearest first-parent ancestor with a comparable
+    profile, or `base_rev`) and its history.  `store` may be a caching store (the index checks
+    every commit, and each check reads its ten predecessors)."""
+    commit = resolve_commit(repo, rev)
+    req = Request(repo, store or NotesStore(repo), commit, cfg, ancestors(repo, commit))
+    forced = resolve_commit(repo, base_rev) if base_rev else None
+    target_profiles, bad = req.store.read(req.commit)
+    warnings = [str(b) for b in bad]
+    groups = {k: v for k, v in group(target_profiles).items()
+              if not workloads or v[0].profile.header.workload in workloads}
+    if not groups:
+        why = "no complete profile" + (f" of workload {', '.join(workloads)}" if workloads else "")
+        return CheckResult(req.commit, None, NOT_ENOUGH_DATA, (), (), tuple(warnings + [
+            f"{why} on {req.commit[:12]}: run `git perf collect {req.commit[:12]}` first"]))
+    pairs, changes = [], []
+    for key, target in sorted(groups.items()):
+        base = baseline(req.store, req.line, key, forced, cfg.history)
+        pair, found = check_workload(req, key, target, replace(base, profiles=partners(target, base.profiles)))
+        if base_rev and not pair.base_commit:
+            pair = replace(pair, notes=(NO_BASELINE + f" at {base_rev}",))
+        pairs.append(pair)
+        changes.extend(found)
+    accepted = req.store.acceptance(req.commit)
+    if accepted:
+        changes = [replace(c, type=ACCEPTED) if c.type == DEGRADATION else c for c in changes]
+        warnings.append(f"this commit's performance change was accepted as intended: {accepted.get('reason', '')}")
+    changes.sort(key=lambda c: c.severity)
+    result = result_of(pairs, changes)
+    if result == NOT_ENOUGH_DATA:
+        warnings.append(f"no comparable baseline: `git perf check {req.commit[:12]} --collect` profiles this commit "
+                        "and its parent with one probe plan, or collect the parent with the same options "
+                        "(git perf collect HEAD~1), or name a base with --base")
+    bases = {p.base_commit for p in pairs if p.base_commit}
+    return CheckResult(req.commit, next(iter(bases)) if len(bases) == 1 else None, result, tuple(changes),
+                       tuple(pairs), tuple(warnings))

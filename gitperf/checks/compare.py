@@ -1,0 +1,548 @@
+"""One workload, target runs against base runs (ARCHITECTURE.md §10): every function's change,
+its confidence and the other methods' opinions.  Pure: profiles in, `Change`s out.
+
+For every function the quantity compared is its inclusive time per run, on a log scale.  Two
+levels, because on a shared machine the runs of one collection share its luck: all of them may be
+20% slower than the last collection's (measured on the demo).
+
+* The workload's total (the root function) is tested against that session-to-session noise,
+  estimated from the history, else assumed (PRIOR_SESSION_SIGMA).
+* Every other function is tested on its *residual*: its log ratio minus the median log ratio of
+  all functions (the common shift of this pair of sessions).  Its noise is the larger of its
+  within-session replicate spread (moderated towards the median spread of all functions, as in
+  limma's moderated t), the cross-section spread of the residuals and, given `MIN_HISTORY` commits
+  of history, its own session-to-session spread there.  A function that got slower while the rest
+  of the program did not stands out however lucky either session was.  (The runs of one session
+  share more than its common shift: on the demo's full trace `text_generate` spread 10% between the
+  runs of one session and 15% between sessions, and replicates alone raised 6 false alarms in 90
+  A/A pairs in CI.)
+
+p-values are Holm-adjusted over the functions of a workload with weights (`error_budget`): a
+slowdown is far likelier where the code changed, and the family-wise level holds for any fixed
+weights.  A change is a degradation only if significant at `check.confidence` *and* at least
+`check.min_relative` and `check.min_absolute_ns`; an improvement is an optimization and never
+fails.  The thesis' methods (average amount, integral comparison of models, local statistics), a
+Mann-Whitney test over the sampled calls, a bootstrap of the mean call, the robust z-score against
+the history and change-point detection are reported as votes beside the verdict.
+
+**Paired rounds.** When both sides were collected in interleaved rounds (`check --collect`: every
+profile records its round), round r's two runs ran back to back and share the machine's state, so
+each function is tested on its per-round log ratios instead: their center against their spread
+(moderated towards the median spread of all functions), with n - 1 degrees of freedom.  No common
+shift is taken out: pairing already removes the session's luck, and a change that slows every
+function shows in every function.
+
+Times are native estimates (`FunctionStats.native_ns`: inclusive time less the calibrated probe
+time inside it); the calibration's uncertainty enters the test where the two sides' probe shares
+differ.  Where probes are more than a fifth of a function's measured time (`CORRECTABLE_SHARE`)
+the estimate would be mostly error, and the function is compared on its probed time if its probes
+cost the same on both sides, else not at all: its verdict is withheld (see `_sides`).
+
+The steps: `_pair` (which functions have two sides) -> `_shift` (the common shift and the spreads
+shared by all functions) -> `_test_root` / `_test_function` / `_test_paired` (a `Tested` statistic
+each) -> `_decide` (Holm) -> the verdict with its opinions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gitperf.checks.change import DEGRADATION, NEW, NO_CHANGE, OPTIMIZATION, REMOVED, UNKNOWN, Change
+from gitperf.core.config import CheckConfig
+from gitperf.core.model import ROOT, FunctionStats, StoredProfile
+from gitperf.plan.costs import relative_sd
+from gitperf.stats import inference, models
+
+MIN_HISTORY = 4  # commits before the history's spread is trusted as a noise estimate
+HISTORY_Z = 3.5  # Iglewicz & Hoaglin's outlier cut-off for the modified z-score
+NOISE_FLOOR = 0.01  # 1%: timer and scheduling jitter never allow a tighter estimate
+# Session-to-session SD of a workload's log total when there is no history to measure it: on these
+# shared machines `main` of the demo had a CV of 5.3% over 8 collections of `default` and 6 of
+# `small` one hour, and 9.7% over 10 of `small` the next; 0.12 keeps the noisier hour's A/A checks
+# free of false alarms.  Four commits of history replace it with a measurement.
+PRIOR_SESSION_SIGMA = 0.12
+MODERATION_DF = 4  # weight (in degrees of freedom) of the all-function spread in each function's noise
+CHANGED_SHARE = 0.5  # of the error budget left after the root, for the functions the commit changed
+ROOT_SHARE = 0.25  # of the error budget, for the workload total
+
+
+@dataclass(frozen=True)
+class Sides:
+    """What one workload's comparison looks at: the target's and the base's runs (profiles of one
+    comparison key) and the history before the base, nearest first."""
+
+    workload: str
+    target: list[StoredProfile]
+    base: list[StoredProfile]
+    history: list[list[StoredProfile]] = field(default_factory=list)
+    history_commits: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One function on one side, per run."""
+
+    totals: list[float]
+    exclusive: list[float]
+    counts: list[float]
+    series: list[tuple[int, int]] = field(default_factory=list)
+    location: str = ""
+    sampled_var: float = 0.0  # variance of log(total) from sampling (0 when the totals are exact)
+    sampled: bool = False  # estimated from samples in some profile (not traced there)
+    native: bool = True  # times are native estimates (probe time taken out); else probed times
+    probe: float = 0.0  # center of the runs' probe time (ns)
+    probe_share: float = 0.0  # probe time subtracted, as a share of the native estimate (center of the runs)
+    calibration_sd: float = 0.0  # relative uncertainty of the calibrated probe costs
+
+    @staticmethod
+    def absent(runs: int) -> _Side:
+        return _Side([0.0] * runs, [0.0] * runs, [0.0] * runs)
+
+
+@dataclass(frozen=True)
+class _Shift:
+    """What all functions of the pair share: the common shift of their log ratios and the spreads."""
+
+    log_ratio: dict[str, float]  # log(target center / base center) per function
+    common: float  # the median log ratio of the functions above min_absolute_ns
+    cross: inference.Noise | None  # the cross-section spread of the residuals
+    within: dict[str, inference.Noise | None]  # per function: its replicate spread
+    s0: float | None  # the median replicate spread of all functions (moderation prior)
+
+
+@dataclass(frozen=True)
+class Tested:
+    """One function's test statistic on the log scale, its standard error and where the noise came from."""
+
+    name: str
+    statistic: float
+    se: float
+    df: float
+    noise: str
+
+
+def _absent_is_zero(p: StoredProfile, name: str) -> bool:
+    return p.profile.plan.is_traced(name)
+
+
+def _totals(profiles: list[StoredProfile], name: str, native: bool) -> list[float] | None:
+    """`_side(...).totals` alone, in the same measure as the sides (the history needs no more, and a
+    check reads ten commits of it)."""
+    out = [v for p in profiles if (v := _value(p, name, native)) is not None]
+    return out or None
+
+
+# The calibration's spread between repetitions is 15-20% of a probe's cost on these VMs (CLASS_sd /
+# CLASS), and what is left after taking probe time out carries all of the run's noise: at a half, the
+# demo's full-trace A/A test (90 pairs of sessions) had 8 false alarms, at a fifth it stays within its
+# level.  Beyond that share the estimate would be mostly error.  Such a function (a full trace of
+# ns-scale functions: up to 99% probe time) is compared on its probed time, which like-with-like plans
+# keep comparable.
+CORRECTABLE_SHARE = 0.2
+# The calibration is measured once and serves runs taken hours later: its error against a run is the
+# drift of the probe cost, which the spread of its three back-to-back repetitions can understate.
+# 14 calibrations of each entry class within one hour on this VM: robust spread (MAD) 12-16% of the
+# cost; single-stepped entries from 18 to 32 us around a median of 21 us.
+CALIBRATION_DRIFT = 0.15
+
+
+def _correctable(f: FunctionStats) -> bool:
+    return f.probe_ns <= CORRECTABLE_SHARE * f.total_ns
+
+
+def _time(f: FunctionStats, native: bool) -> float:
+    return f.native_ns if native else f.total_ns
+
+
+AUTO, PROBED = "auto", "probed"  # which time `_side` reads: see CORRECTABLE_SHARE, PROBE_MATCH
+# Probed times are comparable only if the probes cost the same on both sides: the same entry class
+# (a commit that adds a local variable can turn a single-stepped `mov` entry into an emulated `push`:
+# 5 us a call cheaper here) and as many probed calls inside.  Probe times within 2% of the function's
+# time count as the same.
+PROBE_MATCH = 0.02
+
+
+def _side(profiles: list[StoredProfile], name: str, time_of: str = AUTO) -> _Side | None:
+    fs: list[FunctionStats] = [f for p in profiles if (f := p.profile.function(name)) is not None]
+    probed = [p for p in profiles if p.profile.function(name) is not None or _absent_is_zero(p, name)]
+    if not probed:
+        return None  # not measured here: neither present nor absent
+    missing = [0.0] * (len(probed) - len(fs))
+    var = 0.0
+    for f in fs:
+        if f.sampled and f.ci_low and f.ci_high and f.ci_low > 0:
+            var += ((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * 1.96)) ** 2 / len(fs) ** 2
+    native = time_of == AUTO and all(_correctable(f) for f in fs)
+    shares = [f.probe_ns / max(f.native_ns, 1) for f in fs if f.probe_ns] if native else []
+    return _Side(totals=[float(_time(f, native)) for f in fs] + missing,
+                 exclusive=[float(f.exclusive_ns) for f in fs] + missing,
+                 counts=[float(f.count) for f in fs] + missing,
+                 series=[s for f in fs for s in f.series],
+                 location=next((f.location for f in fs if f.location), ""),
+                 sampled_var=var, sampled=any(f.sampled for f in fs),
+                 probe_share=inference.center(shares) if shares else 0.0,
+                 calibration_sd=max([CALIBRATION_DRIFT] + [relative_sd(p.profile.calibration) for p in probed])
+                 if native else 0.0, native=native,
+                 probe=inference.center([float(f.probe_ns) for f in fs]) if fs else 0.0)
+
+
+def _not_in_binary(profiles: list[StoredProfile], name: str) -> bool:
+    """Profiles that probed every function of their binary (strategy userspace) and did not leave
+    `name` out on purpose show that the binary has no such function."""
+    return all(p.profile.plan.strategy == "userspace" and name not in p.profile.plan.probed and
+               not any(name in names for names in p.profile.plan.removed.values()) for p in profiles)
+
+
+def _vote(rel: float, threshold: float) -> str:
+    """A method's verdict on a relative change of time (lower is better)."""
+    return DEGRADATION if rel >= threshold else OPTIMIZATION if rel <= -threshold else NO_CHANGE
+
+
+def _votes(t: _Side, b: _Side, cfg: CheckConfig) -> dict[str, str]:
+    """The thesis' methods and a rank test over sampled calls, as independent opinions."""
+    out = {}
+    mt = sum(t.totals) / max(sum(t.counts), 1)
+    mb = sum(b.totals) / max(sum(b.counts), 1)
+    if mb > 0:
+        out["average-amount"] = _vote(mt / mb - 1, cfg.min_relative)
+    ts = [d for _, d in t.series]
+    bs = [d for _, d in b.series]
+    if len(ts) >= 10 and len(bs) >= 10:
+        alpha = 1 - cfg.confidence
+        slower = inference.mann_whitney_slower(ts, bs)
+        faster = inference.mann_whitney_slower(bs, ts)
+        out["mann-whitney"] = DEGRADATION if slower < alpha else OPTIMIZATION if faster < alpha else NO_CHANGE
+        tx, bx = np.array([o for o, _ in t.series], float), np.array([o for o, _ in b.series], float)
+        mt_model = models.best_regression(tx, ts)
+        mb_model = models.best_regression(bx, bs)
+        lo, hi = max(tx.min(), bx.min()), min(tx.max(), bx.max())
+        if hi > lo:
+            ib = mb_model.integral(lo, hi)
+            if ib > 0:
+                out["integral"] = _vote(mt_model.integral(lo, hi) / ib - 1, cfg.min_relative)
+        out["local-statistics"] = _local_statistics(tx, np.array(ts, float), bx, np.array(bs, float), cfg)
+    return out
+
+
+def _local_statistics(tx, ty, bx, by, cfg: CheckConfig, intervals: int = 4) -> str:
+    """Split the shared x range into sub-intervals and compare the medians inside each; the verdict
+    is the one a majority of intervals with data agree on."""
+    lo, hi = max(tx.min(), bx.min()), min(tx.max(), bx.max())
+    if hi <= lo:
+        return UNKNOWN
+    edges = np.linspace(lo, hi, intervals + 1)
+    votes = []
+    for a, z in zip(edges[:-1], edges[1:]):
+        t = ty[(tx >= a) & (tx <= z)]
+        b = by[(bx >= a) & (bx <= z)]
+        if len(t) >= 3 and len(b) >= 3 and np.median(b) > 0:
+            rel = float(np.median(t) / np.median(b) - 1)
+            votes.append(_vote(rel, cfg.min_relative))
+    if not votes:
+        return UNKNOWN
+    top = max(set(votes), key=votes.count)
+    return top if votes.count(top) * 2 > len(votes) else NO_CHANGE
+
+
+def _sides(sides: Sides, n: str) -> tuple[_Side | None, _Side | None, bool]:
+    """One function's two sides and whether they can be compared: in native estimates where both
+    are correctable; else in probed time where the probes cost the same on both sides; else not.
+    Native estimates of a function that is mostly probe time are mostly calibration error, and a
+    calibration's error is a bias shared by every run, not noise: an overstated probe cost takes
+    more out of the side with more probed calls, so a commit that makes fewer calls looks slower
+    (the demo's speed-up did, in CI)."""
+    t, b = _side(sides.target, n), _side(sides.base, n)
+    if not t or not b or (t.native and b.native):
+        return t, b, True
+    tp, bp = _side(sides.target, n, PROBED), _side(sides.base, n, PROBED)
+    scale = min(inference.center(tp.totals), inference.center(bp.totals))
+    return tp, bp, abs(tp.probe - bp.probe) <= PROBE_MATCH * scale
+
+
+WITHHELD = ("probes differ between the sides and outweigh its own time: neither its probed times nor its "
+            "native estimates are comparable (check --collect probes only what changed)")
+
+
+def _pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[_Side, _Side]]]:
+    """Every function seen on either side: new and removed ones as simple changes, and the ones
+    measured on both sides, to be tested."""
+    names = sorted({f.name for p in sides.target + sides.base for f in p.profile.functions})
+    simple: list[Change] = []
+    both = {}
+    for n in names:
+        t, b, like = _sides(sides, n)
+        if t is None and b is not None and _not_in_binary(sides.target, n):
+            t = _Side.absent(len(sides.target))
+        if b is None and t is not None and _not_in_binary(sides.base, n):
+            b = _Side.absent(len(sides.base))
+        if t is None or b is None or not (any(t.totals) or any(b.totals)):
+            continue
+        if t.sampled != b.sampled and any(t.totals) and any(b.totals):
+            # hybrid: traced (inclusive time, exact) on one side, sampled (exclusive estimate) on the
+            # other - two different quantities, never a change
+            continue
+        if not any(b.totals):
+            simple.append(_simple(sides.workload, n, NEW, t, b, "present only in target"))
+        elif not any(t.totals):
+            simple.append(_simple(sides.workload, n, REMOVED, t, b, "not called in target"))
+        elif not like:
+            simple.append(_simple(sides.workload, n, UNKNOWN, t, b, WITHHELD))
+        else:
+            both[n] = (t, b)
+    return simple, both
+
+
+def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig) -> _Shift:
+    # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
+    d = {n: math.log(max(inference.center(t.totals), 1.0) / max(inference.center(b.totals), 1.0))
+         for n, (t, b) in both.items()}
+    big = [n for n, (t, b) in both.items() if n != ROOT and
+           min(inference.center(t.totals), inference.center(b.totals)) >= cfg.min_absolute_ns]
+    common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0
+    within = {n: inference.pooled_replicate_sigma([t.totals, b.totals]) for n, (t, b) in both.items()}
+    prior = [w.sigma ** 2 for n, w in within.items() if w and n in big]
+    return _Shift(log_ratio=d, common=common, cross=inference.cross_section_sigma([d[n] - common for n in big]),
+                  within=within, s0=math.sqrt(float(np.median(prior))) if prior else None)
+
+
+def _extra_var(t: _Side, b: _Side) -> float:
+    """Variance of the log ratio that is not run-to-run noise: sampling, and the calibration's error
+    in the probe time taken out.  One calibration serves both sides, so its error cancels but for the
+    difference of the two sides' probe shares (log native = log(total - probe), d = -share x error)."""
+    calib = (t.probe_share - b.probe_share) * max(t.calibration_sd, b.calibration_sd)
+    return t.sampled_var + b.sampled_var + calib ** 2
+
+
+def _scale(t: _Side, b: _Side) -> float:
+    """The standard error of the difference of the two centers, in units of one run's SD."""
+    return math.sqrt(inference.center_var(len(t.totals)) + inference.center_var(len(b.totals)))
+
+
+def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float]) -> Tested:
+    """The workload total: against the session-to-session noise of the history (else the prior), or
+    its replicates' spread when that is larger."""
+    noise = (inference.history_sigma([inference.center(b.totals)] + history, MIN_HISTORY)
+             or inference.Noise(PRIOR_SESSION_SIGMA, math.inf, "prior"))
+    w = shift.within[ROOT]
+    session_se = max(noise.sigma, NOISE_FLOOR) * math.sqrt(2)
+    rep_se = w.sigma * _scale(t, b) if w else 0.0
+    if session_se >= rep_se:
+        se, df, label = session_se, noise.df, f"{noise.source} ±{noise.sigma * 100:.1f}%"
+    else:
+        se, df, label = rep_se, w.df, f"replicates ±{rep_se * 100:.1f}%"
+    return Tested(ROOT, shift.log_ratio[ROOT], math.sqrt(se ** 2 + _extra_var(t, b)), df, label)
+
+
+def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, history: list[float]) -> Tested:
+    """A function: its residual against the largest of its moderated replicate spread, the
+    cross-section spread and its session-to-session spread in the history."""
+    scale = _scale(t, b)
+    w = shift.within[n]
+    if w and shift.s0 is not None:
+        sig = math.sqrt((MODERATION_DF * shift.s0 ** 2 + w.df * w.sigma ** 2) / (MODERATION_DF + w.df))
+        se_rep, df_rep = sig * scale, w.df + MODERATION_DF
+    else:
+        se_rep, df_rep = 0.0, math.inf
+    se_x = shift.cross.sigma if shift.cross else 0.0
+    session = inference.history_sigma([inference.center(b.totals)] + history, MIN_HISTORY)
+    se_h = session.sigma * math.sqrt(2) if session else 0.0  # two sessions' luck, as for the root
+    se = max(se_rep, se_x, se_h, NOISE_FLOOR * scale)
+    df, label = ((df_rep, "replicates") if se == se_rep else (shift.cross.df, "cross-section") if se == se_x
+                 else (session.df, "history") if session and se == se_h else (math.inf, "floor"))
+    return Tested(n, shift.log_ratio[n] - shift.common, math.sqrt(se ** 2 + _extra_var(t, b)), df,
+                  f"{label} ±{se * 100:.1f}%")
+
+
+def rounds(profiles: list[StoredProfile]) -> dict[int, StoredProfile] | None:
+    """Round -> profile when every profile records a distinct round (paired collection)."""
+    out = {int(p.profile.plan.params["round"]): p for p in profiles if "round" in p.profile.plan.params}
+    return out if out and len(out) == len(profiles) else None
+
+
+def _value(p: StoredProfile, name: str, native: bool) -> float | None:
+    f = p.profile.function(name)
+    if f is not None:
+        return float(_time(f, native))
+    return 0.0 if _absent_is_zero(p, name) else None
+
+
+def _paired_diffs(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, list[float]]:
+    """Per function, the log ratio target/base of each round (only when the rounds pair up)."""
+    rt, rb = rounds(sides.target), rounds(sides.base)
+    if not rt or not rb or rt.keys() != rb.keys() or len(rt) < 2:
+        return {}
+    out = {}
+    for n, (t, _b) in both.items():
+        pairs = [(_value(rt[r], n, t.native), _value(rb[r], n, t.native)) for r in sorted(rt)]
+        if all(t is not None and b is not None for t, b in pairs):
+            out[n] = [math.log(max(t, 1.0) / max(b, 1.0)) for t, b in pairs]
+    return out
+
+
+def _test_paired(n: str, d: list[float], s0: float | None, t: _Side, b: _Side) -> Tested:
+    """A function's per-round log ratios: their center against their moderated spread."""
+    k = len(d)
+    s = float(np.std(d, ddof=1))
+    if s0 is not None:
+        s = math.sqrt((MODERATION_DF * s0 ** 2 + (k - 1) * s ** 2) / (MODERATION_DF + k - 1))
+    se = max(s, NOISE_FLOOR) * math.sqrt(inference.center_var(k))
+    df = k - 1 + (MODERATION_DF if s0 is not None else 0)
+    return Tested(n, inference.center(d), math.sqrt(se ** 2 + _extra_var(t, b)), df,
+                  f"paired rounds ±{s * 100:.1f}%")
+
+
+def _decide(tested: list[Tested], changed: frozenset[str], sign: int) -> list[tuple[float, float]]:
+    """Holm-adjusted one-sided p-values of each statistic (worse, better), with the weighted budget."""
+    weights = error_budget([x.name for x in tested], changed)
+    worse = inference.holm([inference.p_slower(sign * x.statistic, x.se, x.df) for x in tested], weights)
+    better = inference.holm([inference.p_slower(-sign * x.statistic, x.se, x.df) for x in tested], weights)
+    return list(zip(worse, better))
+
+
+def _verdict(x: Tested, base_ns: float, p: tuple[float, float], cfg: CheckConfig, sign: int) -> tuple[str, float]:
+    """Degradation or optimization when significant and large enough; the confidence of the direction."""
+    pw, pb = p
+    rel, absolute = math.expm1(x.statistic), base_ns * math.expm1(x.statistic)
+    large = abs(rel) >= cfg.min_relative and abs(absolute) >= cfg.min_absolute_ns
+    if large and sign * x.statistic > 0 and pw <= 1 - cfg.confidence:
+        return DEGRADATION, 1 - pw
+    if large and sign * x.statistic < 0 and pb <= 1 - cfg.confidence:
+        return OPTIMIZATION, 1 - pb
+    return NO_CHANGE, 1 - (pw if sign * x.statistic > 0 else pb)
+
+
+def _opinions(t: _Side, b: _Side, z: float | None, cfg: CheckConfig, sign: int):
+    """The other methods' votes and the bootstrap interval of the mean call (they never decide)."""
+    votes = _votes(t, b, cfg)
+    per_call = None
+    if len(t.series) >= 10 and len(b.series) >= 10:
+        per_call = inference.bootstrap_ratio_ci([v for _, v in t.series], [v for _, v in b.series])
+        up, down = per_call[0] >= cfg.min_relative, per_call[1] <= -cfg.min_relative  # the whole interval moved
+        votes["bootstrap-mean"] = (DEGRADATION if (up if sign > 0 else down) else
+                                   OPTIMIZATION if (down if sign > 0 else up) else NO_CHANGE)
+    if z is not None:
+        votes["history-z"] = (DEGRADATION if sign * z >= HISTORY_Z else OPTIMIZATION if sign * z <= -HISTORY_Z
+                              else NO_CHANGE)
+    return votes, per_call
+
+
+def _since(history: list[float], commits: list[str], now: float, alpha: float, sign: int) -> str | None:
+    """Where a level shift towards `now` began in the history (change-point detection)."""
+    if len(history) < 2:
+        return None
+    series = list(reversed(history)) + [now]  # oldest first
+    order = list(reversed(commits[:len(history)])) + [""]
+    shifts = [c for c in inference.change_points(series, window=5, alpha=alpha) if sign * (c.after - c.before) > 0]
+    return (order[shifts[-1].index] or None) if shifts else None
+
+
+def _pooled(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, Tested]:
+    """Paired rounds, functions only stack samples cover on both sides: a few samples a run make
+    per-round ratios useless, so each side's samples are pooled over its runs.  Own time = share of
+    the samples x run time: the log ratio of the pooled shares (multinomial: variance 1/k_t + 1/k_b)
+    plus the center of the per-round log ratios of run time (its spread over the rounds)."""
+    rt, rb = rounds(sides.target), rounds(sides.base)
+    if not rt or not rb or rt.keys() != rb.keys() or len(rt) < 3:
+        return {}
+    n_t = sum(p.profile.metrics.stack_samples for p in sides.target)
+    n_b = sum(p.profile.metrics.stack_samples for p in sides.base)
+    walls = [math.log(max(rt[r].profile.metrics.PRT, 1e-9) / max(rb[r].profile.metrics.PRT, 1e-9)) for r in sorted(rt)]
+    wall, wall_var = inference.center(walls), float(np.var(walls, ddof=1)) * inference.center_var(len(walls))
+    out = {}
+    for n, (t, b) in both.items():
+        if not (t.sampled and b.sampled) or not n_t or not n_b:
+            continue
+        k_t = sum(f.stack_samples for p in sides.target if (f := p.profile.function(n)))
+        k_b = sum(f.stack_samples for p in sides.base if (f := p.profile.function(n)))
+        if k_t + k_b < 10 or not k_t or not k_b:
+            continue  # too few samples to say anything; the unpaired test (with its intervals) decides
+        stat = math.log((k_t / n_t) / (k_b / n_b)) + wall
+        out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var), math.inf,
+                        f"pooled samples {k_b} -> {k_t}")
+    return out
+
+
+def _tests(both: dict[str, tuple[_Side, _Side]], shift: _Shift, hist: dict[str, list[float]],
+           paired: dict[str, list[float]], cfg: CheckConfig, pooled: dict[str, Tested]) -> list[Tested]:
+    big = [n for n, (t, b) in both.items() if n in paired and
+           min(inference.center(t.totals), inference.center(b.totals)) >= cfg.min_absolute_ns]
+    sds = [float(np.std(paired[n], ddof=1)) for n in big]
+    s0 = float(np.median(sds)) if len(sds) >= 3 else None
+    out = []
+    for n, (t, b) in both.items():
+        if n in pooled:
+            out.append(pooled[n])
+        elif n in paired:
+            out.append(_test_paired(n, paired[n], s0, t, b))
+        elif n == ROOT:
+            out.append(_test_root(t, b, shift, hist[n]))
+        else:
+            out.append(_test_function(n, t, b, shift, hist[n]))
+    return out
+
+
+def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = frozenset(),
+                     opinions: bool = True) -> list[Change]:
+    """Every function of one workload: target runs vs base runs, with the history for the
+    workload's noise, the robust z-score and change points (see the module's docstring)."""
+    simple, both = _pair(sides)
+    if not both:
+        return simple
+    shift = _shift(both, cfg)
+    # the history enters only through each commit's center (noise of the total, robust z, change points)
+    hist = {n: [inference.center(v) for h in sides.history if (v := _totals(h, n, t.native)) and any(v)]
+            for n, (t, _b) in both.items()}
+    paired = _paired_diffs(sides, both)
+    tested = _tests(both, shift, hist, paired, cfg, _pooled(sides, both))
+    sign = 1 if cfg.direction == "lower" else -1  # "higher": a larger value is better
+    k = sum(1 for x in tested if x.name in changed)
+    how = f", Holm over {len(tested)}" + (f" ({k} changed in the diff)" if k else "")
+    common = ("paired rounds" if paired else f"residual vs common shift {math.expm1(shift.common):+.1%}")
+    out = []
+    for x, p in zip(tested, _decide(tested, changed, sign)):
+        t, b = both[x.name]
+        mt, mb = inference.center(t.totals), inference.center(b.totals)
+        kind, conf = _verdict(x, mb, p, cfg, sign)
+        lo, hi = inference.interval(x.statistic, x.se, x.df, cfg.confidence)
+        h = hist[x.name]
+        z = inference.robust_z(mt, h) if len(h) >= MIN_HISTORY else None
+        votes, per_call = _opinions(t, b, z, cfg, sign) if opinions else ({}, None)
+        out.append(Change(
+            workload=sides.workload, function=x.name, type=kind, relative=math.expm1(x.statistic),
+            absolute_ns=mb * math.expm1(x.statistic),
+            exclusive_delta_ns=inference.center(t.exclusive) - inference.center(b.exclusive), confidence=conf,
+            ci_low=lo, ci_high=hi,
+            method=("workload total vs session noise" if x.name == ROOT and not paired else common) + how,
+            location=t.location or b.location, base_ns=mb, target_ns=mt, base_calls=inference.center(b.counts),
+            target_calls=inference.center(t.counts), noise=x.noise + ("" if t.native else "; probed time"),
+            history_z=z,
+            since=_since(h, sides.history_commits, mt, 1 - cfg.confidence, sign) if kind == DEGRADATION else None,
+            votes=votes, changed=x.name in changed, statistic=x.statistic, per_call_ci=per_call))
+    return simple + out
+
+
+def error_budget(names: list[str], changed: frozenset[str]) -> list[float]:
+    """Holm weights: the workload total gets ROOT_SHARE of the error budget (it answers the first
+    question, "is the program slower?"), the functions the commit changed CHANGED_SHARE of the rest,
+    the other functions what remains, split evenly within each group."""
+    groups = {"root": [n for n in names if n == ROOT], "changed": [n for n in names if n != ROOT and n in changed]}
+    groups["other"] = [n for n in names if n != ROOT and n not in changed]
+    share = {"root": ROOT_SHARE if groups["root"] else 0.0}
+    rest = 1 - share["root"]
+    share["changed"] = rest * CHANGED_SHARE if groups["changed"] and groups["other"] else (rest if groups["changed"] else 0.0)
+    share["other"] = 1 - share["root"] - share["changed"]
+    of = {n: g for g, ns in groups.items() for n in ns}
+    return [share[of[n]] / len(groups[of[n]]) if share[of[n]] > 0 else 1e-12 for n in names]
+
+
+def _simple(workload: str, name: str, kind: str, t: _Side, b: _Side, why: str) -> Change:
+    mt, mb = inference.center(t.totals), inference.center(b.totals)
+    relative = {NEW: math.inf, REMOVED: -1.0}.get(kind, math.nan)
+    return Change(workload=workload, function=name, type=kind, relative=relative,
+                  absolute_ns=mt - mb, exclusive_delta_ns=inference.center(t.exclusive) - inference.center(b.exclusive),
+                  confidence=1.0, ci_low=math.nan, ci_high=math.nan, method=why, location=t.location or b.location,
+                  base_ns=mb, target_ns=mt, base_calls=inference.center(b.counts),
+                  target_calls=inference.center(t.counts))

@@ -1,0 +1,137 @@
+"""`git perf check REV --collect` (ARCHITECTURE.md §10a): build REV and its base, probe both with
+one diff-focused plan in interleaved rounds until the focus functions are decided, store the
+profiles as ordinary notes, and check REV against them.
+
+Stopping: after `MIN_ROUNDS` rounds, a round is added while any changed or new function, or the
+root, is undecided: neither a significant change of at least
+`check.min_relative` nor an interval inside ±`check.min_relative`.  `--rounds N` fixes the number;
+`TIME_LIMIT_S` bounds the rest (the check then decides with what it has).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+
+import pygit2
+
+from gitperf.checks.change import DEGRADATION, NOT_ENOUGH_DATA, OPTIMIZATION, Change, CheckResult
+from gitperf.checks.check import Baseline, Request, check_workload, result_of
+from gitperf.checks.compare import Sides, compare_workload
+from gitperf.collect import paired
+from gitperf.collect.context import CollectRequest, Progress
+from gitperf.core import codec
+from gitperf.core.config import CheckConfig
+from gitperf.core.errors import CollectionAborted, InputError
+from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key, content_id
+from gitperf.engine.base import Engine
+from gitperf.git.repo import ancestors, parent, resolve_commit
+from gitperf.git.worktree import sweep_worktrees
+from gitperf.store.notes import NotesStore
+
+MIN_ROUNDS = 3  # medians need three runs a side to shrug off one disturbed run
+MAX_ROUNDS = 15
+TIME_LIMIT_S = 120.0  # rounds stop being added after this long (the set-up is not counted)
+
+
+@dataclass(frozen=True)
+class PairedOptions:
+    base: str | None = None  # default: the first parent
+    workloads: tuple[str, ...] = ()
+    rounds: int | None = None  # a fixed number of rounds (else: until decided)
+    depth: int = 1  # callers of changed functions traced, levels up
+    config: str | None = None  # --config FILE for commits without a .gitperf.toml
+    time_limit_s: float = TIME_LIMIT_S
+
+
+def _wrap(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
+    return [StoredProfile(commit, i, content_id(codec.encode(p)), p) for i, p in enumerate(profiles)]
+
+
+def undecided(changes: list[Change], focus: set[str], cfg: CheckConfig) -> list[str]:
+    """The focus functions whose change is neither significant nor bounded inside ±min_relative."""
+    out = []
+    for c in changes:
+        if c.function not in focus or c.type in (DEGRADATION, OPTIMIZATION):
+            continue
+        inside = -cfg.min_relative < c.ci_low and c.ci_high < cfg.min_relative
+        small = max(abs(c.ci_low), abs(c.ci_high)) * c.base_ns < cfg.min_absolute_ns  # cannot reach min_absolute_ns
+        if not (inside or small):
+            out.append(c.function)
+    return sorted(out)
+
+
+def _rounds(pair: paired.Pair, cfg: CheckConfig, opts: PairedOptions, say: Progress):
+    """Rounds of the pair until decided (or the limits); returns the base and target profiles."""
+    spec = paired.spec_of(pair.focus)
+    focus = {*pair.focus.changed, *pair.focus.new, ROOT}  # callers inform; they need not be decided
+    base, target = [], []
+    t0 = time.perf_counter()
+    limit = opts.rounds or MAX_ROUNDS
+    for r in range(limit):
+        b, t = paired.run_round(pair, r, spec)
+        base.append(b)
+        target.append(t)
+        if opts.rounds or r + 1 < MIN_ROUNDS:
+            say(f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s")
+            continue
+        sides = Sides(pair.workload.name, _wrap("t", target), _wrap("b", base))
+        open_ = undecided(compare_workload(sides, cfg, frozenset(pair.focus.changed), opinions=False), focus, cfg)
+        say(f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s; "
+            + (f"undecided: {', '.join(open_)}" if open_ else "every focus function decided"))
+        if not open_ or time.perf_counter() - t0 > opts.time_limit_s:
+            break
+    return base, target
+
+
+def focus_note(focus: paired.Focus, rounds: int) -> str:
+    """What the paired check looked at, for the report (text and JSON)."""
+    names = lambda xs: ", ".join(xs) or "-"  # noqa: E731
+    sampled = "; ".join(f"{n}: {why}" for n, why in focus.sampled.items())
+    return (f"paired check, {rounds} interleaved rounds: changed {names(focus.changed)}; new {names(focus.new)}; "
+            f"callers {names(focus.callers)}; traced {names(focus.traced)}"
+            + (f"; only stack-sampled: {sampled}" if sampled else ""))
+
+
+def _store(store: NotesStore, commit: str, profiles: list[Profile]) -> list[StoredProfile]:
+    out = []
+    for p in profiles:
+        line = codec.encode(p)
+        out.append(StoredProfile(commit, 0, store.add_line(commit, line), p))
+    return out
+
+
+def check_collect(repo: pygit2.Repository, rev: str, cfg: CheckConfig, engine: Engine, progress: Progress,
+                  opts: PairedOptions) -> CheckResult:
+    commit = resolve_commit(repo, rev)
+    base = resolve_commit(repo, opts.base) if opts.base else parent(repo, commit)
+    if not base:
+        raise InputError(f"{commit[:12]} has no parent to compare with: name a base with --base")
+    engine.check()
+    for path in sweep_worktrees(repo):
+        progress(f"removed {path}: the worktree of a collection that was killed")
+    req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config)
+    collected = []
+    try:
+        with ExitStack() as stack:
+            bctx = paired.open_side(repo, req, base, engine, progress, stack)
+            tctx = paired.open_side(repo, req, commit, engine, progress, stack)
+            for wl in tctx.workloads():
+                progress(f"workload {wl.name}: {base[:12]} (base) against {commit[:12]}, interleaved")
+                pair = paired.prepare(bctx, tctx, wl, opts.depth)
+                with ExitStack() as programs:
+                    collected.append((*_rounds(paired.load(pair, programs), cfg, opts, progress), pair.focus))
+    except KeyboardInterrupt:
+        raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
+    store = NotesStore(repo)
+    request = Request(repo, store, commit, cfg, ancestors(repo, commit))
+    pairs, changes = [], []
+    for base_profiles, target_profiles, focus in collected:
+        b, t = _store(store, base, base_profiles), _store(store, commit, target_profiles)
+        pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
+        pairs.append(replace(pair, notes=pair.notes + (focus_note(focus, len(t)),)))
+        changes.extend(found)
+    changes.sort(key=lambda c: c.severity)
+    result = result_of(pairs, changes) if pairs else NOT_ENOUGH_DATA
+    return CheckResult(commit, base, result, tuple(changes), tuple(pairs))

@@ -1,0 +1,154 @@
+"""`git perf collect` (ARCHITECTURE.md §2): request -> build -> context -> plan -> engine ->
+profiles -> notes.
+
+Profiles are written only after every requested run finished (or was marked partial), so an
+interrupted collection writes nothing."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pygit2
+
+from gitperf.collect.budgeted import budgeted
+from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
+from gitperf.collect.profile import profile_run
+from gitperf.core import codec
+from gitperf.core.config import Config, Workload, load_file
+from gitperf.core.config import load as load_config
+from gitperf.core.errors import CollectionAborted, ConfigError, InputError
+from gitperf.core.model import ROOT, Mode, Profile, content_id
+from gitperf.engine.base import Engine
+from gitperf.git.repo import perf_dir, resolve_commit
+from gitperf.git.worktree import checkout, run_build, sweep_worktrees
+from gitperf.plan.costs import call_costs
+from gitperf.plan.optimize import Optimized, full_trace_hotspots, optimize
+from gitperf.plan.probes import make_plan
+from gitperf.store.notes import NotesStore
+
+
+@dataclass(frozen=True)
+class Collected:
+    id: str
+    profile: Profile
+    line_bytes: int
+
+    def to_dict(self) -> dict:
+        """The stable shape of `collect --json` (ARCHITECTURE.md §12)."""
+        p = self.profile
+        plan = {"probed": list(p.plan.probed), "removed": {k: list(v) for k, v in p.plan.removed.items()},
+                "changed": list(p.plan.changed), "pipeline": p.plan.pipeline, "methods": list(p.plan.methods),
+                "reasons": p.plan.reasons, "renamed": p.plan.renamed, "sample_every": p.plan.sample_every,
+                "base": p.plan.base, "mode": p.plan.mode, "traced": list(p.plan.traced), "params": p.plan.params}
+        return {"id": self.id, "workload": p.header.workload, "partial": p.header.partial,
+                "metrics": p.metrics.as_dict(), "plan": plan}
+
+
+def collect(repo: pygit2.Repository, req: CollectRequest, engine: Engine, progress: Progress,
+            store: NotesStore | None = None, keep: bool = True) -> tuple[str, list[Collected]]:
+    """Collect and store profiles of `req.rev`; returns the commit and what was stored
+    (with keep=False: what was collected, nothing is written)."""
+    commit = resolve_commit(repo, req.rev)
+    engine.check()  # fail fast (exit 4) before any build
+    for path in sweep_worktrees(repo):
+        progress(f"removed {path}: the worktree of a collection that was killed")
+    target = Target(repo, req, commit, engine, progress, perf_dir(repo))
+    try:
+        profiles = _collect_adhoc(target) if req.adhoc and req.no_build else _collect_checkout(target)
+    except KeyboardInterrupt:
+        raise CollectionAborted("interrupted: probes detached, workload killed, nothing was stored") from None
+    store = store or NotesStore(repo)
+    stored = []
+    for p in profiles:
+        line = codec.encode(p)
+        stored.append(Collected(store.add_line(commit, line) if keep else content_id(line), p, len(line)))
+    return commit, stored
+
+
+def _collect_adhoc(target: Target) -> list[Profile]:
+    """An ad hoc binary, not built: the workloads run in the current directory."""
+    ctx = CollectContext.build(target, target.req.adhoc_config(), Path.cwd(), Path(target.req.binary))
+    return _run_workloads(ctx)
+
+
+def borrowed_config(target: Target) -> Config | None:
+    """For a commit without a .gitperf.toml (history from before adopting git perf): --config FILE,
+    else the working tree's.  The profiles record which one (`Header.config`)."""
+    if target.req.config:
+        return load_file(Path(target.req.config))
+    workdir = target.repo.workdir
+    cfg = load_config(workdir) if workdir else None
+    if cfg is not None:
+        target.progress(f"{target.commit[:12]} has no .gitperf.toml: using the working tree's ({cfg.path})")
+    return cfg
+
+
+def project_config(target: Target, root: Path) -> Config:
+    if target.req.adhoc:
+        return target.req.adhoc_config()
+    cfg = borrowed_config(target) if target.req.config else load_config(root) or borrowed_config(target)
+    if cfg is None:
+        raise ConfigError(str(root / ".gitperf.toml"), "",
+                          "not found in this commit nor in the working tree: run `git perf init`, pass "
+                          "--config FILE, or collect ad hoc with --binary PATH --no-build -- CMD ARGS...")
+    if not cfg.build.binary:
+        raise ConfigError(cfg.path, "build.binary", "missing: which ELF file should be probed?")
+    return cfg
+
+
+def _collect_checkout(target: Target) -> list[Profile]:
+    """The commit in a temporary worktree: its configuration, built by its build command."""
+    with checkout(target.repo, target.commit) as root:
+        cfg = project_config(target, root)
+        build_cmd = "" if target.req.no_build else cfg.build.command
+        if build_cmd:
+            target.progress(f"building {target.commit[:12]}: {build_cmd}")
+            run_build(build_cmd, root, target.commit, target.cache_dir)
+        binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
+        return _run_workloads(CollectContext.build(target, cfg, root, binary))
+
+
+def _plan_for(ctx: CollectContext, wl: Workload) -> Optimized:
+    """The plan for one workload: from the configuration, narrowed by the pipeline, and under a
+    budget the hybrid plan (each workload has its own baseline statistics)."""
+    t0 = time.perf_counter()
+    plan = make_plan(ctx.binary, ctx.collect, ctx.target.req.funcs)
+    made = time.perf_counter() - t0
+    opt = optimize(ctx.subject, plan, ctx.config_key(wl), ctx.choice, ctx.progress)
+    if ctx.max_overhead:
+        opt = budgeted(ctx, plan, opt, wl)
+    if opt.plan.mode != Mode.TRACE or any(opt.plan.removed.values()):
+        opt = replace(opt, hotspots=full_trace_hotspots(ctx.target.repo, ctx.target.commit, ctx.config_key(wl)))
+    return replace(opt, plan=replace(opt.plan, probe_cost=call_costs(opt.plan, ctx.cost_ns)), oo=opt.oo + made)
+
+
+def _check_it_ran(p: Profile, wl: Workload) -> None:
+    """A run in which the binary's root function never ran measured nothing: a mistyped command, a
+    command that runs another program, or one that failed first.  Storing it would hide that."""
+    root = p.function(ROOT)
+    if (root and root.count) or p.header.partial.startswith(("timeout", "crashed")) or p.plan.mode == Mode.BURSTY:
+        return  # a crash or a timeout is kept as a partial profile: that is a finding (bursts may miss main)
+    status = p.header.exit_status
+    why = (" (exit status 127: command not found)" if status == 127 else
+           f" (exit status {status})" if status else "")
+    raise InputError(f"workload {wl.name}: `{wl.command}` never ran {p.header.binary}'s {ROOT}(){why}; nothing "
+                     "was stored: check the workload's command")
+
+
+def _run_workloads(ctx: CollectContext) -> list[Profile]:
+    wls = ctx.workloads()
+    runs = [(wl, i) for wl in wls for i in range(ctx.target.req.repeat or wl.repeat)]
+    plans: dict[str, Optimized] = {}
+    out = []
+    for k, (wl, i) in enumerate(runs, start=1):
+        if wl.name not in plans:
+            plans[wl.name] = _plan_for(ctx, wl)
+        ctx.progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
+        p = profile_run(ctx, plans[wl.name], wl)
+        _check_it_ran(p, wl)
+        if p.header.partial:
+            ctx.progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
+        out.append(p)
+    return out

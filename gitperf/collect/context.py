@@ -1,0 +1,161 @@
+"""What one collection shares (ARCHITECTURE.md §2): the request as the user made it, and the
+context built from it once the binary is known — configuration, ELF, DWARF locations, the
+calibration, environment and header fields.  Every later step takes the context."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import pygit2
+
+from gitperf import __version__
+from gitperf.analysis import elf
+from gitperf.core.config import CollectConfig, Config, Workload
+from gitperf.core.errors import ConfigError, InputError
+from gitperf.core.model import Header, Mode
+from gitperf.engine import calibrate, workload
+from gitperf.engine.base import Engine, RunWorkload
+from gitperf.plan.optimize import PipelineChoice, Subject
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    rev: str = "HEAD"
+    workloads: tuple[str, ...] = ()  # names; () = all configured
+    funcs: tuple[str, ...] = ()
+    mode: str | None = None
+    repeat: int | None = None
+    timeout: float | None = None
+    binary: str | None = None  # ad hoc: the ELF to probe
+    no_build: bool = False
+    command: tuple[str, ...] = ()  # ad hoc: the workload's command line
+    adhoc_name: str = "adhoc"
+    pipeline: str | None = None  # overrides collect.pipeline
+    optimization_on: tuple[str, ...] = ()
+    optimization_off: tuple[str, ...] = ()
+    optimization_args: tuple[str, ...] = ()  # NAME=VALUE
+    base: str | None = None  # diff tracing and baseline statistics against this commit
+    max_overhead: float | None = None  # fraction of native run time (0.05 = 5%); None = collect.max_overhead
+    config: str | None = None  # --config FILE: for commits without a .gitperf.toml of their own
+
+    @property
+    def adhoc(self) -> bool:
+        return self.binary is not None
+
+    def adhoc_config(self) -> Config:
+        if not self.command:
+            raise InputError("ad hoc collection needs the workload's command after `--`, e.g. "
+                             "git perf collect --binary ./app --no-build -- ./app input.txt")
+        if not self.adhoc_name.strip() or "|" in self.adhoc_name:
+            raise InputError(f"--workload {self.adhoc_name!r}: a workload's name must be non-empty and without '|'")
+        wl = Workload(name=self.adhoc_name, command=shlex.join(self.command), timeout=self.timeout or 300.0)
+        return Config(path="(command line)", workloads=(wl,))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What was asked, of which commit, with which engine, and where results and caches go."""
+
+    repo: pygit2.Repository
+    req: CollectRequest
+    commit: str
+    engine: Engine
+    progress: Progress
+    cache_dir: Path  # .git/perf/: build locks, the calibration, analysis caches
+
+
+def machine_fingerprint() -> str:
+    """Hardware identity: profiles from different hardware are not comparable."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 30)
+    return hashlib.sha1(f"{platform.machine()}|{cpu}|{os.cpu_count()}|{mem}".encode()).hexdigest()[:12]
+
+
+def _source(config: Config, root: Path) -> str:
+    """Which configuration produced the profiles: "" for the commit's own .gitperf.toml, else the
+    borrowed file and its digest (a commit from before the project adopted git perf)."""
+    if not config.digest:
+        return config.path  # "(command line)": ad hoc
+    if Path(config.path).resolve() == (root / ".gitperf.toml").resolve():
+        return ""
+    return f"{config.path} (sha256 {config.digest})"
+
+
+@dataclass(frozen=True)
+class CollectContext:
+    target: Target
+    config: Config
+    collect: CollectConfig  # [collect] with the request's mode applied (trace under a budget)
+    root: Path  # the work tree the workloads run in
+    subject: Subject  # the binary and what planning may read about it
+    cost_ns: dict[str, float]  # the calibration: ns per traced call by entry class, per stack sample
+    env: dict[str, str]
+    header_base: dict  # the Header fields every profile of this collection shares
+    ore: float  # resource extraction: reading the ELF and its DWARF
+    max_overhead: float  # fraction of native run time; 0 = no budget
+
+    @classmethod
+    def build(cls, target: Target, config: Config, root: Path, binary_path: Path) -> CollectContext:
+        req = target.req
+        t0 = time.perf_counter()
+        binary = elf.load(binary_path)
+        locations = elf.source_locations(binary.path)
+        ore = time.perf_counter() - t0
+        ccfg = config.collect if req.mode is None else replace(config.collect, mode=req.mode)
+        max_overhead = req.max_overhead if req.max_overhead is not None else ccfg.max_overhead / 100
+        if max_overhead:  # the hybrid plan is cut from the full trace plan
+            ccfg = replace(ccfg, mode=Mode.TRACE)
+        rel = os.path.relpath(binary.path, root) if binary.path.startswith(str(root)) else binary.path
+        header_base = dict(tool_version=__version__, commit=target.commit, binary=rel, build_id=binary.build_id,
+                           engine=target.engine.name, machine=machine_fingerprint(), kernel=platform.release(),
+                           config=_source(config, root))
+        subject = Subject(target.repo, target.commit, binary, config, locations, target.cache_dir,
+                          from_commit=not req.adhoc)
+        return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, target.cache_dir,
+                                                                           target.progress),
+                   dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead)
+
+    @property
+    def binary(self) -> elf.BinaryInfo:
+        return self.subject.binary
+
+    @property
+    def progress(self) -> Progress:
+        return self.target.progress
+
+    @property
+    def choice(self) -> PipelineChoice:
+        req = self.target.req
+        return PipelineChoice(req.pipeline or self.collect.pipeline, req.optimization_on, req.optimization_off,
+                              req.optimization_args, req.base)
+
+    def workloads(self) -> list[Workload]:
+        """The requested workloads (all by default), with --timeout applied."""
+        req = self.target.req
+        wls = [self.config.workload(n) for n in req.workloads] if req.workloads else list(self.config.workloads)
+        if not wls:
+            raise ConfigError(self.config.path, "workload", "no workloads defined: add a [[workload]] table")
+        return [replace(wl, timeout=req.timeout) if req.timeout else wl for wl in wls]
+
+    def runner(self, wl: Workload, timeout: float | None = None) -> RunWorkload:
+        """Runs `wl` once in the work tree, in the engine's scope, killed after `timeout` (default its own)."""
+        return lambda where: workload.run(wl.argv, str(self.root), timeout or wl.timeout, where, self.env)
+
+    def config_key(self, wl: Workload) -> str:
+        return Header(**self.header_base, workload=wl.name, command=(), started=0, finished=0).config_key

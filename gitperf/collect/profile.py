@@ -1,0 +1,180 @@
+"""Raw kernel data -> one `Profile` (ARCHITECTURE.md §5): exact aggregates where the kernel saw
+every call, estimates with intervals where it did not, the thesis' metrics, and the plan used."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from gitperf.collect.context import CollectContext
+from gitperf.core import codec
+from gitperf.core.config import Workload
+from gitperf.core.model import PARTLY_TRACED, ROOT, FunctionStats, Header, Metrics, Mode, PlanRecord, Profile
+from gitperf.engine.base import RawCollection, Session
+from gitperf.plan.costs import SAMPLE_KEY, call_costs, inside_costs
+from gitperf.plan.optimize import Optimized
+from gitperf.plan.probes import ProbePlan
+from gitperf.stats import estimate
+
+# The profile keeps at most this many sampled calls in all, shared among the functions that were
+# called (at least SERIES_FLOOR each): ~2.5 bytes a call compressed keeps a 1000-function profile
+# within tens of kilobytes (ARCHITECTURE.md §5).
+SERIES_BUDGET = 8000
+SERIES_FLOOR = 8
+
+
+def _quantize(ns: int) -> int:
+    """Durations to 3 significant digits: far below run-to-run noise, and they compress 2-3x better."""
+    if ns < 1000:
+        return ns
+    scale = 10 ** (len(str(ns)) - 3)
+    return round(ns / scale) * scale
+
+
+def _thin(series: list[tuple[int, int]], limit: int) -> tuple[tuple[int, int], ...]:
+    """An evenly spaced subset of a series (already in call order)."""
+    if len(series) > limit:
+        step = len(series) / limit
+        series = [series[int(i * step)] for i in range(limit)]
+    return tuple((o, _quantize(d)) for o, d in series)
+
+
+def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, str] | None = None,
+                    cost_ns: dict[str, float] | None = None) -> list[FunctionStats]:
+    """Raw kernel data -> per-function results, exact where the kernel saw every call."""
+    locations = locations or {}
+    out = []
+    reached = sum(1 for r in raw.functions if r.series) or 1
+    per_function = min(plan.series_limit, max(SERIES_FLOOR, SERIES_BUDGET // reached))
+    duty = burst_duty(plan, raw, cost_ns)
+    total_samples = sum(r.stack_samples for r in raw.functions) + raw.unknown_samples
+    wall_ns = raw.run.wall_s * 1e9
+    inside = inside_costs(plan, cost_ns or {})
+    for f, r in zip(plan.functions, raw.functions):
+        if not r.count and not r.stack_samples:
+            continue
+        kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=r.exclusive_ns, min_ns=r.min_ns,
+                  max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), recorded=len(r.series),
+                  stack_samples=r.stack_samples, location=locations.get(f.name, ""), nested=r.nested,
+                  # not capped at total_ns: the estimate must not depend on the run's luck, so that two
+                  # runs with the same probes carry the same probe time (checks.compare.PROBE_MATCH)
+                  probe_ns=round(r.probe_ns + r.timed * inside[f.name]))
+        if not plan.is_traced(f.name):
+            # Only stack samples: exclusive time = share of samples x wall time, with its interval.
+            est = estimate.sample_share(r.stack_samples, total_samples, wall_ns)
+            kw.update(count=0, total_ns=round(est.value), exclusive_ns=round(est.value), sampled=True,
+                      ci_low=est.low, ci_high=est.high, probe_ns=0, nested=0)
+        elif plan.mode in PARTLY_TRACED:
+            # Traced: exact calls and inclusive time.  Its kernel exclusive time would include every
+            # untraced callee's; the samples' share keeps exclusive time additive across functions.
+            est = estimate.sample_share(r.stack_samples, total_samples, wall_ns)
+            kw.update(exclusive_ns=round(est.value))
+        elif duty < 1.0:
+            # Bursty: the kernel saw calls only while the probes were live; scale up (unbiased when the
+            # bursts' phase is independent of the calls), with the interval of the thinning.
+            count = estimate.burst_sum([c for c, _t in r.bursts] or [r.count], duty)
+            total = estimate.burst_sum([t for _c, t in r.bursts] or [r.total_ns], duty)
+            kw.update(count=round(count.value), total_ns=round(total.value),
+                      exclusive_ns=round(r.exclusive_ns / duty), sampled=True, ci_low=total.low, ci_high=total.high,
+                      probe_ns=round(kw["probe_ns"] / duty), nested=round(r.nested / duty))
+        out.append(FunctionStats(**kw))
+    return out
+
+
+def burst_duty(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float] | None = None) -> float:
+    """The fraction of the program's work done while the probes were live.  Measured, not the
+    nominal window/period: attaching takes milliseconds, and the program runs slower while probed,
+    so the live share of wall time overstates the share of work by the probes' own cost (each seen
+    call x the calibrated cost of its entry class)."""
+    if plan.mode != Mode.BURSTY or not plan.period_ns:
+        return 1.0
+    wall, live = raw.run.wall_s, raw.attached_s
+    if live <= 0 or wall <= 0:
+        return plan.window_ns / plan.period_ns
+    per_call = call_costs(plan, cost_ns or {})
+    probe_s = sum(r.count * per_call[f.name] for f, r in zip(plan.functions, raw.functions)) / 1e9
+    probe_s = min(probe_s, 0.95 * live)  # the calibration is an average: never explain away all live time
+    return min(max((live - probe_s) / (wall - probe_s), 1e-6), 1.0)
+
+
+def coverage(plan: ProbePlan, funcs: list[FunctionStats], hotspots: dict[str, int]) -> tuple[float, float]:
+    """HC: the share of the program's own time, by a full trace (`hotspots`: exclusive ns per function,
+    root left out), in the functions this plan traces; 1 when it traces every function, 0 when it
+    leaves some out and no full trace is there to tell.  (Measured on the plan's own profile it
+    could not fall: an unprobed callee's time shows up in its probed caller's exclusive time.)
+    TLC: share of the root's inclusive time spent in its (probed) callees."""
+    root = next((f for f in funcs if f.name == ROOT), None)
+    if root is None or root.total_ns == 0:
+        return 0.0, 0.0
+    tlc = (root.total_ns - root.exclusive_ns) / root.total_ns
+    if plan.mode == Mode.TRACE and not any(plan.removed.values()):
+        return 1.0, tlc
+    whole = sum(v for n, v in hotspots.items() if n != ROOT and v > 0)
+    if not whole:
+        return 0.0, tlc
+    covered = sum(v for n, v in hotspots.items() if n != ROOT and v > 0 and n in plan.names and plan.is_traced(n))
+    return covered / whole, tlc
+
+
+def predicted_overhead(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dict[str, float],
+                       samples: int = 0) -> float:
+    """Seconds the probes should have added: traced calls x calibrated cost of the entry's class,
+    plus stack samples x the calibrated cost of one."""
+    per_call = call_costs(plan, cost_ns)
+    calls = sum(f.count * per_call.get(f.name, 0.0) for f in funcs if not f.sampled)
+    return (calls + samples * cost_ns.get(SAMPLE_KEY, 0.0)) / 1e9
+
+
+def _metrics(ctx: CollectContext, opt: Optimized, raw: RawCollection, funcs: list[FunctionStats],
+             elapsed: float) -> Metrics:
+    plan = opt.plan
+    hc, tlc = coverage(plan, funcs, opt.hotspots)
+    return Metrics(
+        PT=elapsed + ctx.ore + opt.ore + opt.oo, CPT=raw.collection_s, PRT=raw.run.wall_s, RDV=raw.raw_bytes,
+        OO=opt.oo, ORE=ctx.ore + opt.ore, PL=len(plan.functions) if plan.mode != Mode.STACK else 1,
+        PLR=sum(1 for f in funcs if f.count), HC=hc, TLC=tlc, dropped=raw.dropped, records=raw.records,
+        stack_samples=raw.stack_samples, untimed=raw.overflow, attach_s=raw.attach_s, detach_s=raw.detach_s,
+        predicted_overhead_s=predicted_overhead(plan, funcs, ctx.cost_ns, raw.stack_samples)
+        if plan.mode != Mode.BURSTY else 0.0, native_s=opt.native_s)
+
+
+def entry_classes(plan: ProbePlan) -> dict[str, tuple[str, ...]]:
+    """Entry class -> the probed functions that start with it (`push`, the common case, left out)."""
+    out: dict[str, list[str]] = {}
+    for i in plan.probed_ids():
+        f = plan.functions[i]
+        if f.entry != "push":
+            out.setdefault(f.entry, []).append(f.name)
+    return {cls: tuple(sorted(names)) for cls, names in sorted(out.items())}
+
+
+def plan_record(opt: Optimized, attach_method: str) -> PlanRecord:
+    """The plan as stored in the profile: what was probed, how, and (after a pipeline) why not the rest."""
+    plan = opt.plan
+    record = PlanRecord(probed=plan.names, removed=plan.removed, changed=plan.changed, strategy=plan.strategy,
+                        mode=plan.mode, params={"sample_every": plan.sample_every, "record_limit": plan.record_limit,
+                                                "period_ns": plan.period_ns, "window_ns": plan.window_ns,
+                                                "stack_hz": plan.stack_hz, "attach": attach_method, **opt.params},
+                        traced=tuple(sorted(plan.traced)), entries=entry_classes(plan))
+    if opt.methods or opt.reasons:
+        record = replace(record, pipeline=opt.pipeline, methods=opt.methods, reasons=opt.reasons,
+                         renamed=opt.renamed, sample_every=dict(plan.every_by), base=opt.base)
+    return record
+
+
+def profile_run(ctx: CollectContext, opt: Optimized, wl: Workload, session: Session | None = None) -> Profile:
+    """One run of `wl` under `opt.plan` (in `session` when given: the program loaded for it), as a
+    profile (its size, PS, measured on the encoded line)."""
+    t0 = time.perf_counter()
+    started = time.time()
+    if session is None:
+        raw = ctx.target.engine.collect(ctx.binary, opt.plan, ctx.runner(wl), ctx.progress)
+    else:
+        raw = session.collect(ctx.runner(wl))
+    funcs = build_functions(opt.plan, raw, ctx.subject.locations, ctx.cost_ns)
+    header = Header(**ctx.header_base, workload=wl.name, command=tuple(wl.argv), started=started,
+                    finished=time.time(), exit_status=raw.run.exit_status, partial=raw.run.partial)
+    metrics = _metrics(ctx, opt, raw, funcs, time.perf_counter() - t0)
+    profile = Profile(header, metrics, plan_record(opt, raw.attach_method), tuple(funcs),
+                      calibration=dict(ctx.cost_ns))
+    return replace(profile, metrics=replace(metrics, PS=len(codec.encode(profile))))

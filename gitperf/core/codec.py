@@ -1,0 +1,232 @@
+"""Profile <-> note line.
+
+A line is self-contained so that notes merge by union (`cat_sort_uniq`):
+
+    gpz1:<base64 of zlib-compressed compact JSON>
+
+Version 1 JSON keys are short but documented below.  Plain JSON lines (`{"v": 1, ...}`) are
+accepted on read too, which makes hand-written fixtures and debugging easy.  Reading validates every
+field and raises `NoteFormatError` with what was wrong; it never guesses.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import math
+import types
+import typing
+import zlib
+
+from gitperf.core.errors import NoteFormatError
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+
+PREFIX = "gpz1:"
+VERSION = 1
+# Largest profile JSON read or written.  A full trace of Lua 5.4 (737 functions, bounded series) is
+# about 1 MB; a line that inflates beyond this is refused unread (a 389 KB line inflating to 300 MB
+# once made every `show` of its repository take 7 s and 900 MB).
+MAX_JSON = 64 << 20
+
+
+def _delta(values: list[int]) -> list[int]:
+    return [v - p for p, v in zip([0] + values[:-1], values)]
+
+
+def _undelta(deltas: list[int]) -> list[int]:
+    out, acc = [], 0
+    for d in deltas:
+        acc += d
+        out.append(acc)
+    return out
+
+
+def _function_to_json(f: FunctionStats) -> dict:
+    d = {"n": f.name, "c": f.count, "t": f.total_ns, "x": f.exclusive_ns, "lo": f.min_ns, "hi": f.max_ns}
+    if f.hist:
+        d["h"] = list(f.hist)
+    if f.sampled:
+        d["s"] = 1
+        d["ci"] = [f.ci_low, f.ci_high]
+    if f.series:
+        # call ordinals grow, so deltas are small; durations are kept as they are
+        d["so"] = _delta([o for o, _ in f.series])
+        d["sd"] = [v for _, v in f.series]
+    if f.stack_samples:
+        d["ss"] = f.stack_samples
+    if f.location:
+        d["loc"] = f.location
+    if f.recorded:
+        d["rec"] = f.recorded
+    if f.probe_ns:
+        d["pc"] = f.probe_ns
+    if f.nested:
+        d["nc"] = f.nested
+    return d
+
+
+def to_json(profile: Profile) -> dict:
+    return {
+        "v": VERSION,
+        "h": dataclasses.asdict(profile.header),
+        "m": dataclasses.asdict(profile.metrics),
+        "p": dataclasses.asdict(profile.plan),
+        "f": [_function_to_json(f) for f in profile.functions],
+        "cal": profile.calibration,
+    }
+
+
+def encode(profile: Profile) -> str:
+    raw = json.dumps(to_json(profile), separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    if len(raw) > MAX_JSON:
+        raise NoteFormatError(f"the profile is {len(raw) >> 20} MB, over the {MAX_JSON >> 20} MB a note line may hold: "
+                              "record fewer calls per function (collect.record_limit) or probe fewer functions")
+    return PREFIX + base64.b64encode(zlib.compress(raw, 9)).decode()
+
+
+def decode(line: str) -> Profile:
+    line = line.strip()
+    if len(line) > MAX_JSON:
+        raise NoteFormatError(f"the line is {len(line) >> 20} MB, over the {MAX_JSON >> 20} MB limit")
+    try:
+        if line.startswith(PREFIX):
+            inflate = zlib.decompressobj()
+            raw = inflate.decompress(base64.b64decode(line[len(PREFIX):], validate=True), MAX_JSON)
+            if inflate.unconsumed_tail:
+                raise NoteFormatError(f"the line inflates beyond the {MAX_JSON >> 20} MB limit")
+            data = json.loads(raw, parse_constant=_no_constant)
+        elif line.startswith("{"):
+            data = json.loads(line, parse_constant=_no_constant)
+        else:
+            raise NoteFormatError(f"unknown encoding (expected '{PREFIX}' or a JSON object)")
+    except (binascii.Error, zlib.error, ValueError) as e:
+        raise NoteFormatError(f"cannot decode: {e}") from None
+    return from_json(data)
+
+
+def _no_constant(name: str):
+    raise NoteFormatError(f"{name} is not a number a profile may hold")
+
+
+def _need(d: dict, key: str, typ, where: str):
+    if not isinstance(d, dict) or key not in d:
+        raise NoteFormatError(f"missing field '{where}{key}'")
+    return _value(d[key], typ, f"{where}{key}")
+
+
+_LARGEST = 2 ** 63 - 1  # what sqlite (the index) stores; ~292 years in nanoseconds
+# may be negative: a signal's exit status, exclusive time (inclusive less nested, each with its own clock
+# reads), times of day and the bounds of an estimate
+_SIGNED = frozenset({"exit_status", "exclusive_ns", "started", "finished", "ci_low", "ci_high"})
+
+
+def _value(v, typ, where: str):
+    """`v` checked against the type annotation `typ` (and turned into it: lists into tuples).  Numbers
+    must be finite, and non-negative unless the field is in `_SIGNED`: NaN or a negative count in a
+    note would flow into every statistic read from it."""
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        for a in options[:-1]:
+            try:
+                return _value(v, a, where)
+            except NoteFormatError:
+                pass
+        return _value(v, options[-1], where)
+    if origin is tuple:
+        if not isinstance(v, (list, tuple)):
+            raise NoteFormatError(f"field '{where}' should be a list, not {type(v).__name__}")
+        inner = args[:-1] if args[-1:] == (Ellipsis,) else args
+        if args[-1:] != (Ellipsis,) and len(v) != len(args):
+            raise NoteFormatError(f"field '{where}' should have {len(args)} items, not {len(v)}")
+        return tuple(_value(x, inner[0] if len(inner) == 1 else inner[i], f"{where}[{i}]") for i, x in enumerate(v))
+    if origin is dict:
+        if not isinstance(v, dict):
+            raise NoteFormatError(f"field '{where}' should be an object, not {type(v).__name__}")
+        return {k: _value(x, args[1], f"{where}.{k}") for k, x in v.items()}
+    if typ in (dict, list):
+        if not isinstance(v, typ):
+            raise NoteFormatError(f"field '{where}' should be {'an object' if typ is dict else 'a list'}, "
+                                  f"not {type(v).__name__}")
+        return v
+    if typ is bool:
+        if not isinstance(v, (bool, int)):
+            raise NoteFormatError(f"field '{where}' should be a boolean, not {type(v).__name__}")
+        return bool(v)
+    if typ in (int, float):
+        ok = isinstance(v, int) if typ is int else isinstance(v, (int, float))
+        if not ok or isinstance(v, bool):
+            raise NoteFormatError(f"field '{where}' should be {'an integer' if typ is int else 'a number'}, "
+                                  f"not {type(v).__name__}")
+        if not math.isfinite(v) or abs(v) > _LARGEST or (v < 0 and where.rsplit(".", 1)[-1] not in _SIGNED):
+            raise NoteFormatError(f"field '{where}' has an impossible value {v!r}")
+        return typ(v)
+    if issubclass(typ, str):
+        if not isinstance(v, str):
+            raise NoteFormatError(f"field '{where}' should be a string, not {type(v).__name__}")
+        return v
+    raise AssertionError(f"no reader for {typ!r}")  # a model field of a new type: add it here
+
+
+def _build(cls, d: dict, where: str):
+    """Construct a flat dataclass from a dict, checking each field against its annotation."""
+    if not isinstance(d, dict):
+        raise NoteFormatError(f"'{where}' should be an object")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in d:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise NoteFormatError(f"missing field '{where}.{f.name}'")
+            continue
+        kwargs[f.name] = _value(d[f.name], hints[f.name], f"{where}.{f.name}")
+    return cls(**kwargs)
+
+
+_SHORT = {"c": "count", "t": "total_ns", "x": "exclusive_ns", "lo": "min_ns", "hi": "max_ns", "h": "hist",
+          "ss": "stack_samples", "loc": "location", "rec": "recorded", "pc": "probe_ns", "nc": "nested"}
+
+
+def _function_from_json(d: dict, i: int) -> FunctionStats:
+    w = f"f[{i}]."
+    if not isinstance(d, dict):
+        raise NoteFormatError(f"'f[{i}]' should be an object")
+    fields = {"name": _need(d, "n", str, w)}
+    fields.update({name: d[key] for key, name in _SHORT.items() if key in d})
+    if "so" in d or "sd" in d:
+        ords, durs = _need(d, "so", tuple[int, ...], w), _need(d, "sd", tuple[int, ...], w)
+        if len(ords) != len(durs):
+            raise NoteFormatError(f"'{w}series' has {len(ords)} ordinals but {len(durs)} durations")
+        fields["series"] = [list(x) for x in zip(_undelta(list(ords)), durs)]
+    if "ci" in d:  # checked by _build under the fields' own names (interval bounds may be negative)
+        ci = d["ci"]
+        if not isinstance(ci, list) or len(ci) != 2:
+            raise NoteFormatError(f"field '{w}ci' should be a list of two numbers")
+        fields["ci_low"], fields["ci_high"] = ci
+    fields["sampled"] = d.get("s", 0)
+    return _build(FunctionStats, fields, f"f[{i}]")  # count, total_ns, exclusive_ns: required there
+
+
+def from_json(data: dict) -> Profile:
+    if not isinstance(data, dict):
+        raise NoteFormatError("a profile must be a JSON object")
+    v = data.get("v")
+    if v != VERSION:
+        raise NoteFormatError(f"unsupported profile version {v!r} (this git perf reads {VERSION})")
+    header = _build(Header, _need(data, "h", dict, ""), "h")
+    parts = {"h.workload": header.workload, "h.engine": header.engine, "h.machine": header.machine,
+             "h.binary": header.binary.rsplit("/", 1)[-1]}  # the comparison key joins them with "|"
+    bad = next((k for k, v in parts.items() if "|" in v), None)
+    if bad:
+        raise NoteFormatError(f"field '{bad}' contains '|', which no name git perf writes contains")
+    return Profile(
+        header=header,
+        metrics=_build(Metrics, _need(data, "m", dict, ""), "m"),
+        plan=_build(PlanRecord, _need(data, "p", dict, ""), "p"),
+        functions=tuple(_function_from_json(f, i) for i, f in enumerate(_need(data, "f", list, ""))),
+        calibration=_value(data.get("cal", {}), dict[str, float], "cal"),
+    )

@@ -1,0 +1,274 @@
+"""`.gitperf.toml`: the project's configuration, versioned with the code it measures (ARCHITECTURE.md §3).
+
+Every value has a default.  Validation is strict (unknown keys are typos, not silence) and every
+error names the file, the key, the bad value and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitperf.core.errors import ConfigError
+from gitperf.core.model import Mode
+
+FILENAME = ".gitperf.toml"
+MODES = tuple(m.value for m in Mode if m != Mode.HYBRID)  # hybrid comes from --max-overhead, not --mode
+PIPELINES = ("none", "basic", "advanced", "full")
+STRATEGIES = ("userspace", "funcs")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    command: str = "make"  # shell command run at the work tree's root ("" = nothing to build)
+    binary: str = ""  # path of the ELF to probe, relative to the root
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    command: str  # shell command; it may run the binary several times, in several processes
+    repeat: int = 1
+    timeout: float = 300.0
+
+    @property
+    def argv(self) -> list[str]:
+        return ["/bin/sh", "-c", self.command]
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    engine: str = "bcc"
+    strategy: str = "userspace"  # userspace: every function defined in the binary; funcs: `functions`
+    functions: tuple[str, ...] = ()
+    mode: str = Mode.TRACE
+    pipeline: str = "none"
+    sample_every: int = 1  # mode=sample: record every n-th call of each function (all are counted)
+    record_limit: int = 1000  # mode=dynamic: stop recording a function after this many calls
+    reenable: bool = False  # mode=dynamic: re-enable with doubling back-off
+    period_ms: float = 100.0  # mode=timed/bursty: period
+    window_ms: float = 10.0  # mode=timed/bursty: recording window / burst length within a period
+    stack_hz: int = 0  # perf_event stack sampling frequency (0 = off, except in mode=stack)
+    series_limit: int = 200  # sampled calls kept per function in the profile (at most)
+    max_overhead: float = 0.0  # percent of native run time the probes may add (> 0: hybrid plan)
+    watch: tuple[str, ...] = ()  # max_overhead: functions worth tracing as much as changed ones
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    min_relative: float = 0.05  # smaller relative changes are never called degradations
+    min_absolute_ns: int = 10_000
+    confidence: float = 0.99
+    direction: str = "lower"  # lower time is better
+    history: int = 10
+    # the other methods' votes and the bootstrap of the mean call beside each verdict: they never
+    # change it and cost ~90% of a check's time (the dashboard's index turns them off)
+    votes: bool = True
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    commits: str = "tip"  # tip | all
+    max_commits: int = 5
+    on_cannot_collect: str = "allow"  # allow | reject
+    on_not_enough_data: str = "allow"
+    push_notes: bool = False
+    workloads: tuple[str, ...] = ()  # which workloads the hook collects and checks (() = all)
+    rounds: int = 0  # rounds of the paired check (0 = until the changed functions are decided)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    build: BuildConfig = field(default_factory=BuildConfig)
+    workloads: tuple[Workload, ...] = ()
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    check: CheckConfig = field(default_factory=CheckConfig)
+    hook: HookConfig = field(default_factory=HookConfig)
+    digest: str = ""  # sha256 of the file's text (first 12 hex digits): which configuration produced a profile
+
+    def workload(self, name: str) -> Workload:
+        for w in self.workloads:
+            if w.name == name:
+                return w
+        names = ", ".join(w.name for w in self.workloads) or "none"
+        raise ConfigError(self.path, "workload", f"no workload named '{name}' (defined: {names})")
+
+
+_CHOICES = {
+    "collect.mode": MODES, "collect.pipeline": PIPELINES, "collect.strategy": STRATEGIES,
+    "collect.engine": ("bcc",), "check.direction": ("lower", "higher"), "hook.commits": ("tip", "all"),
+    "hook.on_cannot_collect": ("allow", "reject"), "hook.on_not_enough_data": ("allow", "reject"),
+}
+_POSITIVE = {"workload.repeat", "workload.timeout", "collect.sample_every", "collect.record_limit",
+             "collect.period_ms", "collect.window_ms", "collect.series_limit", "check.confidence",
+             "hook.max_commits", "check.history"}
+_NOT_NEGATIVE = {"collect.stack_hz", "check.min_relative", "check.min_absolute_ns", "hook.rounds"}
+_BELOW_ONE = {"check.confidence"}  # a probability
+
+
+def _typename(t) -> str:
+    return {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}.get(
+        getattr(t, "__name__", str(t)), str(t))
+
+
+def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
+    if not isinstance(table, dict):
+        raise ConfigError(path, where, f"expected a table, got {table!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in table:
+        if key not in fields or key == "path":
+            known = ", ".join(k for k in fields if k != "path")
+            raise ConfigError(path, f"{where}.{key}", f"unknown key (known keys: {known})")
+    for key in required:
+        if key not in table:
+            raise ConfigError(path, f"{where}.{key}", "missing (required)")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in table:
+            continue
+        value, key = table[name], f"{where}.{name}"
+        ftype = f.type if not isinstance(f.type, str) else eval(f.type)  # noqa: S307 - our own annotations
+        if ftype == tuple[str, ...]:
+            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise ConfigError(path, key, f"expected a list of strings, got {value!r}")
+            value = tuple(value)
+        elif ftype is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(path, key, f"expected a number, got {value!r}")
+            value = float(value)
+            if not math.isfinite(value):  # TOML has nan and inf; neither is a timeout or a period
+                raise ConfigError(path, key, f"expected a finite number, got {value!r}")
+        elif isinstance(value, bool) != (ftype is bool) or not isinstance(value, ftype):
+            raise ConfigError(path, key, f"expected {_typename(ftype)}, got {value!r}")
+        generic = f"{where.split('[')[0]}.{name}"
+        if generic in _CHOICES and value not in _CHOICES[generic]:
+            raise ConfigError(path, key, f"expected one of {', '.join(_CHOICES[generic])}, got {value!r}")
+        if generic in _POSITIVE and value <= 0:
+            raise ConfigError(path, key, f"expected a value > 0, got {value!r}")
+        if generic in _NOT_NEGATIVE and value < 0:
+            raise ConfigError(path, key, f"expected a value >= 0, got {value!r}")
+        if generic in _BELOW_ONE and value >= 1:
+            raise ConfigError(path, key, f"expected a value below 1 (0.99 = 99%), got {value!r}")
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def parse(text: str, path: str = FILENAME) -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(path, "", f"not valid TOML: {e}") from None
+    known = {"build", "workload", "collect", "check", "hook"}
+    for key in data:
+        if key not in known:
+            raise ConfigError(path, key, f"unknown section (known: {', '.join(sorted(known))})")
+    workloads_raw = data.get("workload", [])
+    if not isinstance(workloads_raw, list):
+        raise ConfigError(path, "workload", "expected [[workload]] tables")
+    workloads = []
+    for i, w in enumerate(workloads_raw):
+        wl = _section(Workload, w, path, f"workload[{i}]", required=("name", "command"))
+        if not wl.name.strip() or "|" in wl.name:
+            raise ConfigError(path, f"workload[{i}].name", f"expected a non-empty name without '|', got {wl.name!r}")
+        try:
+            shlex.split(wl.command)
+        except ValueError as e:
+            raise ConfigError(path, f"workload[{i}].command", f"cannot parse {wl.command!r}: {e}") from None
+        if any(o.name == wl.name for o in workloads):
+            raise ConfigError(path, f"workload[{i}].name", f"duplicate workload name {wl.name!r}")
+        workloads.append(wl)
+    collect = _section(CollectConfig, data.get("collect", {}), path, "collect")
+    if collect.window_ms > collect.period_ms:
+        raise ConfigError(path, "collect.window_ms", f"must not exceed collect.period_ms ({collect.period_ms})")
+    if not 0 <= collect.max_overhead <= 1000:
+        raise ConfigError(path, "collect.max_overhead", f"expected a percentage from 0 (off) to 1000, got "
+                          f"{collect.max_overhead!r}")
+    return Config(
+        path=path,
+        build=_section(BuildConfig, data.get("build", {}), path, "build"),
+        workloads=tuple(workloads),
+        collect=collect,
+        check=_section(CheckConfig, data.get("check", {}), path, "check"),
+        hook=_section(HookConfig, data.get("hook", {}), path, "hook"),
+        digest=hashlib.sha256(text.encode()).hexdigest()[:12],
+    )
+
+
+def load(root: str | Path) -> Config | None:
+    """The configuration at the work tree's root, or None when there is no file."""
+    p = Path(root) / FILENAME
+    if not p.exists():
+        return None
+    return load_file(p)
+
+
+def load_file(p: Path) -> Config:
+    """A configuration file (`--config FILE`)."""
+    if not p.is_file():
+        raise ConfigError(str(p), "", "no such file")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(str(p), "", f"cannot read: {e}") from None
+    return parse(text, str(p))
+
+
+TEMPLATE = '''\
+# git perf configuration (https://... see README).  Every key is optional unless noted.
+
+[build]
+# Shell command that builds the program, run at the repository root.  "" = nothing to build.
+command = "make"
+# The ELF binary to probe, relative to the repository root.  Build it with -g and do not strip it.
+# Cheaper probes: add -fpatchable-function-entry=5 to the compiler flags (gcc, clang).  Every function
+# then starts with NOPs, which uprobes emulate, instead of an instruction the kernel single-steps
+# (`git perf collect` says how many probed functions are single-stepped and what they cost).
+binary = "{binary}"
+
+# One table per workload; each becomes one profile per collection.
+[[workload]]
+name = "default"                # required; used to compare profiles across commits
+command = "{command}"           # required; a shell command (may run the binary several times)
+repeat = 1                      # runs per collection: 3+ for workloads you gate on (check uses medians)
+timeout = 300                   # seconds before the run is killed and the profile marked partial
+
+[collect]
+engine = "bcc"                  # eBPF via bcc (needs root or CAP_BPF+CAP_PERFMON)
+strategy = "userspace"          # userspace = every function in the binary; funcs = the list below
+# functions = ["parse", "hash_insert"]
+mode = "trace"                  # trace | sample | dynamic | timed | bursty | stack
+pipeline = "none"               # none | basic | advanced | full
+sample_every = 1                # mode=sample: keep every n-th call record (all calls are counted)
+record_limit = 1000             # mode=dynamic: stop recording a function after this many calls
+period_ms = 100.0               # mode=timed|bursty: period ...
+window_ms = 10.0                # ... and the recording window (burst) inside it
+stack_hz = 0                    # perf_event stack sampling frequency for untraced code (0 = off)
+max_overhead = 0                # percent: trace what the budget allows, stack-sample the rest (0 = off)
+# watch = ["parse"]             # max_overhead: trace these first, like functions the change touched
+
+[check]
+min_relative = 0.05             # relative changes below this are never degradations
+min_absolute_ns = 10000         # nor are absolute changes below this
+confidence = 0.99
+direction = "lower"             # lower | higher is better
+votes = true                    # other methods' opinions beside each verdict (slower; never change it)
+
+[hook]                          # the pre-push hook runs `git perf check --collect` on each pushed commit
+commits = "tip"                 # tip | all (up to max_commits): which pushed commits to check
+max_commits = 5
+on_cannot_collect = "allow"     # allow | reject the push when this machine cannot collect
+on_not_enough_data = "allow"
+push_notes = false              # also push refs/notes/perf to the remote
+# workloads = ["small"]         # which workloads the hook collects and checks (default: all)
+# rounds = 5                    # rounds of the hook's paired check (default: until decided, 3 to 15)
+'''
+
+
+def template(binary: str = "build/app", command: str = "./build/app") -> str:
+    return TEMPLATE.format(binary=binary, command=command.replace('"', '\\"'))

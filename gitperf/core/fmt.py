@@ -1,0 +1,22 @@
+"""How numbers are written for people: one formatter for each unit, used by every view."""
+
+from __future__ import annotations
+
+
+def fmt_ns(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.2f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_confidence(x: float | None) -> str:
+    """99.99...% is not 100%: a test never makes a change certain."""
+    return "" if x is None else ">99.9%" if x >= 0.9995 else f"{x * 100:.1f}%"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"

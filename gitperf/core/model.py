@@ -1,0 +1,240 @@
+"""The data model shared by every stage (ARCHITECTURE.md §5): one immutable profile per
+(commit, configuration, run), and the one rule for which profiles may be compared.
+
+Only plain data lives here; encoding to a note line is in `codec.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+ROOT = "main"  # the root function: every plan probes it, and its inclusive time is the workload's total
+
+
+class Mode(StrEnum):
+    """How a plan probes (ARCHITECTURE.md §6).  A StrEnum: stored in notes and compared as its string."""
+
+    TRACE = "trace"  # every call aggregated in the kernel; per-call series bounded by dynamic probing
+    SAMPLE = "sample"  # every call counted, every n-th recorded
+    DYNAMIC = "dynamic"  # recording stops after a threshold (optionally re-enabled with back-off)
+    TIMED = "timed"  # recording only in periodic windows
+    BURSTY = "bursty"  # probes attached only during bursts: counts and times are estimates
+    STACK = "stack"  # perf_event stack samples only (the root is probed for symbolisation)
+    HYBRID = "hybrid"  # a traced set under an overhead budget, stack samples for the rest
+
+
+# The plan parameters that change what a probed call costs or what is recorded (PlanRecord.params).
+PLAN_PARAMS = ("sample_every", "record_limit", "period_ns", "window_ns", "stack_hz", "attach")
+
+# Modes in which only some functions are traced and the rest are covered by stack samples.
+PARTLY_TRACED = frozenset({Mode.STACK, Mode.HYBRID})
+
+
+@dataclass(frozen=True)
+class Header:
+    tool_version: str
+    commit: str
+    binary: str  # path as given in the configuration (relative to the work tree) or absolute ad hoc
+    build_id: str
+    command: tuple[str, ...]
+    workload: str
+    engine: str
+    machine: str  # fingerprint of the hardware: profiles from other machines are not comparable
+    kernel: str
+    started: float  # unix time
+    finished: float
+    exit_status: int | None = 0  # of the workload; None when it was killed (timeout)
+    partial: str = ""  # why the profile is incomplete ("" = complete): crash, timeout, ...
+    # the configuration that produced it when not the commit's own: a commit from before the project
+    # adopted git perf is collected with the working tree's .gitperf.toml or --config FILE
+    config: str = ""
+
+    @property
+    def config_key(self) -> str:
+        """Which profiles can be compared: same binary, workload, engine and machine."""
+        name = self.binary.rsplit("/", 1)[-1]
+        return f"{name}|{self.workload}|{self.engine}|{self.machine}"
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The thesis' evaluation metrics (times in seconds, sizes in bytes)."""
+
+    PT: float = 0.0  # profiling time: the whole collect command for this workload
+    CPT: float = 0.0  # collection phase time: probes attached until results read
+    PRT: float = 0.0  # program run time (wall clock of the workload under probes)
+    RDV: int = 0  # raw data volume: bytes of records and maps read from the kernel
+    PS: int = 0  # profile size: bytes of the encoded note line
+    OO: float = 0.0  # optimization overhead: planning time
+    ORE: float = 0.0  # overhead of resource extraction: binary/call-graph analysis time
+    PL: int = 0  # probe locations: functions probed
+    PLR: int = 0  # probe locations reached: probed functions called at least once
+    HC: float = 0.0  # hotspot coverage: share of a full trace's exclusive time in the functions traced (0: unknown)
+    TLC: float = 0.0  # top-level coverage: share of the root's inclusive time seen in its callees
+    dropped: int = 0  # sampled records lost (ring buffer full): counted in BPF, never silent
+    records: int = 0  # sampled call records delivered
+    stack_samples: int = 0  # perf_event samples taken
+    untimed: int = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
+    attach_s: float = 0.0
+    detach_s: float = 0.0
+    predicted_overhead_s: float = 0.0  # calls x calibrated per-hit cost of each entry class (+ samples x cost)
+    native_s: float = 0.0  # --max-overhead: the pilot's run time at native speed (0 = not measured)
+
+    @property
+    def measured_overhead(self) -> float | None:
+        """PRT / native - 1 against the pilot run (one native run: as noisy as the machine)."""
+        return self.PRT / self.native_s - 1 if self.native_s > 0 else None
+
+    def as_dict(self) -> dict:
+        """The fields and the derived measured overhead (for --json and the dashboard index)."""
+        return {**asdict(self), "measured_overhead": self.measured_overhead}
+
+
+@dataclass(frozen=True)
+class FunctionStats:
+    """Per-function results.  `count`, `total_ns`, `exclusive_ns` are exact kernel aggregates
+    unless `sampled` is true, in which case `ci_low`/`ci_high` bound the estimate of `total_ns`.
+
+    `total_ns` sums the inclusive time of every call, so a recursive function counts its nested
+    calls' time again; `exclusive_ns` is additive and never double counts."""
+
+    name: str
+    count: int
+    total_ns: int
+    exclusive_ns: int
+    min_ns: int = 0
+    max_ns: int = 0
+    hist: tuple[int, ...] = ()  # log2 buckets of inclusive duration: hist[i] counts [2^i, 2^(i+1)) ns
+    sampled: bool = False
+    ci_low: float | None = None
+    ci_high: float | None = None
+    # bounded series of sampled calls: (call ordinal within this function, inclusive ns)
+    series: tuple[tuple[int, int], ...] = ()
+    stack_samples: int = 0  # perf_event samples whose instruction pointer fell in this function
+    location: str = ""  # "file:line" of the definition when DWARF has it
+    recorded: int = 0  # calls recorded in the kernel's ring buffer (before the series was thinned)
+    # calibrated estimate of the probes' own time inside total_ns: the function's own entry/return share
+    # plus every probed call nested in its calls (ARCHITECTURE.md §6); total_ns - probe_ns is native time.
+    # It can exceed total_ns where the calibration overestimates this run's probes (it is not capped)
+    probe_ns: int = 0
+    nested: int = 0  # probed calls nested in its calls (exact kernel count)
+
+    @property
+    def mean_ns(self) -> float:
+        return self.total_ns / self.count if self.count else 0.0
+
+    @property
+    def native_ns(self) -> int:
+        """Inclusive time with the calibrated probe time taken out: an estimate of the native time."""
+        return max(self.total_ns - self.probe_ns, 0)
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """The plan that was used, as stored in the profile (ARCHITECTURE.md §5)."""
+
+    probed: tuple[str, ...] = ()
+    removed: dict[str, tuple[str, ...]] = field(default_factory=dict)  # method -> names
+    changed: tuple[str, ...] = ()
+    strategy: str = "userspace"
+    mode: str = Mode.TRACE
+    params: dict[str, float | str | None] = field(default_factory=dict)  # numbers; the attach method a name
+    pipeline: str = "none"
+    methods: tuple[str, ...] = ()  # the optimization methods that ran, in order
+    reasons: dict[str, str] = field(default_factory=dict)  # removed function -> why
+    renamed: dict[str, str] = field(default_factory=dict)  # diff tracing: base name -> name here
+    sample_every: dict[str, int] = field(default_factory=dict)  # per-function periods (dynamic sampling)
+    base: str = ""  # the commit diff tracing and the baseline statistics came from
+    traced: tuple[str, ...] = ()  # hybrid: the functions traced on every call (the rest: stack samples)
+    # entry-instruction class -> the probed functions of that class (analysis.elf.classify), every
+    # class but `push`, which is what a function not listed here starts with
+    entries: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The plan as it was asked for, when one plan serves several binaries (`check --collect`: the same
+    # functions by name on both sides, though a new function exists in one of them only): its
+    # fingerprint.  "" = derive it from what was probed (`fingerprint`).
+    spec: str = ""
+
+    @property
+    def fingerprint(self) -> str:
+        """Which functions were probed and how: two profiles are comparable only with the same
+        fingerprint (ARCHITECTURE.md §5).  A traced call costs microseconds, far more than most
+        functions' own work, so a caller's inclusive time depends on which callees were probed."""
+        if self.spec:
+            return self.spec
+        if self.mode in PARTLY_TRACED:
+            names = sorted({*self.traced, ROOT})
+        elif self.strategy == "userspace" and not self.methods:
+            names = ["*"]  # every function of the binary, whichever those are
+        else:
+            names = sorted(self.probed)
+        how = {k: self.params.get(k) for k in PLAN_PARAMS}
+        text = json.dumps([str(self.mode), names, how, sorted(self.sample_every.items())], sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+    def describe(self) -> str:
+        """The plan in a few words, for labels: "trace all", "hybrid: 3 traced, 499 Hz", ..."""
+        hz = f", {self.params['stack_hz']:.0f} Hz" if self.params.get("stack_hz") else ""
+        if self.mode in PARTLY_TRACED:
+            return f"{self.mode}: {len({*self.traced, ROOT})} traced{hz}"
+        if self.strategy == "userspace" and not self.methods:
+            return f"{self.mode} all{hz}"
+        return f"{self.mode} {len(self.probed)} functions" + (f" ({self.pipeline})" if self.methods else "") + hz
+
+    def is_traced(self, name: str) -> bool:
+        """Would this profile hold `name` had it been called?  Yes where it was traced; a function that
+        only stack samples cover (stack, hybrid) may just have escaped the samples."""
+        if self.mode in PARTLY_TRACED:
+            return name in self.traced or name == ROOT
+        return name in self.probed
+
+
+@dataclass(frozen=True)
+class Profile:
+    header: Header
+    metrics: Metrics
+    plan: PlanRecord
+    functions: tuple[FunctionStats, ...]
+    calibration: dict[str, float] = field(default_factory=dict)  # entry class -> ns per hit
+
+    @property
+    def config_key(self) -> str:
+        return self.header.config_key
+
+    @property
+    def complete(self) -> bool:
+        """Partial runs (crash, timeout) measure a different amount of work: never a baseline or target."""
+        return not self.header.partial
+
+    def function(self, name: str) -> FunctionStats | None:
+        return self._by_name.get(name)
+
+    @cached_property
+    def _by_name(self) -> dict[str, FunctionStats]:
+        """Name -> stats (checks look up every function in every profile: a scan would be quadratic)."""
+        return {f.name: f for f in self.functions}
+
+
+def content_id(line: str) -> str:
+    """A profile's identity is the hash of its encoded content."""
+    return hashlib.sha256(line.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """A profile read back from the notes, with where it came from."""
+
+    commit: str
+    line_no: int
+    id: str
+    profile: Profile
+
+
+def comparison_key(p: Profile) -> str:
+    """The one rule for which profiles may be compared (checks, diff, report, noise, the index):
+    same binary name, workload, engine and machine (`Header.config_key`), same mode, and the same
+    probe plan (`PlanRecord.fingerprint`).  binary|workload|engine|machine|mode|plan."""
+    return f"{p.config_key}|{p.plan.mode}|{p.plan.fingerprint}"

@@ -1,0 +1,87 @@
+"""Getting a binary for a revision: the work tree itself when REV is the clean checked-out HEAD,
+otherwise a temporary `git worktree` that is removed afterwards (the user's tree is never touched)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pygit2
+
+from gitperf.core.errors import BuildError
+from gitperf.core.proc import alive
+
+
+def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
+    if repo.is_bare or repo.head_is_unborn or str(repo.head.target) != commit:
+        return False
+    flags = pygit2.GIT_STATUS_IGNORED | pygit2.GIT_STATUS_WT_NEW  # untracked files do not change a build
+    return all(f & flags for f in repo.status().values())
+
+
+_PREFIX = "gitperf-wt-"  # + the owning process id: gitperf-wt-PID-XXXX/<commit>
+
+
+def sweep_worktrees(repo: pygit2.Repository) -> list[str]:
+    """Remove the temporary worktrees of collections that died without cleaning up (SIGKILL, a
+    power cut): those whose owning process is gone.  Returns their paths."""
+    cwd = repo.workdir or repo.path
+    r = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=cwd, capture_output=True, text=True)
+    swept = []
+    for line in r.stdout.splitlines():
+        path = Path(line[len("worktree "):]) if line.startswith("worktree ") else None
+        m = re.fullmatch(_PREFIX + r"(\d+)-.*", path.parent.name) if path else None
+        if m and not alive(int(m.group(1))):
+            subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=cwd, capture_output=True)
+            shutil.rmtree(path.parent, ignore_errors=True)
+            swept.append(str(path))
+    if swept:
+        subprocess.run(["git", "worktree", "prune"], cwd=cwd, capture_output=True)
+    return swept
+
+
+@contextmanager
+def checkout(repo: pygit2.Repository, commit: str) -> Iterator[Path]:
+    """A directory holding `commit`'s tree: the work tree when it is clean at that commit."""
+    if _is_clean_head(repo, commit):
+        yield Path(repo.workdir)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+    target = tmp / commit[:12]
+    cwd = repo.workdir or repo.path
+    r = subprocess.run(["git", "worktree", "add", "--detach", "-q", str(target), commit], cwd=cwd,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BuildError(f"cannot check out {commit[:12]} into a temporary worktree: {r.stderr.strip()}")
+    try:
+        yield target
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(target)], cwd=cwd, capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=cwd, capture_output=True)
+
+
+def run_build(command: str, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> None:
+    """Run the build command at `root`.  Builds of one directory are serialised (two collections at
+    once in one work tree would otherwise race inside make); the second build is then a no-op."""
+    if not command.strip():
+        return
+    lock = lock_dir / f"build-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}.lock"
+    try:
+        with open(lock, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"build of {commit[:12]} did not finish in {timeout:.0f}s: {command}") from None
+    if r.returncode != 0:
+        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+        raise BuildError(f"build of {commit[:12]} failed (exit {r.returncode}): {command}\n{tail}")

@@ -1,0 +1,220 @@
+"""Statistics for the checks (ARCHITECTURE.md §10).  Pure functions over plain numbers; no I/O.
+
+Times are compared on a log scale: run-to-run noise on a shared machine is multiplicative (a
+busy machine makes every call a few percent slower), so log(target / base) is roughly normal with a
+spread that does not depend on the function's size.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import special
+from scipy import stats as sps
+
+# MAD -> standard deviation for normal data.
+MAD_TO_SD = 1.4826
+NORMAL_Q3 = 0.6744897501960817  # the standard normal's third quartile
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Run-to-run standard deviation of log(time) and where the estimate came from."""
+
+    sigma: float
+    df: float  # degrees of freedom of the estimate (inf = assumed, not estimated)
+    source: str  # "replicates" | "history" | "cross-section" | "prior"
+
+
+def center(values) -> float:
+    """Mean of one or two runs; the median from three on, so one disturbed run (another process
+    hogging the machine for a second) does not move the result.  (Plain Python: a handful of runs
+    per call and ~10^5 calls when the dashboard's index checks a long history; np.median costs 50x.)"""
+    v = [float(x) for x in values]
+    if len(v) < 3:
+        return sum(v) / len(v)
+    return statistics.median(v)
+
+
+def center_var(n: int) -> float:
+    """Variance of `center` over n runs, in units of one run's variance (pi/2 / n for the median:
+    its asymptotic efficiency, conservative for small n)."""
+    return 1 / n if n < 3 else math.pi / 2 / n
+
+
+def p_slower(stat: float, se: float, df: float) -> float:
+    """One-sided p-value of "no increase" for a log-scale statistic with standard error `se`
+    (normal when the noise estimate has infinite degrees of freedom, else Student's t)."""
+    z = stat / se if se else math.copysign(math.inf, stat)
+    # scipy.special directly: the same functions as sps.norm.sf / sps.t.sf without ~100 µs of overhead
+    return float(special.ndtr(-z) if math.isinf(df) else special.stdtr(df, -z))
+
+
+def interval(d: float, se: float, df: float, confidence: float) -> tuple[float, float]:
+    """Two-sided interval of the relative change exp(d) - 1."""
+    p = 0.5 + confidence / 2
+    q = float(special.ndtri(p) if math.isinf(df) else special.stdtrit(df, p))
+    return _expm1(d - q * se), _expm1(d + q * se)
+
+
+def _expm1(x: float) -> float:
+    """exp(x) - 1, infinite beyond what a float holds (an interval may be that wide: a native estimate
+    whose calibration error is many times its size)."""
+    return math.expm1(x) if x < 700 else math.inf
+
+
+def pooled_replicate_sigma(groups: Sequence[Sequence[float]]) -> Noise | None:
+    """SD of log(total) from commits measured more than once (pooled within-commit spread).
+
+    Where every group has three runs or more its center is the median, and so the spread is robust
+    too: the median of all within-group pairwise |differences| (|x_i - x_j| / sqrt 2 is half-normal,
+    whose median is 0.6745 sigma).  One disturbed run among five then shifts the spread by little
+    rather than doubling it; a classical SD would let that run hide a real 50% change.  With one or
+    two runs (mean centers) it is the pooled classical SD.  Plain Python: groups are a few runs."""
+    logs = [[math.log(max(float(x), 1.0)) for x in g] for g in groups if len(g) >= 2]
+    df = sum(len(g) - 1 for g in logs)
+    if df < 2:
+        return None
+    if all(len(g) >= 3 for g in logs):
+        pairs = [abs(a - b) for g in logs for a, b in itertools.combinations(g, 2)]
+        return Noise(statistics.median(pairs) / (math.sqrt(2) * NORMAL_Q3), df, "replicates")
+    ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in logs)
+    return Noise(math.sqrt(ss / df), df, "replicates")
+
+
+def history_sigma(values: Sequence[float], min_points: int) -> Noise | None:
+    """Noise from consecutive commits' values: robust SD of successive log differences / sqrt(2).
+
+    Successive differences ignore slow drift, and a robust scale (Qn) ignores the odd real change, so
+    a history that contains a regression still yields the noise level rather than the regression's size."""
+    if len(values) < min_points:
+        return None
+    diffs = np.diff(np.log(np.maximum(np.asarray(values, float), 1.0)))
+    return Noise(qn_scale(diffs) / math.sqrt(2), max(len(diffs) - 1, 1), "history")
+
+
+def cross_section_sigma(residuals: Sequence[float]) -> Noise | None:
+    """Noise from one pair of collections: the robust spread, across functions, of each function's
+    log(target/base) minus the common shift.  Most functions do not change in a commit, so this is
+    how much one function's ratio wanders by luck; the MAD ignores the few that did change."""
+    r = np.asarray(residuals, float)
+    if len(r) < 5:
+        return None
+    return Noise(qn_scale(r), len(r) - 1, "cross-section")
+
+
+def qn_scale(x: Sequence[float]) -> float:
+    """Rousseeuw & Croux's Qn: a robust SD with 82% efficiency at the normal (the MAD has 37%, which
+    with the ~20 functions of a small program makes the noise estimate, and so the power, erratic).
+    The k-th smallest pairwise distance, k = C(h, 2) with h = n // 2 + 1, times 2.2219 and the
+    finite-sample factor that makes it unbiased at the normal (`qn_factor`)."""
+    v = np.asarray(x, float)
+    n = len(v)
+    if n < 2:
+        return 0.0
+    d = np.abs(v[:, None] - v[None, :])[np.triu_indices(n, 1)]
+    h = n // 2 + 1
+    k = h * (h - 1) // 2
+    return 2.2219 * float(np.partition(d, k - 1)[k - 1]) * qn_factor(n)
+
+
+# Croux & Rousseeuw (1992), "Time-efficient algorithms for two highly robust estimators of scale",
+# Table 1 (simulated d_n for n <= 9); above it n / (n + 1.4) for odd n and n / (n + 3.8) for even n.
+_QN_SMALL = {2: 0.399, 3: 0.994, 4: 0.512, 5: 0.844, 6: 0.611, 7: 0.857, 8: 0.669, 9: 0.872}
+
+
+def qn_factor(n: int) -> float:
+    """The finite-sample correction of Qn (simulated in tests/test_statistics.py for n = 3..60)."""
+    if n in _QN_SMALL:
+        return _QN_SMALL[n]
+    return n / (n + 1.4) if n % 2 else n / (n + 3.8)
+
+
+def robust_z(value: float, history: Sequence[float]) -> float:
+    """(log value - median) / (1.4826 MAD) against earlier commits (Iglewicz & Hoaglin)."""
+    h = [math.log(max(float(x), 1.0)) for x in history]  # plain Python: ~10 values, called per function
+    med = statistics.median(h)
+    mad = MAD_TO_SD * statistics.median([abs(x - med) for x in h])
+    mad = max(mad, 0.01)  # a perfectly flat history would make any change infinitely significant
+    return (math.log(max(value, 1.0)) - med) / mad
+
+
+def holm(pvalues: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """(Weighted) Holm-Bonferroni adjusted p-values: family-wise error control over all functions
+    checked.  Without it, 40 functions tested at 1% raise a false alarm in a third of clean commits.
+    Weights (Holm 1979, weighted form) give some hypotheses a larger share of the error budget; the
+    family-wise level holds for any fixed non-negative weights."""
+    m = len(pvalues)
+    w = [1.0] * m if weights is None else [max(float(x), 1e-12) for x in weights]
+    order = sorted(range(m), key=lambda i: pvalues[i] / w[i])
+    remaining = sum(w)
+    adjusted = [0.0] * m
+    running = 0.0
+    for i in order:
+        running = max(running, min(1.0, pvalues[i] * remaining / w[i]))
+        adjusted[i] = running
+        remaining -= w[i]
+    return adjusted
+
+
+def bootstrap_ratio_ci(target: Sequence[float], base: Sequence[float], confidence: float = 0.95,
+                       n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(target) / mean(base) - 1 (relative change of the mean)."""
+    a = np.asarray(target, float)
+    b = np.asarray(base, float)
+    rng = np.random.default_rng(seed)
+    ma = a[rng.integers(0, len(a), (n_boot, len(a)))].mean(axis=1)
+    mb = b[rng.integers(0, len(b), (n_boot, len(b)))].mean(axis=1)
+    r = ma / np.maximum(mb, 1e-9) - 1
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(r, alpha)), float(np.quantile(r, 1 - alpha))
+
+
+def mann_whitney_slower(target: Sequence[float], base: Sequence[float]) -> float:
+    """One-sided p-value that target's per-call durations are stochastically larger than base's."""
+    if len(target) < 3 or len(base) < 3:
+        return 1.0
+    return float(sps.mannwhitneyu(target, base, alternative="greater").pvalue)
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # first index of the new level
+    before: float  # mean of the window before
+    after: float  # mean of the window after
+    p: float
+
+
+def change_points(values: Sequence[float], window: int = 5, alpha: float = 0.01) -> list[ChangePoint]:
+    """Level shifts in a series (oldest first), in the style of Hunter/Otava: at every split, a Welch
+    t-test between the `window` values before and after on log scale; keep the smallest p-values
+    below `alpha` (Bonferroni over the splits), at least `window` apart."""
+    x = np.log(np.maximum(np.asarray(values, float), 1.0))
+    n = len(x)
+    cands = []
+    for i in range(3, n):
+        a, b = x[max(0, i - window):i], x[i:i + window]
+        if len(b) < min(window, 2) and i != n - 1:
+            continue  # a short window only at the newest value, where a shift must be seen first
+        if len(b) == 1:  # a shift at the newest commit: compare it with the window's spread
+            sd = max(float(np.std(a, ddof=1)), 0.01)
+            p = float(sps.t.sf(abs(b[0] - a.mean()) / (sd * math.sqrt(1 + 1 / len(a))), len(a) - 1)) * 2
+        else:
+            if np.std(a) == 0 and np.std(b) == 0:
+                p = 0.0 if a.mean() != b.mean() else 1.0
+            else:
+                p = float(sps.ttest_ind(b, a, equal_var=False).pvalue)
+        cands.append((p, i, float(np.exp(a.mean())), float(np.exp(b.mean()))))
+    picked: list[ChangePoint] = []
+    for p, i, before, after in sorted(cands):
+        p = min(1.0, p * len(cands))  # Bonferroni over the splits tried
+        if p >= alpha or math.isnan(p):
+            break
+        if all(abs(i - c.index) >= window for c in picked):
+            picked.append(ChangePoint(i, before, after, p))
+    return sorted(picked, key=lambda c: c.index)

@@ -1,0 +1,185 @@
+"""The notes store (ARCHITECTURE.md §4): profiles as lines of git notes under `refs/notes/perf`.
+
+* One profile per line; a line is self-contained, so notes merge by union (`cat_sort_uniq`).
+* Local writers serialise on a lock file under `.git/perf/`, and re-read the note inside the lock,
+  so concurrent `collect` runs on one machine never lose a profile.
+* A line that does not decode is reported (commit, line number, why) and skipped; writes append to
+  the note's existing text verbatim, so a corrupt line is never rewritten or dropped.
+* Reads and local writes use pygit2; sync with a remote uses the git command, which knows the user's
+  remotes, credentials and the notes merge strategies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import pygit2
+
+from gitperf.core import codec
+from gitperf.core.errors import InputError, NoteFormatError, StoreConflict
+from gitperf.core.model import Profile, StoredProfile, content_id
+from gitperf.git.repo import perf_dir
+
+NOTES_REF = "refs/notes/perf"
+SIDE_REF = "refs/notes/perf-remote"  # where `pull` fetches the remote's notes before merging
+ACCEPT_PREFIX = "gitperf-accept "  # a note line recording that this commit's performance change was intended
+
+
+@dataclass(frozen=True)
+class BadLine:
+    commit: str
+    line_no: int  # 1-based within the note
+    reason: str
+
+    def __str__(self) -> str:
+        return f"note of {self.commit[:12]} line {self.line_no}: {self.reason} (skipped, left as is)"
+
+
+def _signature(repo: pygit2.Repository) -> pygit2.Signature:
+    try:
+        return repo.default_signature
+    except (KeyError, pygit2.GitError):
+        return pygit2.Signature("git perf", "git-perf@localhost")
+
+
+class NotesStore:
+    def __init__(self, repo: pygit2.Repository, ref: str = NOTES_REF):
+        self.repo = repo
+        self.ref = ref
+
+    # -- reading ---------------------------------------------------------------------------------
+    def note_text(self, commit: str) -> str:
+        try:
+            return self.repo.lookup_note(commit, self.ref).message
+        except KeyError:
+            return ""
+
+    def read(self, commit: str) -> tuple[list[StoredProfile], list[BadLine]]:
+        """All profiles of a commit, and the lines that could not be read."""
+        good, bad = [], []
+        for no, line in enumerate(self.note_text(commit).splitlines(), start=1):
+            if not line.strip() or line.startswith(ACCEPT_PREFIX):
+                continue
+            try:
+                profile = codec.decode(line)
+            except NoteFormatError as e:
+                bad.append(BadLine(commit, no, str(e)))
+                continue
+            good.append(StoredProfile(commit, no, content_id(line.strip()), profile))
+        return good, bad
+
+    def acceptance(self, commit: str) -> dict | None:
+        """The `git perf accept` record of a commit, if any (the newest when there are several)."""
+        found = None
+        for line in self.note_text(commit).splitlines():
+            if line.startswith(ACCEPT_PREFIX):
+                try:
+                    rec = json.loads(line[len(ACCEPT_PREFIX):])
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and (found is None or rec.get("time", 0) >= found.get("time", 0)):
+                    found = rec
+        return found
+
+    def accept(self, commit: str, reason: str, who: str) -> None:
+        self.add_line(commit, ACCEPT_PREFIX + json.dumps({"reason": reason, "by": who, "time": int(time.time())},
+                                                         sort_keys=True))
+
+    def commits(self) -> list[str]:
+        """Commits that carry a perf note."""
+        try:
+            return [str(note.annotated_id) for note in self.repo.notes(self.ref)]
+        except (KeyError, pygit2.GitError):
+            return []
+
+    def find(self, profile_id: str) -> StoredProfile | None:
+        for c in self.commits():
+            for sp in self.read(c)[0]:
+                if sp.id.startswith(profile_id):
+                    return sp
+        return None
+
+    # -- writing ----------------------------------------------------------------------------------
+    @contextmanager
+    def _lock(self, timeout: float = 60.0) -> Iterator[None]:
+        path = perf_dir(self.repo) / "notes.lock"
+        with open(path, "a") as fh:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise StoreConflict(f"another git perf holds {path} for over {timeout:.0f}s") from None
+                    time.sleep(0.01)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def add(self, commit: str, profile: Profile) -> str:
+        """Append one profile to the commit's note; returns its id.  Adding the same line twice is a
+        no-op (identity is the content hash)."""
+        line = codec.encode(profile)
+        return self.add_line(commit, line)
+
+    def add_line(self, commit: str, line: str) -> str:
+        if "\n" in line:
+            raise ValueError("a profile line cannot contain a newline")
+        with self._lock():
+            # Re-read inside the lock: another process may have written since we last looked.
+            self.repo = pygit2.Repository(self.repo.path)
+            text = self.note_text(commit)
+            existing = text.splitlines()
+            if line not in existing:
+                new_text = text if text.endswith("\n") or not text else text + "\n"
+                new_text += line + "\n"
+                sig = _signature(self.repo)
+                self.repo.create_note(new_text, sig, sig, commit, self.ref, True)
+        return content_id(line)
+
+    # -- sync with a remote ------------------------------------------------------------------------
+    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        workdir = self.repo.workdir or self.repo.path
+        return subprocess.run(["git", *args], cwd=workdir, capture_output=True, text=True, check=check)
+
+    def merge_from(self, other_ref: str) -> None:
+        """Union-merge another notes ref into ours (no line is ever lost)."""
+        with self._lock():
+            if self._git("rev-parse", "-q", "--verify", other_ref, check=False).returncode != 0:
+                return
+            if self._git("rev-parse", "-q", "--verify", self.ref, check=False).returncode != 0:
+                self._git("update-ref", self.ref, other_ref)
+                return
+            r = self._git("notes", f"--ref={self.ref}", "merge", "-q", "-s", "cat_sort_uniq", other_ref, check=False)
+            if r.returncode != 0:
+                raise StoreConflict(f"merging {other_ref} into {self.ref} failed: {r.stderr.strip()}")
+
+    def pull(self, remote: str = "origin") -> None:
+        r = self._git("fetch", "-q", remote, f"+{self.ref}:{SIDE_REF}", check=False)
+        if r.returncode != 0:
+            if "couldn't find remote ref" in r.stderr:
+                return  # the remote has no profiles yet
+            raise InputError(f"git fetch {remote} failed: {r.stderr.strip()}")
+        self.merge_from(SIDE_REF)
+
+    def push(self, remote: str = "origin", attempts: int = 5) -> None:
+        """Push without force; when another clone pushed first, pull (union) and try again."""
+        for _ in range(attempts):
+            if self._git("rev-parse", "-q", "--verify", self.ref, check=False).returncode != 0:
+                return  # nothing to push
+            # --no-verify: pushing notes is not pushing code; it must not run (our own) pre-push hook
+            r = self._git("push", "-q", "--no-verify", remote, f"{self.ref}:{self.ref}", check=False)
+            if r.returncode == 0:
+                return
+            if "rejected" not in r.stderr and "fetch first" not in r.stderr and "non-fast-forward" not in r.stderr:
+                raise InputError(f"git push {remote} failed: {r.stderr.strip()}")
+            self.pull(remote)
+        raise StoreConflict(f"{remote}'s {self.ref} kept moving during {attempts} attempts; run git perf push again")

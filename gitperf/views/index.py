@@ -1,0 +1,402 @@
+"""The dashboard's index (ARCHITECTURE.md §11): an sqlite database under `.git/perf/`, derived from the
+notes and never the source of truth.  Delete it and `update` rebuilds it.
+
+What it holds, per commit that carries a note, is what the pages draw: a summary of every function
+per comparison key (`core.model.comparison_key`: the configuration and the probing mode; the
+center of the runs, their range and the center's 95% interval),
+the profiles' metrics, and the result of `git perf check` with every function's change.  The first-parent line of HEAD gives the commits' order.
+
+Updates are incremental: the index remembers each note's blob id, re-reads only notes whose id
+changed, and re-checks those commits plus the few later ones whose baseline or history they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import pygit2
+import sqlite_utils
+
+from gitperf import checks
+from gitperf.core.config import CheckConfig
+from gitperf.core.model import ROOT, Mode, StoredProfile
+from gitperf.git.repo import first_parent, perf_dir
+from gitperf.stats import accuracy, inference
+from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
+
+SCHEMA = 4  # bump when the tables change: an index of another schema is rebuilt from scratch
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    notes: int  # commits with a note
+    read: int  # notes (re)read this time
+    removed: int
+    checked: int  # commits whose check was (re)computed
+    seconds: float
+    rebuilt: bool
+
+
+class CachingStore(NotesStore):
+    """A read-only view of the notes that decodes each commit's note once (a check reads its
+    baseline and ten predecessors; the index checks every commit)."""
+
+    def __init__(self, repo: pygit2.Repository):
+        super().__init__(repo)
+        self._read: dict[str, tuple[list[StoredProfile], list[BadLine]]] = {}
+        self._text: dict[str, str] = {}
+
+    def note_text(self, commit: str) -> str:
+        if commit not in self._text:
+            self._text[commit] = super().note_text(commit)
+        return self._text[commit]
+
+    def read(self, commit: str):
+        if commit not in self._read:
+            self._read[commit] = super().read(commit)
+        return self._read[commit]
+
+
+def index_path(repo: pygit2.Repository) -> Path:
+    """`.git/perf/index.db`; when that is not writable (collection ran as root, the dashboard runs as
+    you) an index per repository under ~/.cache/git-perf/ instead: the dashboard never needs root."""
+    try:
+        d = perf_dir(repo)
+        if os.access(d, os.W_OK) and (not (d / "index.db").exists() or os.access(d / "index.db", os.W_OK)):
+            return d / "index.db"
+    except OSError:
+        pass
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "git-perf"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache / f"index-{hashlib.sha256(repo.path.encode()).hexdigest()[:16]}.db"
+
+
+def _note_ids(repo: pygit2.Repository) -> dict[str, str]:
+    try:
+        return {str(n.annotated_id): str(n.id) for n in repo.notes(NOTES_REF)}
+    except (KeyError, pygit2.GitError):
+        return {}
+
+
+def _first_parent_line(repo: pygit2.Repository) -> list[pygit2.Commit]:
+    """HEAD's first-parent line, oldest first."""
+    if repo.head_is_unborn:
+        return []
+    return list(first_parent(repo, str(repo.head.target)))[::-1]
+
+
+def _summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """One row per (comparison key, function): center of the runs' totals and their range.  Profiles
+    of different modes are different series: an estimate is never averaged with an exact total."""
+    groups = checks.group(profiles)
+    rows = []
+    for key, ps in groups.items():
+        names: dict[str, list] = {}
+        for p in ps:
+            for f in p.profile.functions:
+                names.setdefault(f.name, []).append(f)
+        for name, fs in names.items():
+            totals = [float(f.total_ns) for f in fs]
+            lo, hi = _center_interval(totals)
+            rows.append({
+                "commit": commit, "config_key": key, "workload": ps[0].profile.header.workload, "name": name,
+                "plan": ps[0].profile.plan.describe(),
+                "runs": len(fs), "count": inference.center([f.count for f in fs]), "total_ns": inference.center(totals),
+                "total_min": min(totals), "total_max": max(totals), "ci_low": lo, "ci_high": hi,
+                "exclusive_ns": inference.center([float(f.exclusive_ns) for f in fs]),
+                "sampled": int(any(f.sampled for f in fs)),
+                "location": next((f.location for f in fs if f.location), ""),
+            })
+    return rows
+
+
+def _center_interval(totals: list[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Interval of the center of one commit's runs (the timeline's band): the runs' own spread on the
+    log scale, Student's t with n - 1 degrees of freedom.  None with one run: no spread to go by."""
+    noise = inference.pooled_replicate_sigma([totals])
+    if noise is None and len(totals) == 2:
+        lt = np.log(np.maximum(totals, 1.0))
+        noise = inference.Noise(float(abs(lt[0] - lt[1]) / math.sqrt(2)), 1, "replicates")
+    if noise is None:
+        return None, None
+    c = math.log(max(inference.center(totals), 1.0))
+    lo, hi = inference.interval(c, noise.sigma * math.sqrt(inference.center_var(len(totals))), noise.df, confidence)
+    return (lo + 1), (hi + 1)
+
+
+def _profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
+    """One profile; a cheaper one (sampled, hybrid, ...) with a full trace of the same configuration
+    on the same commit also gets its accuracy against it (time shares, accuracy.py)."""
+    h = p.profile.header
+    metrics = {**p.profile.metrics.as_dict(), "accuracy": None}
+    full = next((s.profile for s in siblings if s.profile.config_key == h.config_key and s.profile.plan.mode == Mode.TRACE
+                 and not s.profile.plan.methods and not s.profile.header.partial), None)
+    if full is not None and (p.profile.plan.mode != Mode.TRACE or p.profile.plan.methods):
+        metrics["accuracy"] = accuracy.compare(accuracy.shares(full.functions), accuracy.shares(p.profile.functions))
+    return {"id": p.id, "commit": p.commit, "line_no": p.line_no, "workload": h.workload, "config_key": h.config_key,
+            "engine": h.engine, "mode": p.profile.plan.mode, "pipeline": p.profile.plan.pipeline,
+            "partial": h.partial, "started": h.started, "functions": len(p.profile.functions),
+            "metrics": json.dumps(metrics)}
+
+
+def _config_digest(cfg: CheckConfig) -> str:
+    return hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Index:
+    """The sqlite index of one repository.  `update()` brings it up to date with the notes; the
+    query methods read it (they never touch the notes)."""
+
+    def __init__(self, repo: pygit2.Repository, cfg: CheckConfig, path: Path | None = None):
+        self.repo = repo
+        self.cfg = cfg
+        self.path = Path(path) if path else index_path(repo)
+        self.db = sqlite_utils.Database(self.path)
+
+    # -- building --------------------------------------------------------------------------------
+    def _discard(self) -> None:
+        self.db.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        self.db = sqlite_utils.Database(self.path)
+
+    def _meta(self) -> dict[str, str]:
+        if "meta" not in self.db.table_names():
+            return {}
+        return {r["key"]: r["value"] for r in self.db["meta"].rows}
+
+    def _create(self) -> None:
+        for t in self.db.table_names():
+            self.db[t].drop()
+        db = self.db
+        db.enable_wal()  # pages keep reading while an update writes
+        db["meta"].create({"key": str, "value": str}, pk="key")
+        db["notes"].create({"commit": str, "oid": str, "bad_lines": int}, pk="commit")
+        db["commits"].create({"sha": str, "seq": int, "subject": str, "author": str, "date": int, "parent": str},
+                             pk="sha")
+        db["profiles"].create({"id": str, "commit": str, "line_no": int, "workload": str, "config_key": str,
+                               "engine": str, "mode": str, "pipeline": str, "partial": str, "started": float,
+                               "functions": int, "metrics": str}, pk="id")
+        # config_key here is the comparison key (core.model.comparison_key): one series per plan
+        db["functions"].create({"commit": str, "config_key": str, "workload": str, "name": str, "plan": str,
+                                "runs": int,
+                                "count": float, "total_ns": float, "total_min": float, "total_max": float,
+                                "ci_low": float, "ci_high": float, "exclusive_ns": float, "sampled": int, "location": str},
+                               pk=("commit", "config_key", "name"))
+        db["checks"].create({"commit": str, "base": str, "result": str, "data": str}, pk="commit")
+        db["changes"].create({"commit": str, "workload": str, "function": str, "type": str, "relative": float,
+                              "ci_low": float, "ci_high": float, "confidence": float, "absolute_ns": float,
+                              "base_ns": float, "target_ns": float, "exclusive_delta_ns": float, "method": str,
+                              "noise": str, "changed": int, "since": str, "location": str, "rank": int},
+                             pk=("commit", "workload", "function"))
+        db["profiles"].create_index(["commit"])
+        db["functions"].create_index(["config_key", "name"])
+        db["functions"].create_index(["name"])
+        db["changes"].create_index(["type"])
+        db["changes"].create_index(["function"])
+
+    def update(self, rebuild: bool = False, progress: Callable[[str], None] | None = None) -> UpdateStats:
+        """Bring the index up to date with the notes (and HEAD's line); `rebuild` starts from scratch."""
+        t0 = time.perf_counter()
+        say = progress or (lambda _msg: None)
+        try:
+            meta = self._meta()
+        except sqlite3.DatabaseError as e:  # the index is derived: a damaged one is replaced, not repaired
+            say(f"index {self.path} is unreadable ({e}): rebuilding it from the notes")
+            self._discard()
+            meta = {}
+        digest = _config_digest(self.cfg)
+        rebuild = rebuild or meta.get("schema") != str(SCHEMA)
+        if rebuild:
+            self._create()
+            meta = {}
+        current = _note_ids(self.repo)
+        known = {r["commit"]: r["oid"] for r in self.db["notes"].rows}
+        head = str(self.repo.head.target) if not self.repo.head_is_unborn else ""
+        changed = [c for c, oid in current.items() if known.get(c) != oid]
+        removed = [c for c in known if c not in current]
+        recheck_all = meta.get("check_config") != digest
+        if not changed and not removed and head == meta.get("head") and not recheck_all:
+            return UpdateStats(len(current), 0, 0, 0, time.perf_counter() - t0, False)
+
+        store = CachingStore(self.repo)
+        line = _first_parent_line(self.repo)
+        with self.db.conn:  # one transaction: readers see the index before or after, never half
+            if head != meta.get("head") or rebuild:
+                self.db.execute("delete from commits")
+                self._insert("commits", [
+                    {"sha": str(c.id), "seq": i, "subject": c.message.splitlines()[0] if c.message else "",
+                     "author": c.author.name, "date": c.commit_time, "parent": str(c.parents[0].id) if c.parents else ""}
+                    for i, c in enumerate(line)])
+            for c in removed + changed:
+                for t in ("notes", "profiles", "functions", "checks", "changes"):
+                    self.db.execute(f"delete from {t} where [commit] = ?", [c])
+            for i, c in enumerate(changed):
+                if len(changed) > 50 and i % 100 == 0:
+                    say(f"reading notes: {i}/{len(changed)}")
+                good, bad = store.read(c)
+                self._insert("notes", [{"commit": c, "oid": current[c], "bad_lines": len(bad)}])
+                self._insert("profiles", [_profile_row(p, good) for p in good])
+                self._insert("functions", _summaries(c, good))
+            to_check = set(current) if recheck_all else self._affected(changed + removed, line, set(current))
+            to_check &= set(current)
+            for i, c in enumerate(sorted(to_check)):
+                if len(to_check) > 50 and i % 100 == 0:
+                    say(f"checking commits: {i}/{len(to_check)}")
+                self._store_check(c, checks.check(self.repo, c, replace(self.cfg, votes=False), store=store))
+            self._insert("meta", [{"key": "schema", "value": str(SCHEMA)}, {"key": "head", "value": head},
+                                  {"key": "check_config", "value": digest}])
+        return UpdateStats(len(current), len(changed), len(removed), len(to_check), time.perf_counter() - t0, rebuild)
+
+    def _insert(self, table: str, rows: list[dict]) -> None:
+        """INSERT OR REPLACE inside the caller's transaction (sqlite-utils' insert_all commits each
+        batch itself, and converts every value: 3x slower for the index's ~10^5 rows)."""
+        if rows:
+            cols = list(rows[0])
+            self.db.conn.executemany(
+                f"insert or replace into [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
+                f"values ({', '.join('?' * len(cols))})", [tuple(r[c] for c in cols) for r in rows])
+
+    def _affected(self, touched: list[str], line: list[pygit2.Commit], noted: set[str]) -> set[str]:
+        """The touched commits and, on HEAD's line, the next `history + 1` noted commits after each:
+        their baseline or history may be a touched commit."""
+        out = set(touched)
+        order = [str(c.id) for c in line if str(c.id) in noted or str(c.id) in out]
+        pos = {c: i for i, c in enumerate(order)}
+        for c in touched:
+            if c in pos:
+                out.update(order[pos[c] + 1: pos[c] + 2 + self.cfg.history])
+        return out
+
+    def _store_check(self, commit: str, r: checks.CheckResult) -> None:
+        """The check's verdict and every function's change (no-change included: the commit page's
+        table shows each function's change vs the baseline with its interval)."""
+        data = {"result": r.result, "base": r.base, "warnings": list(r.warnings),
+                "workloads": [p.to_dict() for p in r.pairs]}
+        self._insert("checks", [{"commit": commit, "base": r.base or "", "result": r.result, "data": json.dumps(data)}])
+        self._insert("changes", [_change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])
+
+    # -- queries -----------------------------------------------------------------------------------
+    def commits(self) -> list[dict]:
+        """HEAD's first-parent line, oldest first, with each commit's profiles and check result."""
+        return list(self.db.query(
+            "select c.sha, c.seq, c.subject, c.author, c.date, c.parent, "
+            "(select count(*) from profiles p where p.[commit] = c.sha) as profiles, "
+            "k.result, k.base from commits c left join checks k on k.[commit] = c.sha order by c.seq"))
+
+    def commit_info(self, sha: str) -> dict | None:
+        rows = list(self.db.query("select * from commits where sha = ?", [sha]))
+        return rows[0] if rows else None
+
+    def configurations(self) -> list[dict]:
+        """Comparison keys (binary|workload|engine|machine|mode|plan) with a description of the plan and
+        how many commits each has."""
+        return list(self.db.query(
+            "select config_key, workload, max(plan) as plan, count(distinct [commit]) as commits from functions "
+            "where name = ? group by config_key order by workload, commits desc", [ROOT]))
+
+    def timeline(self, config_key: str, names: Iterable[str]) -> dict[str, list[dict]]:
+        """Per function: its summary on every commit of HEAD's line that has one, in commit order."""
+        names = list(names)
+        if not names:
+            return {}
+        rows = self.db.query(
+            "select f.name, f.[commit], c.seq, c.subject, c.author, c.date, f.runs, f.total_ns, f.total_min, "
+            "f.total_max, f.ci_low, f.ci_high from functions f join commits c on c.sha = f.[commit] "
+            f"where f.config_key = ? and f.name in ({','.join('?' * len(names))}) order by c.seq",
+            [config_key, *names])
+        out: dict[str, list[dict]] = {n: [] for n in names}
+        for r in rows:
+            out[r["name"]].append(r)
+        return out
+
+    def top_functions(self, config_key: str, n: int) -> list[str]:
+        """The functions with the most exclusive time in the configuration's newest commit."""
+        latest = list(self.db.query(  # newest first along the line, each probe a primary-key lookup
+            "select c.sha as [commit] from commits c where exists (select 1 from functions f where "
+            "f.[commit] = c.sha and f.config_key = ? and f.name = ?) order by c.seq desc limit 1", [config_key, ROOT]))
+        if not latest:
+            return []
+        return [r["name"] for r in self.db.query(
+            "select name from functions where config_key = ? and [commit] = ? and name != ? "
+            "order by exclusive_ns desc limit ?", [config_key, latest[0]["commit"], ROOT, n])]
+
+    def marks(self, workload: str) -> list[dict]:
+        """Degradations and optimizations of a workload (for the timeline's markers)."""
+        return list(self.db.query(
+            "select ch.*, c.seq from changes ch join commits c on c.sha = ch.[commit] where ch.workload = ? "
+            "and ch.type in ('degradation', 'optimization', 'accepted') order by c.seq", [workload]))
+
+    def check(self, sha: str) -> dict | None:
+        """The check of a commit: verdict, base, warnings, workloads, and its changes in severity order."""
+        rows = list(self.db.query("select data from checks where [commit] = ?", [sha]))
+        if not rows:
+            return None
+        out = json.loads(rows[0]["data"])
+        out["changes"] = list(self.db.query("select * from changes where [commit] = ? order by rank", [sha]))
+        return out
+
+    def functions(self, sha: str) -> list[dict]:
+        return list(self.db.query("select * from functions where [commit] = ? order by workload, exclusive_ns desc",
+                                  [sha]))
+
+    def profiles(self, sha: str) -> list[dict]:
+        rows = list(self.db.query("select * from profiles where [commit] = ? order by workload, line_no", [sha]))
+        for r in rows:
+            r["metrics"] = json.loads(r["metrics"])
+        return rows
+
+    def function_history(self, name: str) -> list[dict]:
+        """One function on every commit (HEAD's line first, in order; other commits after)."""
+        return list(self.db.query(
+            "select f.*, c.seq, c.subject, c.author, c.date from functions f left join commits c on c.sha = f.[commit] "
+            "where f.name = ? order by f.config_key, c.seq is null, c.seq", [name]))
+
+    def function_changes(self, name: str) -> list[dict]:
+        return list(self.db.query(
+            "select ch.*, c.seq, c.subject from changes ch left join commits c on c.sha = ch.[commit] "
+            "where ch.function = ? order by c.seq desc", [name]))
+
+    def regressions(self) -> list[dict]:
+        """Every degradation (and accepted one) found, newest first."""
+        return list(self.db.query(
+            "select ch.*, c.seq, c.subject, c.author, c.date from changes ch left join commits c on c.sha = ch.[commit] "
+            "where ch.type in ('degradation', 'accepted') order by c.seq is null, c.seq desc, ch.rank"))
+
+    def function_names(self) -> list[str]:
+        return [r["name"] for r in self.db.query("select distinct name from functions order by name")]
+
+    def bad_lines(self, sha: str) -> int:
+        rows = list(self.db.query("select bad_lines from notes where [commit] = ?", [sha]))
+        return rows[0]["bad_lines"] if rows else 0
+
+    def noted_commits(self) -> list[str]:
+        return [r["commit"] for r in self.db.query("select [commit] from notes")]
+
+    def resolve(self, prefix: str) -> str | None:
+        """A full commit id from a unique prefix of 4+ hex digits among indexed commits."""
+        if not (4 <= len(prefix) <= 40) or any(ch not in "0123456789abcdef" for ch in prefix.lower()):
+            return None
+        rows = list(self.db.query(
+            "select sha from commits where sha like ? union select [commit] from notes where [commit] like ? limit 2",
+            [prefix.lower() + "%", prefix.lower() + "%"]))
+        return rows[0]["sha"] if len(rows) == 1 else None
+
+
+CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
+                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location")
+
+
+def _change_row(commit: str, rank: int, d: dict) -> dict:
+    """A `Change.to_dict()` as a row of the changes table (the columns the pages query)."""
+    return {"commit": commit, **{k: d[k] for k in CHANGE_COLUMNS}, "changed": int(d["changed"]),
+            "since": d["since"] or "", "rank": rank}

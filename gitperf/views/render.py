@@ -1,0 +1,163 @@
+"""Text and JSON views of profiles (the CLI's output).  Pure functions: data in, text out."""
+
+from __future__ import annotations
+
+from gitperf.core.fmt import fmt_bytes, fmt_ns
+from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
+
+
+def metrics_line(p: Profile) -> str:
+    m = p.metrics
+    # HC 0 with functions left out: no full trace of this configuration to measure it against
+    hc = "-" if m.HC == 0 else f"{m.HC:.1%}"
+    return (f"PT {m.PT:.2f}s  CPT {m.CPT:.2f}s  PRT {m.PRT:.3f}s  RDV {fmt_bytes(m.RDV)}  PS {fmt_bytes(m.PS)}  "
+            f"PL {m.PL}  PLR {m.PLR}  HC {hc}  TLC {m.TLC:.1%}  attach {m.attach_s * 1e3:.0f} ms  "
+            f"detach {m.detach_s * 1e3:.0f} ms  probe cost (predicted) {m.predicted_overhead_s:.2f}s"
+            + _budget(p))
+
+
+def _budget(p: Profile) -> str:
+    """--max-overhead: the budget, what was predicted, and what the run measured against the pilot."""
+    m, budget = p.metrics, p.plan.params.get("max_overhead")
+    if not budget or not m.native_s:
+        return ""
+    return (f"\n    budget {budget:.1%} of native {m.native_s * 1e3:.0f} ms: predicted "
+            f"{m.predicted_overhead_s / m.native_s:+.1%}, measured {m.measured_overhead:+.1%} (one native run: "
+            f"±run-to-run noise); traced {', '.join(p.plan.traced) or '-'}, the rest stack-sampled at "
+            f"{p.plan.params.get('stack_hz', 0):.0f} Hz"
+            + (f"; a counting pass first counted the calls of {p.plan.params['counted']:.0f} changed or watched "
+               f"function(s)" if p.plan.params.get("counted") else ""))
+
+
+def probe_share(p: Profile) -> str:
+    """How much of the measured run is the probes' own time (calibrated), and the native estimate."""
+    root = p.function(ROOT)
+    if root is None or not root.total_ns or not root.probe_ns:
+        return ""
+    share = root.probe_ns / root.total_ns
+    head = f"{ROOT}: {fmt_ns(root.total_ns)} measured, {root.nested} probed calls inside: "
+    if share > 1:
+        return (head + f"the calibrated probe time ({fmt_ns(root.probe_ns)}) exceeds the measured time: the "
+                "calibration overstates what the probes cost in this run, and these times measure the probes, not "
+                "the program (`git perf check --collect` probes only what changed)")
+    if share > 0.2:  # checks.compare.CORRECTABLE_SHARE
+        return (head + f"~{share:.0%} of it is the probes' own time, too much to take out reliably; these times "
+                "measure the probes as much as the program (`git perf check --collect` probes only what changed)")
+    return head + f"~{fmt_ns(root.probe_ns)} ({share:.0%}) probe time, native estimate {fmt_ns(root.native_ns)}"
+
+
+def _warnings(p: Profile) -> list[str]:
+    out = []
+    if p.header.partial:
+        out.append(f"PARTIAL: {p.header.partial} (exit status {p.header.exit_status})")
+    if p.metrics.dropped:
+        out.append(f"{p.metrics.dropped} sampled call records were lost (ring buffer full); "
+                   "aggregates are still exact")
+    if p.metrics.untimed:
+        out.append(f"{p.metrics.untimed} calls nested deeper than 64 probed frames were counted but not timed")
+    return out
+
+
+SINGLE_STEPPED = ("singlestep", "endbr")  # entry classes the kernel steps out of line (analysis.elf)
+# With this flag GCC and clang start every function with 5 one-byte NOPs, which uprobes emulate (ARCHITECTURE.md §6)
+PROBE_PAD_FLAG = "-fpatchable-function-entry=5"
+
+
+def single_stepped(p: Profile) -> str:
+    """How many probed functions have a single-stepped entry and what their calls cost, by the
+    calibration: the reason a trace is slow, and what NOP-padded entries would save."""
+    names = {n: cls for cls in SINGLE_STEPPED for n in p.plan.entries.get(cls, ())}
+    if not names:
+        return ""
+    by_name = {f.name: f for f in p.functions if not f.sampled}
+    calls = {n: by_name[n].count for n in names if n in by_name}
+    cost_s = sum(c * p.calibration.get(names[n], 0.0) for n, c in calls.items()) / 1e9
+    pad_s = sum(calls.values()) * p.calibration.get("nop", 0.0) / 1e9
+    kinds = ", ".join(f"{cls} {sum(1 for c in names.values() if c == cls)}" for cls in SINGLE_STEPPED
+                      if cls in names.values())
+    saving = (f" (~{pad_s:.2f} s with NOP-padded entries: add {PROBE_PAD_FLAG} to the compiler flags)"
+              if pad_s < cost_s else "")
+    return (f"entry probes: {len(names)} probed functions are single-stepped ({kinds}); their "
+            f"{sum(calls.values()):,} calls cost ~{cost_s:.2f} s of probe time{saving}")
+
+
+def collect_summary(commit: str, stored) -> str:
+    lines = [f"commit {commit}"]
+    for c in stored:
+        p = c.profile
+        lines.append(f"  {c.id}  {p.header.workload}  ({p.plan.mode}, {p.plan.params.get('attach', '?')})")
+        lines.append("    " + metrics_line(p))
+        if share := probe_share(p):
+            lines.append("    " + share)
+        if stepped := single_stepped(p):
+            lines.append("    " + stepped)
+        lines += ["    warning: " + w for w in _warnings(p)]
+        top = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)[:5]
+        lines.append("    hottest (exclusive): " + ", ".join(f"{f.name} {fmt_ns(f.exclusive_ns)}" for f in top))
+    return "\n".join(lines)
+
+
+def model_summary(f) -> str:
+    """The best regression of a function's sampled calls (duration over call ordinal) and how well
+    every model kind fits: "linear R² 0.93 (regressogram 0.95, kernel:gaussian 0.96, ...)"."""
+    from gitperf.stats.models import fit_all
+    xs, ys = [o for o, _ in f.series], [d for _, d in f.series]
+    if len(f.series) < 10 or len(set(xs)) < 3:
+        return ""
+    ms = fit_all(xs, ys)
+    best = ms[0]
+    rest = ", ".join(f"{m.kind} {m.r2:.2f}" for m in ms[1:])
+    return f"{best.kind.split(':', 1)[1]} R² {best.r2:.2f}{'' if best.reliable else ' (unreliable)'} ({rest})"
+
+
+def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models: bool = False) -> str:
+    if not profiles:
+        return f"commit {commit}: no profiles (collect with `git perf collect {commit[:12]}`)"
+    lines = [f"commit {commit}"]
+    for sp in profiles:
+        p = sp.profile
+        h = p.header
+        lines += ["", f"profile {sp.id}  workload {h.workload}  engine {h.engine}  mode {p.plan.mode}  "
+                      f"machine {h.machine}  kernel {h.kernel}  plan {p.plan.describe()}", "  " + metrics_line(p)]
+        if h.config:
+            lines.append(f"  configuration: {h.config} (the commit has no .gitperf.toml of its own)")
+        if share := probe_share(p):
+            lines.append("  " + share)
+        lines += ["  warning: " + w for w in _warnings(p)]
+        funcs = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)
+        if top:
+            funcs = funcs[:top]
+        lines.append(f"  {'function':<32} {'calls':>10} {'total':>11} {'native est.':>11} {'exclusive':>11} "
+                     f"{'mean':>10}  ")
+        for f in funcs:
+            calls = (f"~{f.count}" if f.count else "-") if f.sampled else str(f.count)  # "-": only stack-sampled
+            est = f"  [{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
+            native = fmt_ns(f.native_ns) if 0 < f.probe_ns <= f.total_ns * 0.2 else "-"
+            lines.append(f"  {f.name[:32]:<32} {calls:>10} {fmt_ns(f.total_ns):>11} {native:>11} "
+                         f"{fmt_ns(f.exclusive_ns):>11} {fmt_ns(f.mean_ns) if f.count else '-':>10}{est}")
+            if models and (m := model_summary(f)):
+                lines.append(f"      model: {m}")
+    return "\n".join(lines)
+
+
+def profile_json(sp: StoredProfile) -> dict:
+    import dataclasses
+    p = sp.profile
+    funcs = []
+    for f in p.functions:
+        d = {"name": f.name, "count": f.count, "total_ns": f.total_ns, "exclusive_ns": f.exclusive_ns,
+             "min_ns": f.min_ns, "max_ns": f.max_ns, "sampled": f.sampled, "hist_log2": list(f.hist),
+             "series_len": len(f.series), "stack_samples": f.stack_samples, "recorded": f.recorded,
+             "location": f.location, "probe_ns": f.probe_ns, "native_ns": f.native_ns, "nested": f.nested}
+        if f.sampled:
+            d.update(ci_low=f.ci_low, ci_high=f.ci_high)
+        funcs.append(d)
+    return {"id": sp.id, "workload": p.header.workload, "engine": p.header.engine, "config_key": p.config_key,
+            "comparison_key": comparison_key(p), "plan_label": p.plan.describe(),
+            "header": dataclasses.asdict(p.header),
+            "metrics": p.metrics.as_dict(),
+            "plan": dataclasses.asdict(p.plan), "functions": funcs}
+
+
+def show_json(commit: str, profiles: list[StoredProfile]) -> dict:
+    return {"commit": commit, "profiles": [profile_json(sp) for sp in profiles]}

@@ -1,0 +1,129 @@
+"""Check and diff results as terminal text, markdown (a pull-request comment) and JSON
+(ARCHITECTURE.md §12 shapes).  Pure functions: results in, text out."""
+
+from __future__ import annotations
+
+import math
+
+from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
+from gitperf.core.fmt import fmt_confidence, fmt_ns
+
+HEADLINE = {
+    DEGRADATION: "slower", OPTIMIZATION: "faster", NO_CHANGE: "no significant change",
+    "not-enough-data": "not enough data to decide", "accepted": "slower, as accepted",
+}
+
+
+def _pct(x: float) -> str:
+    if math.isinf(x) or math.isnan(x):
+        return "new" if x > 0 else "-"
+    return f"{x:+.1%}"
+
+
+def _interval(c: Change) -> str:
+    if math.isnan(c.ci_low):
+        return ""
+    return f"[{c.ci_low:+.0%}, {c.ci_high:+.0%}]"
+
+
+def _line(c: Change) -> str:
+    calls = "" if c.base_calls == c.target_calls else f"  calls {c.base_calls:.0f} -> {c.target_calls:.0f}"
+    where = f"  ({c.location})" if c.location else ""
+    if c.type in (DEGRADATION, OPTIMIZATION, "accepted"):
+        return (f"{c.type:12s} {c.workload}/{c.function}{where}: {_pct(c.relative)} {_interval(c)}  "
+                f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} per run ({fmt_ns(c.absolute_ns)}; "
+                f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}")
+    return f"{c.type:12s} {c.workload}/{c.function}{where}: {c.method}{calls}"
+
+
+def check_text(r: CheckResult, limit: int = 20) -> str:
+    base = f" against {r.base[:12]}" if r.base else ""
+    lines = [f"git perf check {r.commit[:12]}{base}: {HEADLINE.get(r.result, r.result)}"]
+    for p in r.pairs:
+        if p.base_commit:
+            lines.append(f"  {p.workload}: {p.target_profiles} run(s) vs {p.base_profiles} of {p.base_commit[:12]}, "
+                         f"{p.history_commits} earlier commit(s); noise from {p.noise_source}")
+        for n in p.notes:
+            lines.append(f"  {p.workload}: note: {n}")
+    notable = r.notable()
+    for c in notable[:limit]:
+        lines.append("  " + _line(c))
+    if len(notable) > limit:
+        lines.append(f"  ... and {len(notable) - limit} more (--json shows all)")
+    lines += [f"  warning: {w}" for w in r.warnings]
+    return "\n".join(lines)
+
+
+def check_markdown(r: CheckResult, subject: str = "") -> str:
+    """A report that stands on its own in a pull-request comment: what got slower, by how much, how
+    sure, where in the source, and how it was decided."""
+    icon = {DEGRADATION: ":red_circle:", OPTIMIZATION: ":green_circle:", NO_CHANGE: ":white_circle:"}.get(
+        r.result, ":grey_question:")
+    title = f"{r.commit[:12]}" + (f" ({subject})" if subject else "")
+    out = [f"## {icon} git perf: {title} is {HEADLINE.get(r.result, r.result)}", ""]
+    if r.base:
+        out.append(f"Compared with **{r.base[:12]}** (the nearest earlier commit with comparable profiles).")
+    degr = [c for c in r.changes if c.type == DEGRADATION]
+    opt = [c for c in r.changes if c.type == OPTIMIZATION]
+    other = [c for c in r.notable() if c.type not in (DEGRADATION, OPTIMIZATION)]
+    for title, group in (("Slower", degr), ("Faster", opt)):
+        if not group:
+            continue
+        out += ["", f"### {title}", "",
+                "| workload | function | change | interval | before | after | confidence | source |",
+                "|---|---|---:|---|---:|---:|---:|---|"]
+        for c in group:
+            flag = " *(changed in this commit)*" if c.changed else ""
+            out.append(f"| {_md(c.workload)} | {_code(c.function)}{flag} | **{_pct(c.relative)}** "
+                       f"({fmt_ns(c.absolute_ns)}) | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
+                       f"{fmt_confidence(c.confidence)} | {_md(c.location) or '-'} |")
+    if other:
+        out += ["", "### Other", ""]
+        out += [f"- {_code(c.function)} ({_md(c.workload)}): {c.type} — {_md(c.method)}" for c in other]
+    out += ["", "<details><summary>How this was decided</summary>", ""]
+    for p in r.pairs:
+        if p.base_commit:
+            out.append(f"- **{_md(p.workload)}**: {p.target_profiles} run(s) against {p.base_profiles} of "
+                       f"{p.base_commit[:12]}, {p.history_commits} earlier commit(s) of history; run-to-run noise "
+                       f"estimated from {p.noise_source}.")
+        out += [f"- {_md(p.workload)}: {_md(n)}" for n in p.notes]
+    out.append("- Times are inclusive per run, measured under eBPF probes (they include the probes' cost, "
+               "equally on both sides). A change counts only if it is significant at the configured confidence "
+               "(Holm-adjusted over all functions), and above `check.min_relative` and `check.min_absolute_ns`.")
+    for c in degr[:5]:
+        if c.votes:
+            out.append(f"- {_code(c.function)}: other methods say " +
+                       ", ".join(f"{k} {v}" for k, v in sorted(c.votes.items())) + f"; noise {c.noise}.")
+    out += [f"- warning: {_md(w)}" for w in r.warnings]
+    out += ["", "</details>", ""]
+    return "\n".join(out)
+
+
+def _md(s: str) -> str:
+    """Markdown-safe text: C++ names contain <, >, | and * that would become markup."""
+    return (s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("*", "\\*").replace("_", "\\_").replace("`", "'"))
+
+
+def _code(s: str) -> str:
+    """A name as inline code; only the table separator and backticks need care inside it."""
+    return "`" + s.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def diff_text(r: CheckResult, top: int = 30) -> str:
+    """Per-function table of two commits: time per run, ratio, interval, verdict."""
+    lines = [f"git perf diff {r.base[:12] if r.base else '?'} {r.commit[:12]}"]
+    by_workload: dict[str, list[Change]] = {}
+    for c in r.changes:
+        by_workload.setdefault(c.workload, []).append(c)
+    for wl, cs in by_workload.items():
+        cs = sorted(cs, key=lambda c: -max(c.base_ns, c.target_ns))[:top or None]
+        lines += ["", f"workload {wl}",
+                  f"  {'function':32s} {'calls A':>9s} {'calls B':>9s} {'A':>10s} {'B':>10s} {'ratio':>7s} "
+                  f"{'interval':>15s}  verdict"]
+        for c in cs:
+            ratio = c.target_ns / c.base_ns if c.base_ns else math.inf
+            lines.append(f"  {c.function[:32]:32s} {c.base_calls:9.0f} {c.target_calls:9.0f} {fmt_ns(c.base_ns):>10s} "
+                         f"{fmt_ns(c.target_ns):>10s} {ratio:7.2f} {_interval(c):>15s}  {c.type}")
+    lines += [f"warning: {w}" for w in r.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""The JSON API: the pages' data for scripts (stable routes; fields may be added, never renamed)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, g, jsonify
+
+from gitperf.web.pages import _commit_or_404, compare_data
+
+bp = Blueprint("api", __name__)
+
+
+@bp.route("/commits")
+def commits():
+    """HEAD's first-parent line, oldest first: id, subject, author, date, profiles, check result."""
+    return jsonify(g.index.commits())
+
+
+@bp.route("/commit/<sha>")
+def commit(sha: str):
+    sha = _commit_or_404(sha)
+    idx = g.index
+    return jsonify({"commit": sha, "info": idx.commit_info(sha), "profiles": idx.profiles(sha),
+                    "functions": idx.functions(sha), "check": idx.check(sha)})
+
+
+@bp.route("/function/<path:name>")
+def function(name: str):
+    history = g.index.function_history(name)
+    if not history:
+        abort(404, f"no function {name!r} in any profile")
+    return jsonify({"function": name, "history": history, "changes": g.index.function_changes(name)})
+
+
+@bp.route("/compare/<a>/<b>")
+def compare(a: str, b: str):
+    return jsonify(compare_data(a, b)["result"].to_dict(all_functions=True))
+
+
+@bp.route("/regressions")
+def regressions():
+    return jsonify(g.index.regressions())
+
+
+@bp.errorhandler(404)
+def not_found(e):
+    return jsonify({"error": getattr(e, "description", "not found")}), 404

@@ -1,0 +1,64 @@
+"""URLs and formatting for the templates.
+
+A page links with `link(endpoint, **values)`: a Flask route when served, a relative file path when
+exported as static files (`git perf report --format html`), so the same templates serve both.
+Exported function pages are named by a hash: C++ names hold `<`, `>`, `/` and `:`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+from flask import current_app, request, url_for
+
+from gitperf.core.fmt import fmt_confidence, fmt_ns
+
+# endpoint -> path of the exported file (None: not exported, the link is left out)
+EXPORTED = {
+    "pages.overview": lambda v: "index.html",
+    "pages.regressions": lambda v: "regressions.html",
+    "pages.commit": lambda v: f"commit/{v['sha']}.html",
+    "pages.function": lambda v: f"function/{function_file(v['name'])}.html",
+}
+TOP_LEVEL = ("pages.overview", "pages.regressions")
+
+
+def function_file(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()[:16]
+
+
+def _prefix() -> str:
+    return "" if request.endpoint in TOP_LEVEL else "../"
+
+
+def link(endpoint: str, **values) -> str | None:
+    if not current_app.config["EXPORT"]:
+        return url_for(endpoint, **values)
+    path = EXPORTED.get(endpoint)
+    return _prefix() + path(values) if path else None
+
+
+def static(filename: str) -> str:
+    if current_app.config["EXPORT"]:
+        return f"{_prefix()}static/{filename}"
+    return url_for("pages.static_file", filename=filename)
+
+
+def commit_url_template() -> str:
+    """For the plots' click handler: a commit's URL with SHA where the id goes."""
+    return link("pages.commit", sha="SHA")
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{x * 100:+.1f}%"
+
+
+def _date(ts) -> str:
+    return "" if ts is None else dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _ns(x) -> str:
+    return "" if x is None else fmt_ns(x)
+
+
+FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": _date, "ns": _ns, "short": lambda s: (s or "")[:12]}

@@ -1,0 +1,200 @@
+"""Issue #18's reproductions, each now a clear error or a harmless skip: hostile note lines, a
+corrupt index, values that pass a type check and fail later, a mistyped revision, unwritable
+outputs, a descriptor closed twice.  (SIGKILL leftovers and workloads that never run the binary
+need eBPF: test_hardening_collect.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import git, history, init_repo, run_cli
+from test_codec import mutations
+
+from gitperf.core.config import CheckConfig
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NOTES_REF, NotesStore
+from gitperf.views.index import Index, index_path
+
+# the issue's reproduction: the right encoding, a function list whose item is not an object
+ISSUE_LINE = ('{"v":1,"h":{"tool_version":"x","commit":"c","binary":"b","build_id":"","command":[],"workload":"w",'
+              '"engine":"bcc","machine":"m","kernel":"k","started":0,"finished":0},"m":{},"p":{},"f":[1]}')
+
+
+def _note(root) -> str:
+    return git(root, "notes", f"--ref={NOTES_REF}", "show", "HEAD")
+
+
+def test_hostile_note_lines_are_reported_skipped_and_left_as_they_are(empty_repo):
+    commits = history(empty_repo, 5)
+    git(empty_repo, "notes", "--ref=perf", "append", "-m", ISSUE_LINE, "HEAD")
+    store = NotesStore(open_repo(empty_repo))
+    for line in mutations(7, 300):
+        store.add_line(commits[-1], line)
+    before = _note(empty_repo)
+    for args in (("log",), ("show", "HEAD"), ("check", "HEAD", "--json"), ("diff", "HEAD~1", "HEAD"),
+                 ("report", "HEAD", "--format", "markdown"), ("log", "--json")):
+        r = run_cli(empty_repo, *args)
+        assert "Traceback" not in r.stderr and r.returncode in (0, 1), (args, r.returncode, r.stderr[-2000:])
+    r = run_cli(empty_repo, "show", "HEAD")
+    assert "f[0]' should be an object" in r.stderr and "skipped, left as is" in r.stderr, r.stderr[-2000:]
+    out = json.loads(run_cli(empty_repo, "check", "HEAD", "--json").stdout)
+    assert out["base"] == commits[-2]  # the readable profiles of HEAD were still checked
+    assert any("line" in w and "skipped" in w for w in out["warnings"])
+    stats = Index(open_repo(empty_repo), CheckConfig()).update()
+    assert stats.notes == 5
+    assert _note(empty_repo) == before  # never rewritten
+
+
+def test_a_corrupt_index_is_rebuilt_from_the_notes(empty_repo):
+    history(empty_repo, 3)
+    repo = open_repo(empty_repo)
+    first = Index(repo, CheckConfig())
+    first.update()
+    first.db.close()
+    path = index_path(repo)
+    for leftover in path.parent.glob(path.name + "-*"):
+        leftover.unlink()
+    path.write_bytes(b"this is not a database" * 100)
+    said = []
+    stats = Index(repo, CheckConfig()).update(progress=said.append)
+    assert stats.rebuilt and stats.notes == 3 and "unreadable" in said[0]
+    assert sum(1 for c in Index(repo, CheckConfig()).commits() if c["profiles"]) == 3
+
+
+@pytest.mark.parametrize("section, line, key", [
+    ("workload", "timeout = nan", "workload[0].timeout: expected a finite number"),
+    ("workload", "timeout = inf", "workload[0].timeout: expected a finite number"),
+    ("collect", "period_ms = nan", "collect.period_ms: expected a finite number"),
+    ("collect", "stack_hz = -5", "collect.stack_hz: expected a value >= 0"),
+    ("check", "confidence = 7", "check.confidence: expected a value below 1"),
+    ("check", "min_relative = -3", "check.min_relative: expected a value >= 0"),
+])
+def test_values_that_pass_the_type_check_and_would_fail_later_exit_2(empty_repo, section, line, key):
+    history(empty_repo, 2)
+    wl = '[[workload]]\nname = "w"\ncommand = "./app"\n'
+    text = wl + line + "\n" if section == "workload" else wl + f"[{section}]\n{line}\n"
+    (empty_repo / ".gitperf.toml").write_text(text)
+    r = run_cli(empty_repo, "check", "HEAD")
+    assert r.returncode == 2 and key in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "nan", "--", "/bin/true"), "finite number"),
+    (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "inf", "--", "/bin/true"), "finite number"),
+    (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "-1", "--", "/bin/true"), "finite number"),
+    (("collect", "nosuchrev", "--binary", "/bin/true", "--no-build", "--", "/bin/true"),
+     "unknown revision 'nosuchrev'"),
+    (("collect", "--binary", "/bin/true", "--no-build", "--workload", "a|b", "--", "/bin/true"), "without '|'"),
+    (("collect", "--range", "HEAD..HEAD~2"), "did you mean HEAD~2..HEAD?"),
+    (("check", "HEAD", "--base", "nosuch"), "unknown revision 'nosuch'"),
+    (("log", "-n", "-5"), "-5 is not in the range x>=1"),
+    (("report", "HEAD", "-o", "/proc/x"), "/proc/x"),
+])
+def test_bad_command_line_values_exit_2_with_what_is_wrong(empty_repo, args, words):
+    history(empty_repo, 3)
+    r = run_cli(empty_repo, *args)
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert not NotesStore(open_repo(empty_repo)).read(git(empty_repo, "rev-parse", "HEAD"))[1]
+
+
+def test_a_link_closed_while_interrupted_is_not_closed_twice(monkeypatch):
+    """Ctrl-C landing inside close(): the second close (from __del__ or the clean-up) must not close
+    the number again -- by then it may name another file."""
+    from gitperf.engine import bpflink
+    link = object.__new__(bpflink.UprobeMultiLink)
+    r, w = os.pipe()
+    os.close(w)
+    link.fd = r
+    closed = []
+
+    def interrupted_close(fd):
+        closed.append(fd)
+        os.close(fd)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bpflink, "os", types.SimpleNamespace(close=interrupted_close))
+    with pytest.raises(KeyboardInterrupt):
+        link.close()
+    monkeypatch.setattr(bpflink, "os", types.SimpleNamespace(close=closed.append))
+    link.close()
+    assert closed == [r]
+
+
+READER = "gitperf-reader"
+
+
+def _as_reader(cwd, *args, timeout=120) -> subprocess.CompletedProcess:
+    """`git perf ARGS` run by another user, with only the project's venv on PATH besides the system's."""
+    env = {"HOME": f"/home/{READER}", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    return subprocess.run(["runuser", "-u", READER, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+                           "git", "perf", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def shared_repo():
+    """A repository of another user (mode 755 all the way down) with profiles, whose .git/perf
+    belongs to root, as after `sudo git perf collect`."""
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        pytest.skip("needs root (to create a second user) and runuser")
+    subprocess.run(["useradd", "-m", READER], capture_output=True)  # exit 9 when it exists: fine
+    script = Path(sys.executable).parent / "git-perf"  # a file in the checkout (the interpreter is what is tested)
+    if subprocess.run(["runuser", "-u", READER, "--", "test", "-r", str(script)]).returncode != 0:
+        closed = next((str(d) for d in script.parents if not os.stat(d).st_mode & 0o001), "?")
+        pytest.skip(f"this checkout lies under {closed}, which other users cannot enter: install it elsewhere "
+                    "to test (what git perf controls, the venv's interpreter, is checked by setup.sh)")
+    base = Path(tempfile.mkdtemp(prefix="gitperf-shared-"))
+    base.chmod(0o755)
+    repo = init_repo(base / "repo")
+    history(repo, 4, slow_at=3)
+    subprocess.run(["chown", "-R", READER, str(repo)], check=True)
+    subprocess.run(["chown", "-R", "root", str(repo / ".git" / "perf")], check=True)  # root's, mode 755
+    yield repo
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_another_user_can_run_help_show_check_and_serve(shared_repo):
+    assert _as_reader(shared_repo, "-h").returncode == 0
+    r = _as_reader(shared_repo, "show", "HEAD")
+    assert r.returncode == 0 and "parse" in r.stdout, r.stderr
+    r = _as_reader(shared_repo, "check", "HEAD", "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["changes"][0]["function"] == "parse", r.stderr
+    port = _free_port()
+    env = ["HOME=/home/" + READER, f"PATH={Path(sys.executable).parent}:/usr/bin:/bin"]
+    proc = subprocess.Popen(["runuser", "-u", READER, "--", "env", "-i", *env, "git", "perf", "serve", "--port",
+                             str(port)], cwd=shared_repo, stderr=subprocess.PIPE, text=True)
+    try:
+        body = _get_when_up(f"http://127.0.0.1:{port}/api/commits", proc)
+        assert len([c for c in json.loads(body) if c["profiles"]]) == 4
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert list((Path(f"/home/{READER}") / ".cache" / "git-perf").glob("index-*.db"))  # .git/perf is root's
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get_when_up(url: str, proc: subprocess.Popen) -> bytes:
+    for _ in range(600):
+        try:
+            return urllib.request.urlopen(url, timeout=2).read()
+        except (urllib.error.URLError, ConnectionError):
+            if proc.poll() is not None:
+                raise AssertionError(f"git perf serve exited: {proc.stderr.read()}") from None
+            time.sleep(0.1)
+    raise AssertionError("git perf serve did not answer within 60 s")

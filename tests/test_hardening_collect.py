@@ -1,0 +1,115 @@
+"""Issue #18 under real eBPF: a collection killed with SIGKILL leaves nothing the next one does not
+sweep; a killed `git` takes its collector along; a workload that never runs the binary stores nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import git, run_cli
+
+from gitperf.engine.bpflink import uprobe_multi_links
+from gitperf.engine.workload import cgroup2_root
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
+
+pytestmark = [pytest.mark.ebpf, pytest.mark.slow]
+
+ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+def _repo(tmp_path, ticks: str = "for(;;)") -> Path:
+    """`./s` ticks (1 ms each) forever, or as `ticks` says; `./s quick` returns at once.  The workload
+    runs it under a shell, so after a SIGKILL of git perf it is a grandchild nobody waits for."""
+    repo = tmp_path / "k"
+    repo.mkdir()
+    (repo / "s.c").write_text("#include <unistd.h>\n__attribute__((noinline)) void tick(void){ usleep(1000); }\n"
+                              "int main(int argc, char **argv){ if (argc > 1) return 0; " + ticks +
+                              " tick(); return 0; }\n")
+    (repo / ".gitperf.toml").write_text('[build]\ncommand = "cc -O2 -g -o s s.c"\nbinary = "s"\n'
+                                        '[[workload]]\nname = "w"\ncommand = "/bin/sh -c \'./s; true\'"\n'
+                                        'timeout = 120\n')
+    (repo / ".gitignore").write_text("s\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    (repo / "s.c").write_text((repo / "s.c").read_text() + "/* two */\n")
+    git(repo, "commit", "-qam", "two")
+    return repo
+
+
+def _running(name: str) -> list[int]:
+    out = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.decode(errors="replace").endswith(name) for a in argv[:2]):  # argv[1]: a script's name
+            out.append(int(p.name))
+    return out
+
+
+def _wait_for(cond, what: str, timeout: float = 90):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not happen in {timeout:.0f} s")
+
+
+def _our_cgroups(pid: int) -> list[Path]:
+    return list((cgroup2_root() / "gitperf").glob(f"run-{pid}-*"))
+
+
+def test_sigkill_leftovers_are_swept_by_the_next_collection(tmp_path):
+    repo = _repo(tmp_path)
+    before = set(uprobe_multi_links())
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "git-perf"), "collect", "HEAD~1"], cwd=repo, env=ENV,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    _wait_for(lambda: set(uprobe_multi_links()) != before and _running("/s"), "the workload under probes")
+    proc.kill()  # SIGKILL: no handler runs
+    proc.wait(30)
+    worktrees = git(repo, "worktree", "list")
+    # what the kill left: the temporary worktree, the workload (a grandchild) and its cgroup
+    assert "gitperf-wt-" in worktrees and _running("/s") and _our_cgroups(proc.pid), worktrees
+    _wait_for(lambda: set(uprobe_multi_links()) == before, "the kernel freeing the probes of the dead process", 30)
+    subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)
+    r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", "./s", "quick")
+    assert r.returncode == 0, r.stderr
+    assert "the worktree of a collection that was killed" in r.stderr
+    assert "gitperf-wt-" not in git(repo, "worktree", "list")
+    _wait_for(lambda: not _running("/s"), "the orphaned workload being killed", 10)
+    assert not _our_cgroups(proc.pid)
+    assert [p.profile.header.workload for p in NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]] \
+        == ["adhoc"]  # the killed collection stored nothing
+
+
+def test_a_killed_git_takes_its_collector_along_and_nothing_is_stored(tmp_path):
+    repo = _repo(tmp_path, ticks="for (int i = 0; i < 4000; i++)")  # ~5 s a run
+    before = set(uprobe_multi_links())
+    git_proc = subprocess.Popen(["git", "perf", "collect"], cwd=repo, env=ENV, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    _wait_for(lambda: set(uprobe_multi_links()) != before and _running("/s"), "the workload under probes")
+    git_proc.kill()  # what `kill -9` of the shell's job hits: git, not its child
+    git_proc.wait(30)
+    _wait_for(lambda: not _running("git-perf") and not _running("/s"), "the collector and its workload ending", 30)
+    assert NotesStore(open_repo(repo)).commits() == []
+    assert set(uprobe_multi_links()) == before
+
+
+@pytest.mark.parametrize("command, words", [
+    ("/bin/true", "never ran"),  # runs, but not the binary
+    ("./nosuch", "never ran"),  # not found
+])
+def test_a_workload_that_never_runs_the_binary_stores_nothing_exit_2(tmp_path, command, words):
+    repo = _repo(tmp_path)
+    subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)
+    r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", command)
+    assert r.returncode == 2 and words in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert NotesStore(open_repo(repo)).commits() == []

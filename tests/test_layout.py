@@ -1,0 +1,125 @@
+"""The package layout follows the data flow (ARCHITECTURE.md §1): imports only go down, functions
+stay short, stage functions take few parameters, and the installed distribution is `gitperf` alone."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+import setuptools
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "gitperf"
+
+# Lower ranks never import higher ones (ARCHITECTURE.md §1); packages of one rank are independent.
+RANKS = {"core": 0, "stats": 1, "git": 1, "store": 2, "analysis": 3, "plan": 4, "engine": 5, "collect": 6,
+         "checks": 7, "views": 8, "web": 9, "hooks": 10, "cli": 11, "__main__": 12, "__init__": 0}
+MAX_LINES = 60
+MAX_PARAMS = 6
+
+
+def _modules() -> list[Path]:
+    return sorted(PKG.rglob("*.py"))
+
+
+def _layer(module: str) -> str:
+    """`gitperf.plan.hybrid` -> `plan`; `gitperf` itself -> `__init__`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every gitperf module `path` imports, anywhere in the file (function bodies too)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gitperf"):
+            if node.module == "gitperf":
+                out += [(node.lineno, f"gitperf.{a.name}") for a in node.names if a.name != "__version__"]
+            else:
+                out.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("gitperf")]
+    return out
+
+
+def violations(paths: list[Path]) -> list[str]:
+    bad = []
+    for path in paths:
+        here = _layer(_name(path))
+        for line, target in _imports(path):
+            there = _layer(target)
+            if there == here:
+                continue
+            if there not in RANKS or here not in RANKS:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {there or here} has no rank in RANKS")
+            elif RANKS[there] >= RANKS[here] and there != "__init__":
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {here} (rank {RANKS[here]}) imports {target} "
+                           f"(rank {RANKS[there]})")
+    return bad
+
+
+def test_every_package_has_a_rank():
+    found = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    found |= {p.stem for p in PKG.glob("*.py")}
+    assert found <= set(RANKS), found - set(RANKS)
+
+
+def test_imports_only_go_down():
+    assert violations(_modules()) == []
+
+
+def test_the_layout_test_catches_an_import_that_climbs(tmp_path):
+    fake = PKG / "core" / "_climbs_for_test.py"
+    assert not fake.exists()
+    fake.write_text("from gitperf.checks import check\n")
+    try:
+        assert any("core (rank 0) imports gitperf.checks" in v for v in violations([fake]))
+    finally:
+        fake.unlink()
+
+
+def _is_click_command(fn: ast.FunctionDef) -> bool:
+    """click passes every option as a parameter: commands are exempt from the parameter limit."""
+    return any("command" in ast.unparse(d) or "group" in ast.unparse(d) for d in fn.decorator_list)
+
+
+def test_functions_are_short_and_take_few_parameters():
+    long, wide = [], []
+    for path in _modules():
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            where = f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name}"
+            if fn.end_lineno - fn.lineno + 1 > MAX_LINES:
+                long.append(where)
+            a = fn.args
+            params = [x for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+            if len(params) > MAX_PARAMS and not _is_click_command(fn):
+                wide.append(f"{where} ({len(params)})")
+    assert long == [], f"functions over {MAX_LINES} lines"
+    assert wide == [], f"functions with more than {MAX_PARAMS} parameters"
+
+
+def test_the_distribution_installs_gitperf_only():
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = conf["tool"]["setuptools"]["packages"]["find"]["include"]
+    found = setuptools.find_packages(str(ROOT), include=include)
+    assert "gitperf.web" in found and "gitperf.checks" in found
+    assert all(p == "gitperf" or p.startswith("gitperf.") for p in found), found
+    data = conf["tool"]["setuptools"]["package-data"]["gitperf"]
+    assert "web/templates/*.html" in data and "engine/*.c" in data
+
+
+@pytest.mark.parametrize("ref", sorted({m for p in _modules() for m in
+                                        __import__("re").findall(r"ARCHITECTURE\.md §(\d+)", p.read_text())}))
+def test_references_to_the_architecture_exist(ref):
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    assert f"\n## {ref}. " in text

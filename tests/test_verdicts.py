@@ -1,0 +1,314 @@
+"""Verdicts that hold on real programs (issue "verdicts"), the pure parts: profiles of different
+probe plans are never compared, the probe-cost correction's arithmetic, and paired rounds finding
+what independent runs hide."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import git
+
+from gitperf import checks
+from gitperf.analysis.elf import FunctionSymbol
+from gitperf.collect.profile import build_functions
+from gitperf.core import codec
+from gitperf.core.config import CheckConfig, CollectConfig
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile, StoredProfile, comparison_key
+from gitperf.engine.base import RawCollection, RawFunction
+from gitperf.engine.workload import RunResult
+from gitperf.git.repo import open_repo
+from gitperf.plan.probes import make_plan
+from gitperf.store.notes import NotesStore
+
+NAMES = ["main", "lex", "parse", "emit", "hash", "alloc", "walk", "fold"]
+FULL = PlanRecord(probed=tuple(NAMES))  # every function of the binary (strategy userspace)
+ADVANCED = PlanRecord(probed=("main", "lex", "parse"), pipeline="advanced", methods=("match", "trim"),
+                      removed={"trim": ("emit", "hash", "alloc", "walk", "fold")})
+
+
+def _profile(commit: str, totals: dict[str, float], plan: PlanRecord = FULL, rnd: int | None = None) -> Profile:
+    funcs = tuple(FunctionStats(n, 10, int(t), int(t / 2)) for n, t in totals.items())
+    h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0)
+    if rnd is not None:
+        plan = replace(plan, params={**plan.params, "round": float(rnd)})
+    return Profile(h, Metrics(), plan, funcs)
+
+
+def test_fingerprint_is_the_plan_not_the_binary():
+    assert FULL.fingerprint == replace(FULL, probed=("main", "other")).fingerprint  # "trace all" of any binary
+    assert ADVANCED.fingerprint != FULL.fingerprint
+    assert ADVANCED.fingerprint != replace(ADVANCED, probed=("main", "lex")).fingerprint
+    hybrid = PlanRecord(probed=tuple(NAMES), mode="hybrid", traced=("lex",), params={"stack_hz": 499})
+    assert hybrid.fingerprint == replace(hybrid, probed=("main", "lex", "new")).fingerprint
+    assert hybrid.fingerprint != replace(hybrid, params={"stack_hz": 99}).fingerprint
+    assert hybrid.fingerprint != replace(hybrid, traced=("lex", "parse")).fingerprint
+    assert replace(hybrid, spec="s1").fingerprint == replace(hybrid, traced=("x",), spec="s1").fingerprint
+    assert hybrid.fingerprint == replace(hybrid, params={"stack_hz": 499, "round": 3.0}).fingerprint
+    a, b = _profile("a", {"main": 1.0}), _profile("a", {"main": 1.0}, ADVANCED)
+    assert comparison_key(a) != comparison_key(b) and comparison_key(a).startswith(a.config_key + "|trace|")
+
+
+def test_profiles_of_two_plans_give_no_verdict_and_say_how_to_get_one(empty_repo):
+    """The false "faster" of the real project: the parent traced in full, the commit with the
+    advanced pipeline (callers no longer carry their removed callees' probe costs: -90%)."""
+    base_totals = {n: 1e8 / (i + 1) for i, n in enumerate(NAMES)}
+    fast = {n: t * (0.1 if n in ("lex", "parse") else 1.0) for n, t in base_totals.items() if n in ADVANCED.probed}
+    (empty_repo / "a.txt").write_text("1\n")
+    git(empty_repo, "commit", "-qam", "base")
+    base = git(empty_repo, "rev-parse", "HEAD")
+    (empty_repo / "a.txt").write_text("2\n")
+    git(empty_repo, "commit", "-qam", "target")
+    target = git(empty_repo, "rev-parse", "HEAD")
+    repo = open_repo(empty_repo)
+    store = NotesStore(repo)
+    for k in range(3):
+        store.add(base, _profile(base, {n: t * (1 + 0.01 * k) for n, t in base_totals.items()}))
+        store.add(target, _profile(target, {n: t * (1 + 0.01 * k) for n, t in fast.items()}, ADVANCED))
+    r = checks.check(repo, target, CheckConfig())
+    assert r.result == checks.NOT_ENOUGH_DATA and r.exit_code == 3
+    assert not [c for c in r.changes if c.type in (checks.DEGRADATION, checks.OPTIMIZATION)]
+    [pair] = r.pairs
+    assert pair.base_commit is None
+    assert "only with other probe plans" in pair.notes[0] and "--collect" in pair.notes[0], pair.notes
+    # the same profiles under one plan would be an optimization: the verdict above is withheld, not missed
+    for k in range(3):
+        store.add(base, _profile(base, {n: t * (1 + 0.01 * k) for n, t in base_totals.items()
+                                        if n in ADVANCED.probed}, ADVANCED))
+    again = checks.check(repo, target, CheckConfig())
+    assert again.result == checks.OPTIMIZATION and again.pairs[0].base_commit == base
+
+
+def test_probe_time_is_taken_out_of_inclusive_time():
+    """collect.profile: the kernel's sum of nested probed calls' calibrated cost, plus the function's
+    own in-interval share per timed call (calibrated on empty functions)."""
+    funcs = tuple(FunctionSymbol(n, 0x1000 * (i + 1), 16, 0x1000 * (i + 1), e, "?")
+                  for i, (n, e) in enumerate([("main", "push"), ("lex", "singlestep")]))
+    from gitperf.analysis.elf import BinaryInfo
+    plan = make_plan(BinaryInfo("/x", "id", True, funcs), CollectConfig())
+    raw = RawCollection(
+        functions=[RawFunction(count=1, timed=1, total_ns=50_000_000, exclusive_ns=1_000_000, probe_ns=20_000_000,
+                               nested=1000),
+                   RawFunction(count=1000, timed=1000, total_ns=25_000_000, exclusive_ns=25_000_000)],
+        run=RunResult(0.05, 0, ""), attach_s=0, detach_s=0, collection_s=0, raw_bytes=0, records=0, dropped=0,
+        overflow=0, unmatched=0, stack_samples=0, unknown_samples=0, attach_method="uprobe_multi")
+    cost = {"push": 2000.0, "push_in": 800.0, "singlestep": 20000.0, "singlestep_in": 9000.0}
+    main, lex = build_functions(plan, raw, None, cost)
+    assert main.probe_ns == 20_000_000 + 1 * 800 and main.nested == 1000
+    assert lex.probe_ns == 1000 * 9000 and lex.native_ns == 25_000_000 - 9_000_000
+    assert main.native_ns == 50_000_000 - 20_000_800
+    again = codec.decode(codec.encode(Profile(Header("t", "c", "app", "b", (), "w", "bcc", "m", "k", 0, 1),
+                                              Metrics(), PlanRecord(), (main, lex))))
+    assert again.functions == (main, lex)
+
+
+def test_checks_compare_native_estimates_with_the_calibration_uncertainty():
+    """20 ms of probe time in both sides' inclusive times; the native part doubled.  Raw totals
+    say +83%; the corrected ones +100%, with the calibration's spread widening the interval."""
+    def side(commit: str, native: float, rnd: int) -> StoredProfile:
+        probe = 2e7
+        f = [FunctionStats("main", 1, int(2e9), int(1e8)), FunctionStats("f", 1000, int(native + probe),
+                                                                         int(native), probe_ns=int(probe))]
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=("main", "f"), params={"round": float(rnd)})
+        return StoredProfile(commit, rnd, f"{commit}{rnd}", Profile(h, Metrics(), plan, tuple(f), {"push": 2000.0,
+                                                                                                 "push_sd": 600.0}))
+    rng = np.random.default_rng(2)
+    base = [side("b", 1e8 * math.exp(rng.normal(0, 0.01)), r) for r in range(5)]
+    target = [side("t", 2e8 * math.exp(rng.normal(0, 0.01)), r) for r in range(5)]
+    f = next(c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(), opinions=False)
+             if c.function == "f")
+    assert f.type == checks.DEGRADATION and 0.9 < f.relative < 1.1, f
+    assert f.target_ns == pytest.approx(2e8, rel=0.05)  # a native estimate, not the probed total
+    # the probe shares differ (0.2 and 0.1 of native): the calibration's 30% spread shows in the interval;
+    # one that claims no spread at all is still taken to drift by CALIBRATION_DRIFT
+    exact = [[replace(p, profile=replace(p.profile, calibration={"push": 2000.0})) for p in s] for s in (target, base)]
+    g = next(c for c in checks.compare_workload(checks.Sides("w", *exact), CheckConfig(), opinions=False)
+             if c.function == "f")
+    assert g.ci_high - g.ci_low < f.ci_high - f.ci_low
+    same = [[replace(p, profile=replace(p.profile, functions=tuple(replace(x, probe_ns=0) for x in p.profile.functions)))
+             for p in s] for s in (target, base)]
+    h = next(c for c in checks.compare_workload(checks.Sides("w", *same), CheckConfig(), opinions=False)
+             if c.function == "f")
+    assert h.ci_high - h.ci_low < g.ci_high - g.ci_low
+
+
+def _rounds(shift: float, runs: int, seed: int) -> tuple[list[StoredProfile], list[StoredProfile]]:
+    """Rounds whose two runs share the machine's state (a common factor of +-8% per round), with 0.5%
+    independent jitter; `parse` is `shift` slower on the target."""
+    rng = np.random.default_rng(seed)
+    base, target = [], []
+    for r in range(runs):
+        luck = math.exp(rng.normal(0, 0.08))
+        for side, out in (("b", base), ("t", target)):
+            totals = {n: 1e8 / (i + 1) * luck * math.exp(rng.normal(0, 0.005)) * (1 + shift if side == "t" and
+                                                                                    n == "parse" else 1)
+                      for i, n in enumerate(NAMES)}
+            out.append(StoredProfile(side, r, f"{side}{r}", _profile(side, totals, rnd=r)))
+    return base, target
+
+
+def test_paired_rounds_find_what_independent_runs_hide():
+    """A +4% change of one function under +-8% of shared luck per round: paired rounds see it; the
+    same numbers without their rounds (independent runs) cannot, and A/A rounds raise nothing."""
+    cfg = replace(CheckConfig(), min_relative=0.02)
+    found = 0
+    for seed in range(10):
+        base, target = _rounds(0.04, 5, seed)
+        paired = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), cfg,
+                                                                 opinions=False)}
+        found += paired["parse"].type == checks.DEGRADATION
+        assert "paired rounds" in paired["parse"].noise
+        plain = [replace(p, profile=replace(p.profile, plan=FULL)) for p in target]
+        plain_base = [replace(p, profile=replace(p.profile, plan=FULL)) for p in base]
+        unpaired = {c.function: c for c in checks.compare_workload(checks.Sides("w", plain, plain_base), cfg,
+                                                                   opinions=False)}
+        assert unpaired["parse"].ci_high - unpaired["parse"].ci_low > 2 * (paired["parse"].ci_high -
+                                                                          paired["parse"].ci_low)
+    assert found >= 9
+    alarms = 0
+    for seed in range(20):
+        base, target = _rounds(0.0, 5, 100 + seed)
+        alarms += any(c.type != checks.NO_CHANGE for c in checks.compare_workload(
+            checks.Sides("w", target, base), cfg, opinions=False))
+    assert alarms <= 1
+
+
+def test_a_function_that_is_mostly_probe_time_is_compared_on_its_probed_time():
+    """A full trace of a ns-scale function: 90% of its measured time is probe.  Taking out a
+    calibrated estimate would leave mostly calibration error, so both sides use probed time."""
+    def run(commit: str, total: float, k: int) -> StoredProfile:
+        f = [FunctionStats("main", 1, int(2e9), int(1e8)),
+             FunctionStats("tiny", 10**6, int(total * (1 + 0.003 * k)), int(total), probe_ns=int(9e8))]
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        return StoredProfile(commit, k, f"{commit}{k}", Profile(h, Metrics(), FULL, tuple(f)))
+    base = [run("b", 1e9, k) for k in range(3)]
+    target = [run("t", 1.1e9, k) for k in range(3)]  # +10% measured; "native" would say 1e8 -> 2e8
+    tiny = next(c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(), opinions=False)
+                if c.function == "tiny")
+    assert "probed time" in tiny.noise and tiny.base_ns == pytest.approx(1.003e9, rel=0.01)
+    assert 0.05 < tiny.relative < 0.15
+
+
+def test_a_cheaper_entry_probe_is_not_an_optimization():
+    """Measured on Lua: a commit that made l_alloc 10x slower also turned its first instruction from
+    `mov` (single-stepped, ~5.8 us of probe inside each call) into `push` (emulated, ~1.1 us).  Its
+    probed time fell 78%; probe time dominates both sides but differs, so the probed times are not
+    comparable and native estimates would be mostly calibration error: the verdict is withheld."""
+    cal = {"push": 2600.0, "push_in": 1100.0, "push_sd": 430.0, "singlestep": 7400.0, "singlestep_in": 5800.0,
+           "singlestep_sd": 1470.0}
+
+    def run(commit: str, per_call_probe: float, native_per_call: float, k: int) -> StoredProfile:
+        calls = 23656
+        probe = int(calls * per_call_probe)
+        f = [FunctionStats("main", 1, int(2e9), int(1e8)),
+             FunctionStats("l_alloc", calls, probe + int(calls * native_per_call * (1 + 0.01 * k)), 0, probe_ns=probe)]
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        return StoredProfile(commit, k, f"{commit}{k}", Profile(h, Metrics(), FULL, tuple(f), cal))
+    base = [run("b", 5800, 13, k) for k in range(5)]
+    target = [run("t", 1100, 130, k) for k in range(5)]
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
+                                                            opinions=False)}
+    assert found["l_alloc"].type == checks.UNKNOWN and "probes differ" in found["l_alloc"].method, found["l_alloc"]
+    # the same probes on both sides: the probed times are comparable, and a real change shows
+    same = [run("t", 5800, 13 + 600, k) for k in range(5)]
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), CheckConfig(),
+                                                            opinions=False)}
+    assert found["l_alloc"].type == checks.DEGRADATION and "probed time" in found["l_alloc"].noise
+
+
+def test_fewer_probed_calls_under_an_overstated_calibration_are_withheld_not_a_slowdown():
+    """Seen on the demo's full trace: the speed-up makes far fewer probed rng calls, and the
+    calibration overstated the single-stepped probe (25 us a call), so the calibrated probe time of
+    `main` exceeded its measured time on every run.  Taken out, it leaves the side with
+    fewer calls looking slower.  Neither `main` nor the caller may get a verdict, and neither may
+    vanish from the report."""
+    cal = {"singlestep": 25000.0, "singlestep_in": 20000.0, "singlestep_sd": 500.0}
+    real = 15000.0  # what a probed call really cost in these runs
+
+    def run(commit: str, calls: int, k: int) -> StoredProfile:
+        jitter = 1 + 0.01 * k
+        native = {"main": 3e8, "gen": 1e8, "rng": 2e6}
+        f = [FunctionStats("main", 1, int((native["main"] + calls * real) * jitter), 0, probe_ns=int(calls * 25000),
+                           nested=calls),
+             FunctionStats("gen", 1, int((native["gen"] + calls * real) * jitter), 0, probe_ns=int(calls * 25000),
+                           nested=calls),
+             FunctionStats("rng", calls, int((native["rng"] + calls * 12000) * jitter), 0,
+                           probe_ns=int(calls * 20000))]
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        return StoredProfile(commit, k, f"{commit}{k}", Profile(h, Metrics(), FULL, tuple(f), cal))
+    base = [run("b", 30000, k) for k in range(5)]
+    target = [run("t", 10000, k) for k in range(5)]  # a third of the calls: natively 2/3 ms faster
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
+                                                            opinions=False)}
+    assert not [c for c in found.values() if c.type == checks.DEGRADATION], found
+    for name in ("main", "gen"):
+        assert found[name].type == checks.UNKNOWN and "probes differ" in found[name].method, found[name]
+
+
+def test_the_collect_summary_says_when_the_calibration_overstates_the_run():
+    from gitperf.views.render import probe_share
+    h = Header("t", "c", "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+
+    def summary(total: int, probe: int) -> str:
+        return probe_share(Profile(h, Metrics(), FULL, (FunctionStats("main", 1, total, 0, probe_ns=probe,
+                                                                      nested=1000),)))
+    assert "native estimate 90.00 ms" in summary(100_000_000, 10_000_000)
+    assert "too much to take out" in summary(100_000_000, 60_000_000)
+    over = summary(100_000_000, 150_000_000)
+    assert "exceeds the measured time" in over and "%" not in over
+
+
+def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
+    """A sampled function with ~5 of ~100 samples a run: per-round ratios of such counts are noise,
+    pooled over 15 rounds its share doubling is plain, and the same share on both sides is not."""
+    rng = np.random.default_rng(5)
+
+    def run(commit: str, share: float, r: int) -> StoredProfile:
+        n = int(rng.poisson(100))
+        k = int(rng.binomial(n, share))
+        wall = 0.05 * math.exp(rng.normal(0, 0.03))
+        est = k / n * wall * 1e9
+        funcs = [FunctionStats("main", 1, int(wall * 1e9), 0)]
+        if k:
+            funcs.append(FunctionStats("leaf", 0, int(est), int(est), sampled=True, ci_low=est * 0.5, ci_high=est * 2,
+                                       stack_samples=k))
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=("main", "leaf"), mode="hybrid", traced=("main",), params={"round": float(r)})
+        return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
+                                                                tuple(funcs)))
+    base = [run("b", 0.05, r) for r in range(15)]
+    slow = [run("t", 0.10, r) for r in range(15)]
+    same = [run("t", 0.05, r) for r in range(15)]
+    cfg = CheckConfig()
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", slow, base), cfg, opinions=False)}
+    assert found["leaf"].type == checks.DEGRADATION and "pooled samples" in found["leaf"].noise
+    assert found["leaf"].ci_low < 1.0 < found["leaf"].ci_high  # the truth: twice the time
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), cfg, opinions=False)}
+    assert found["leaf"].type == checks.NO_CHANGE
+
+
+def test_a_plain_check_pairs_a_target_with_its_own_partners_among_several_paired_checks(empty_repo):
+    """Two `check --collect` runs against one base leave two sets of rounds 0..4 on it; a later plain
+    check of either target must pair it with its own set (the `pairing` id), not fall back to
+    independent runs because the rounds repeat."""
+    store = NotesStore(open_repo(empty_repo))
+    commits = {}
+    for name in ("base", "a"):
+        (empty_repo / "a.txt").write_text(name + "\n")
+        git(empty_repo, "commit", "-qam", name)
+        commits[name] = git(empty_repo, "rev-parse", "HEAD")
+    for k, pairing in enumerate(("first", "second")):
+        base, target = _rounds(0.04, 5, 40 + k)
+        tag = lambda ps: [replace(p.profile, plan=replace(p.profile.plan, params={**p.profile.plan.params,  # noqa: E731
+                                                                                   "pairing": pairing})) for p in ps]
+        for p in tag(base):
+            store.add(commits["base"], p)
+        if pairing == "first":
+            for p in tag(target):
+                store.add(commits["a"], p)
+    result = checks.check(open_repo(empty_repo), commits["a"], replace(CheckConfig(), min_relative=0.02))
+    parse = next(c for c in result.changes if c.function == "parse")
+    assert "paired rounds" in parse.method and result.pairs[0].base_profiles == 5, (parse.method, result.pairs)
