@@ -249,3 +249,23 @@ def test_qn_scale_is_unbiased_at_every_small_sample_size():
     old = _qn_means(lambda n: (n / (n + 1.4) if n % 2 else n / (n + 3.8)) if n <= 40 else 1.0, sizes)
     assert abs(old[3] - 1) > 0.25 and abs(old[50] - 1) > 0.05
 
+
+def test_since_names_the_commit_where_the_level_shift_began_even_if_a_commit_lacks_the_function():
+    """`since` keeps each history value with its commit: a function missing from one commit of the
+    history (h2 here) must not shift the blame by one, and a history without commits (`git perf
+    noise` passes none) names nothing instead of failing."""
+    rng = np.random.default_rng(11)
+    base_ns = np.geomspace(5e8, 1e6, N_FUNCTIONS)
+    hist = [_session(rng, base_ns, commit=f"h{k}", shift={"f5": 2.0} if k <= 4 else None, **QUIET)
+            for k in range(10)]
+    hist[2] = [StoredProfile(p.commit, p.line_no, p.id, Profile(
+        p.profile.header, p.profile.metrics, p.profile.plan,
+        tuple(f for f in p.profile.functions if f.name != "f5"))) for p in hist[2]]
+    a = _session(rng, base_ns, commit="a", **QUIET)
+    b = _session(rng, base_ns, shift={"f5": 2.0}, commit="b", **QUIET)
+    named = {c.function: c for c in checks.compare_workload(
+        checks.Sides("w", b, a, hist, [f"h{k}" for k in range(10)]), CheckConfig(), opinions=False)}
+    assert named["f5"].type == checks.DEGRADATION and named["f5"].since == "h4"
+    anonymous = {c.function: c for c in checks.compare_workload(
+        checks.Sides("w", b, a, hist), CheckConfig(), opinions=False)}
+    assert anonymous["f5"].type == checks.DEGRADATION and anonymous["f5"].since is None

@@ -429,12 +429,13 @@ def _opinions(t: _Side, b: _Side, z: float | None, cfg: CheckConfig, sign: int):
     return votes, per_call
 
 
-def _since(history: list[float], commits: list[str], now: float, alpha: float, sign: int) -> str | None:
-    """Where a level shift towards `now` began in the history (change-point detection)."""
+def _since(history: list[tuple[str, float]], now: float, alpha: float, sign: int) -> str | None:
+    """Where a level shift towards `now` began in the history ((commit, value) pairs, nearest first;
+    change-point detection); None when it began at the target or no commit is known."""
     if len(history) < 2:
         return None
-    series = list(reversed(history)) + [now]  # oldest first
-    order = list(reversed(commits[:len(history)])) + [""]
+    series = [v for _, v in reversed(history)] + [now]  # oldest first
+    order = [c for c, _ in reversed(history)] + [""]
     shifts = [c for c in inference.change_points(series, window=5, alpha=alpha) if sign * (c.after - c.before) > 0]
     return (order[shifts[-1].index] or None) if shifts else None
 
@@ -493,8 +494,11 @@ def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = f
         return simple
     shift = _shift(both, cfg)
     # the history enters only through each commit's center (noise of the total, robust z, change points)
-    hist = {n: [inference.center(v) for h in sides.history if (v := _totals(h, n, t.native)) and any(v)]
-            for n, (t, _b) in both.items()}
+    # (a commit the function is missing from is skipped, so each value keeps its commit for `since`)
+    commits = sides.history_commits + [""] * (len(sides.history) - len(sides.history_commits))
+    at = {n: [(c, inference.center(v)) for c, h in zip(commits, sides.history) if (v := _totals(h, n, t.native))
+              and any(v)] for n, (t, _b) in both.items()}
+    hist = {n: [v for _, v in pairs] for n, pairs in at.items()}
     paired = _paired_diffs(sides, both)
     tested = _tests(both, shift, hist, paired, cfg, _pooled(sides, both))
     sign = 1 if cfg.direction == "lower" else -1  # "higher": a larger value is better
@@ -519,7 +523,7 @@ def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = f
             location=t.location or b.location, base_ns=mb, target_ns=mt, base_calls=inference.center(b.counts),
             target_calls=inference.center(t.counts), noise=x.noise + ("" if t.native else "; probed time"),
             history_z=z,
-            since=_since(h, sides.history_commits, mt, 1 - cfg.confidence, sign) if kind == DEGRADATION else None,
+            since=_since(at[x.name], mt, 1 - cfg.confidence, sign) if kind == DEGRADATION else None,
             votes=votes, changed=x.name in changed, statistic=x.statistic, per_call_ci=per_call))
     return simple + out
 
