@@ -28,7 +28,7 @@ def run_pilot(engine: Engine, binary: BinaryInfo, plan: ProbePlan, run: RunWorkl
     raw = engine.collect(binary, pilot_plan, run, lambda _m: None)
     if raw.run.partial:
         progress(f"  warning: the pilot run is partial ({raw.run.partial}); its run time may mislead the budget")
-    total = max(sum(r.stack_samples for r in raw.functions) + raw.unknown_samples, 1)
+    total = max(raw.samples_total, 1)
     return hybrid.Pilot(raw.run.wall_s, {f.name: r.stack_samples / total
                                          for f, r in zip(pilot_plan.functions, raw.functions) if r.stack_samples})
 

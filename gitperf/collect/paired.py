@@ -128,7 +128,7 @@ def own_times(ctx: CollectContext, wl: Workload, plan: ProbePlan) -> tuple[float
         for _ in range(PILOT_RUNS):
             raw = s.collect(ctx.runner(wl))
             wall += raw.run.wall_s
-            total += sum(r.stack_samples for r in raw.functions) + raw.unknown_samples
+            total += raw.samples_total
             for f, r in zip(stack.functions, raw.functions):
                 samples[f.name] = samples.get(f.name, 0) + r.stack_samples
     native_ns = wall / PILOT_RUNS * 1e9

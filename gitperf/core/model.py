@@ -78,6 +78,7 @@ class Metrics:
     dropped: int = 0  # sampled records lost (ring buffer full): counted in BPF, never silent
     records: int = 0  # sampled call records delivered
     stack_samples: int = 0  # perf_event samples taken
+    probe_samples: int = 0  # of them, taken while the kernel handled a probe (probe time, no function's)
     untimed: int = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
     attach_s: float = 0.0
     detach_s: float = 0.0

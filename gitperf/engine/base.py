@@ -43,6 +43,12 @@ class RawCollection:
     unknown_samples: int  # samples outside the binary's functions
     attach_method: str  # "uprobe_multi" | "per-probe"
     attached_s: float = 0.0  # seconds the probes were live while the workload ran (bursty: < run time)
+    probe_samples: int = 0  # samples taken while the kernel handled a probe: probe time, no function's
+
+    @property
+    def samples_total(self) -> int:
+        """Every sample symbolised: the denominator of a function's share of the run time."""
+        return sum(r.stack_samples for r in self.functions) + self.unknown_samples + self.probe_samples
 
 
 # The workload runner an engine calls once its probes are in place.

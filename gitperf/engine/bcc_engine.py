@@ -12,7 +12,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from gitperf.analysis.elf import BinaryInfo, CallSites
 from gitperf.core.errors import EnvironmentUnavailable
@@ -25,6 +25,27 @@ from gitperf.plan.probes import ProbePlan
 BPF_SOURCE = Path(__file__).with_name("probe.bpf.c")
 NHIST = 40
 RINGBUF_PAGES = 256  # 1 MiB: ~25k records of 40 bytes between two polls
+
+
+# Kernel functions that run only while a uprobe or uretprobe is handled (kernel/events/uprobes.c,
+# arch/x86/kernel/uprobes.c): the int3 trap, the single-step, the return trampoline's system call.
+PROBE_FRAMES = ("uprobe_", "arch_uprobe_", "handle_swbp", "handle_singlestep", "handle_trampoline")
+
+
+def probe_handling(kernel_frames: Iterable[str]) -> bool:
+    """Whether a kernel stack (function names) was taken inside probe handling."""
+    return any(name.startswith(PROBE_FRAMES) or "uretprobe" in name for name in kernel_frames)
+
+
+@dataclass
+class _Samples:
+    """One run's stack samples: per probed-function index, outside every function, in probe
+    handling, and the bytes read."""
+
+    by_function: dict[int, int]
+    unknown: int
+    probe: int
+    nbytes: int
 
 
 class Rec(ctypes.Structure):
@@ -271,7 +292,7 @@ class BccEngine:
                 for i in range(n)]
 
     @staticmethod
-    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: CallSites) -> tuple[dict[int, int], int, int]:
+    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: CallSites) -> _Samples:
         """Attribute each stack sample to the innermost frame inside the binary (time in libc
         counts for its caller, as exclusive time does in traced mode).  A sample in a library
         prefers the return address found on the stack (`ret`): the frame-pointer walk through
@@ -279,30 +300,37 @@ class BccEngine:
         pointer is a return address only if a call precedes it: a code pointer or a word left
         behind by an earlier call is not one, and where such words lie shifts with any change
         of the callers' frames (on Lua, 26 samples a build went to `panic`, a function never
-        called, and none in a build that differed only in `internshrstr`)."""
+        called, and none in a build that differed only in `internshrstr`).  A sample taken while
+        the kernel handled one of our probes is probe time: it goes to no function."""
         index = {f.name: i for i, f in enumerate(plan.functions)}
         bases = {k.value: v.value for k, v in b["bases"].items()}
-        out: dict[int, int] = {}
-        unknown = nbytes = 0
-        stacks = b["ustacks"]
+        got = _Samples({}, 0, 0, 0)
+        stacks, kstacks = b["ustacks"], b["kstacks"]
+        in_probe: dict[int, bool] = {}  # kernel stack id -> taken inside probe handling
         for k, v in b["samples"].items():
-            nbytes += 16
+            got.nbytes += 24
+            if k.kstackid >= 0 and k.kstackid not in in_probe:
+                in_probe[k.kstackid] = probe_handling(b.ksym(a).decode(errors="replace")
+                                                      for a in kstacks.walk(k.kstackid))
+            if k.xol or in_probe.get(k.kstackid, False):
+                got.probe += v.value
+                continue
             bias = bases.get(k.tgid, 0 if not binary.pie else None)
             fn = None
             if bias is not None and k.ret and calls.after_call(k.ret - bias):
                 fn = binary.symbolize(k.ret - 1 - bias)  # -1: a call's return address may start the next function
             if bias is not None and fn is None:
                 for addr in stacks.walk(k.stackid):
-                    nbytes += 8
+                    got.nbytes += 8
                     sym = binary.symbolize(addr - bias)
                     if sym is not None:
                         fn = sym
                         break
             if fn is None or fn.name not in index:
-                unknown += v.value
+                got.unknown += v.value
             else:
-                out[index[fn.name]] = out.get(index[fn.name], 0) + v.value
-        return out, unknown, nbytes
+                got.by_function[index[fn.name]] = got.by_function.get(index[fn.name], 0) + v.value
+        return got
 
 
 class _Session:
@@ -331,16 +359,17 @@ class _Session:
                 funcs[i].series = res.sorted()
             if ends is not None:
                 _per_burst(funcs, ends, in_burst)
-            samples, unknown, sample_bytes = engine._read_samples(b, job.binary, job.plan, self.calls)
-            for i, c in samples.items():
+            samples = engine._read_samples(b, job.binary, job.plan, self.calls)
+            for i, c in samples.by_function.items():
                 funcs[i].stack_samples = c
             collection_s = time.perf_counter() - t_start
             _clear(b)
         return RawCollection(
             functions=funcs[: len(job.plan.functions)], run=result, attach_s=attach.attach_s, detach_s=detach_s,
-            collection_s=collection_s, raw_bytes=self.records.bytes + map_bytes + sample_bytes,
+            collection_s=collection_s, raw_bytes=self.records.bytes + map_bytes + samples.nbytes,
             records=counters[1], dropped=counters[0], overflow=counters[2], unmatched=counters[3],
-            stack_samples=counters[4], unknown_samples=unknown, attach_method=attach.method,
+            stack_samples=counters[4], unknown_samples=samples.unknown, probe_samples=samples.probe,
+            attach_method=attach.method,
             attached_s=attached_s,
         )
 
@@ -362,7 +391,7 @@ def _consume(b) -> None:
 
 def _clear(b) -> None:
     """Every map a run fills, emptied for the next run of the session (the configuration stays)."""
-    for name in ("calls", "stats", "counters", "stacks", "bases", "samples", "ustacks"):
+    for name in ("calls", "stats", "counters", "stacks", "bases", "samples", "ustacks", "kstacks"):
         b[name].clear()
 
 

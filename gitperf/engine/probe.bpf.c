@@ -84,7 +84,18 @@ struct skey {
     u32 tgid;
     s32 stackid;
     u64 ret;                   // sample outside the binary: the first binary address on the stack
+    s32 kstackid;              // sample in the kernel: its kernel stack (the driver tells probe
+                               // handling from system calls and faults by it); -1 in user code
+    u32 xol;                   // user IP in the kernel's probe page: probe handling too
 };
+
+// The page where the kernel single-steps probed instructions out of line and where return probes
+// trampoline: get_xol_area() asks for the highest user page (kernel/events/uprobes.c, hint
+// TASK_SIZE - PAGE_SIZE; x86-64, 4-level tables), which `[uprobes]` in /proc/PID/maps shows there.
+// Samples land in it far more often than its few instructions suggest (~half of all samples of a
+// loop of probed calls): the timer interrupt held back while the trap was handled fires at the
+// return to user mode.
+#define XOL_PAGE 0x7fffffffe000ULL
 
 // Words above the stack pointer searched for a return address into the binary when a sample lands
 // in a library.  Library code (glibc) has no frame pointers, so the frame-pointer walk either stops
@@ -106,6 +117,7 @@ BPF_HASH(stacks, u32, struct tstack, 16384);
 BPF_HASH(bases, u32, u64, 4096);                // tgid -> load bias of the binary
 BPF_RINGBUF_OUTPUT(records, RINGBUF_PAGES);
 BPF_STACK_TRACE(ustacks, 16384);
+BPF_STACK_TRACE(kstacks, 4096);
 BPF_HASH(samples, struct skey, u64, 65536);
 BPF_PERCPU_ARRAY(scan_buf, struct scan, 1);
 
@@ -278,12 +290,15 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     u64 *bias = bases.lookup(&k.tgid);
     // The user registers: those of the sample, or the ones saved at kernel entry (syscall, fault).
     u64 ip = ctx->regs.ip, sp = ctx->regs.sp;
+    k.kstackid = -1;
     if ((ctx->regs.cs & 3) != 3) {
+        k.kstackid = kstacks.get_stackid(ctx, 0);
         struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
         bpf_probe_read_kernel(&ip, sizeof(ip), &u->ip);
         bpf_probe_read_kernel(&sp, sizeof(sp), &u->sp);
     }
-    if (bias && (ip < *bias + TEXT_LO || ip >= *bias + TEXT_HI)) {
+    k.xol = ip >= XOL_PAGE && ip < XOL_PAGE + 4096;
+    if (!k.xol && bias && (ip < *bias + TEXT_LO || ip >= *bias + TEXT_HI)) {
         u32 z = 0;
         struct scan *words = scan_buf.lookup(&z);
         if (words && bpf_probe_read_user(words, sizeof(*words), (void *)sp) == 0) {

@@ -13,6 +13,9 @@ def metrics_line(p: Profile) -> str:
     return (f"PT {m.PT:.2f}s  CPT {m.CPT:.2f}s  PRT {m.PRT:.3f}s  RDV {fmt_bytes(m.RDV)}  PS {fmt_bytes(m.PS)}  "
             f"PL {m.PL}  PLR {m.PLR}  HC {hc}  TLC {m.TLC:.1%}  attach {m.attach_s * 1e3:.0f} ms  "
             f"detach {m.detach_s * 1e3:.0f} ms  probe cost (predicted) {m.predicted_overhead_s:.2f}s"
+            # the measured counterpart of the prediction: samples that caught the kernel handling a probe
+            + (f"  samples {m.stack_samples} ({m.probe_samples / m.stack_samples:.0%} in probe handling)"
+               if m.stack_samples else "")
             + _budget(p))
 
 
