@@ -547,7 +547,8 @@ def error_budget(names: list[str], changed: frozenset[str]) -> list[float]:
     groups["other"] = [n for n in names if n != ROOT and n not in changed]
     share = {"root": ROOT_SHARE if groups["root"] else 0.0}
     rest = 1 - share["root"]
-    share["changed"] = rest * CHANGED_SHARE if groups["changed"] and groups["other"] else (rest if groups["changed"] else 0.0)
+    share["changed"] = (rest * CHANGED_SHARE if groups["changed"] and groups["other"]
+                        else rest if groups["changed"] else 0.0)
     share["other"] = 1 - share["root"] - share["changed"]
     of = {n: g for g, ns in groups.items() for n in ns}
     return [share[of[n]] / len(groups[of[n]]) if share[of[n]] > 0 else 1e-12 for n in names]

@@ -133,7 +133,8 @@ def _metrics(ctx: CollectContext, opt: Optimized, raw: RawCollection, funcs: lis
         PT=elapsed + ctx.ore + opt.ore + opt.oo, CPT=raw.collection_s, PRT=raw.run.wall_s, RDV=raw.raw_bytes,
         OO=opt.oo, ORE=ctx.ore + opt.ore, PL=len(plan.functions) if plan.mode != Mode.STACK else 1,
         PLR=sum(1 for f in funcs if f.count), HC=hc, TLC=tlc, dropped=raw.dropped, records=raw.records,
-        stack_samples=raw.stack_samples, probe_samples=raw.probe_samples, untimed=raw.overflow, attach_s=raw.attach_s, detach_s=raw.detach_s,
+        stack_samples=raw.stack_samples, probe_samples=raw.probe_samples, untimed=raw.overflow,
+        attach_s=raw.attach_s, detach_s=raw.detach_s,
         predicted_overhead_s=predicted_overhead(plan, funcs, ctx.cost_ns, raw.stack_samples)
         if plan.mode != Mode.BURSTY else 0.0, native_s=opt.native_s)
 
