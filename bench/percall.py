@@ -3,8 +3,10 @@
 1. Per entry-instruction class (the calibration program, gitperf/engine/calib): ns per call of a
    bare uprobe, a bare uprobe + uretprobe, and git perf's entry + return handlers, over native.
 2. A one-line leaf function called N times, per call over native: git perf on the ordinary build
-   (its entry, `lea`, is single-stepped), git perf on a `-fpatchable-function-entry=5` build (five
-   one-byte NOPs, emulated), uftrace on a `-pg` build, and callgrind.
+   (its entry, `lea`, is single-stepped), on a `-fpatchable-function-entry=5` build (five one-byte
+   NOPs, emulated) and on a `-pg -mfentry -mnop-mcount` build (one 5-byte NOP, which kernels from
+   6.18 turn into a trampoline call), a bare uprobe + uretprobe on that build (the kernel's floor),
+   uftrace on a `-pg` build, and callgrind.
 3. Lua 5.4 (bench/realworld.py) traced in full, ordinary against NOP-padded: slowdown over native,
    probe time predicted by the calibration against measured, and whether the exact counts agree.
 
@@ -31,8 +33,10 @@ from gitperf.engine.bcc_engine import BccEngine
 from gitperf.plan.costs import call_costs
 from gitperf.plan.probes import make_plan
 
-CLASSES = ("push", "nop", "branch", "endbr", "singlestep")
+CLASSES = ("push", "nop", "nop5", "branch", "endbr", "singlestep")
 PAD = "-fpatchable-function-entry=5"
+# A 5-byte NOP at every entry (GCC: only without PIE), compiled for it and linked without -pg (no gmon.out)
+NOP5 = ["-fno-pie", "-pg", "-mfentry", "-mnop-mcount"]
 LEAF = """#include <stdlib.h>
 __attribute__((noinline, noipa)) long leaf(long x) { return x * 3 + 1; }
 int main(int argc, char **argv) {
@@ -75,7 +79,7 @@ def entry_classes(engine: BccEngine, work: Path, calls: int, repeat: int) -> str
     base = [_per_call(exe, work, calls) for _ in range(repeat)]
     bare = [_bare(exe, work, calls, False) for _ in range(repeat)]
     pair = [_bare(exe, work, calls, True) for _ in range(repeat)]
-    ours = [calibrate.measure_once(engine, exe, work) for _ in range(repeat)]
+    ours = calibrate.measure_classes(engine, exe, work, repeat)  # as calibrated: without the sampling timer
     med = lambda runs, c: statistics.median(r[c] for r in runs)  # noqa: E731
     rows = []
     for c in CLASSES:
@@ -86,11 +90,12 @@ def entry_classes(engine: BccEngine, work: Path, calls: int, repeat: int) -> str
                   "git perf / pair"], rows)
 
 
-def _build_leaf(work: Path, name: str, flags: list[str]) -> Path:
-    src = work / "leaf.c"
+def _build_leaf(work: Path, name: str, flags: list[str], link: tuple[str, ...] = ()) -> Path:
+    src, obj = work / "leaf.c", work / f"{name}.o"
     src.write_text(LEAF)
     exe = work / name
-    subprocess.run(["cc", "-O2", "-g", *flags, "-o", str(exe), str(src)], check=True)
+    subprocess.run(["cc", "-O2", "-g", *flags, "-c", "-o", str(obj), str(src)], check=True)
+    subprocess.run(["cc", *link, "-o", str(exe), str(obj)], check=True)
     return exe
 
 
@@ -102,6 +107,24 @@ def _traced_wall(engine: BccEngine, exe: Path, argv: list[str], funcs: tuple[str
     return raw.run.wall_s, {"counts": counts, "plan": plan}
 
 
+def _bare_leaf_wall(exe: Path, argv: list[str]) -> float:
+    """Wall time of `argv` with a uprobe + uretprobe whose program does nothing on `leaf`: the kernel's
+    floor under any uprobe-based tracer's per-call cost."""
+    import bcc
+
+    from gitperf.engine import bpflink
+    leaf = elf.load(exe).by_name()["leaf"]
+    b = bcc.BPF(text="int nothing(void *ctx) { return 0; }")
+    fd = b.load_func("nothing", bcc.BPF.KPROBE, attach_type=bpflink.BPF_TRACE_UPROBE_MULTI).fd
+    links = [bpflink.UprobeMultiLink(fd, str(exe), [leaf.offset], [0], retprobe=r) for r in (False, True)]
+    try:
+        return _wall(argv, exe.parent)
+    finally:
+        for link in links:
+            link.close()
+        b.cleanup()
+
+
 def _wall(argv: list[str], cwd: Path) -> float:
     t0 = time.perf_counter()
     subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -110,7 +133,8 @@ def _wall(argv: list[str], cwd: Path) -> float:
 
 def leaf_function(engine: BccEngine, work: Path, calls: int, repeat: int) -> str:
     plain, padded = _build_leaf(work, "leaf", []), _build_leaf(work, "leaf_pad", [PAD])
-    pg = _build_leaf(work, "leaf_pg", ["-pg"])
+    pg = _build_leaf(work, "leaf_pg", ["-pg"], ("-pg",))
+    nop5 = _build_leaf(work, "leaf_nop5", NOP5, ("-no-pie",))
     n = str(calls)
     entry = {e.name: e.mnemonic for e in elf.load(plain).functions}["leaf"]
     base = native([str(plain), n], repeat)
@@ -129,13 +153,16 @@ def leaf_function(engine: BccEngine, work: Path, calls: int, repeat: int) -> str
                 uft.append(_wall(["uftrace", "record", "-d", d, str(pg), n], work))
         pg_native = statistics.median(_wall([str(pg), n], work) for _ in range(repeat))  # gmon.out lands in work
         uftrace_ns = (statistics.median(uft) - pg_native) / calls * 1e9
-    for name, exe in ((f"git perf, ordinary build (entry `{entry}`)", plain), (f"git perf, {PAD}", padded)):
+    for name, exe in ((f"git perf, ordinary build (entry `{entry}`)", plain), (f"git perf, {PAD}", padded),
+                      (f"git perf, {' '.join(NOP5)} (nop5)", nop5)):
         walls, counts = [], {}
         for _ in range(repeat):
             w, info = _traced_wall(engine, exe, [str(exe), n], ("leaf",))
             walls.append(w)
             counts = info["counts"]
         row(name, walls, counts.get("leaf"))
+    row("bare uprobe + uretprobe (no handler), nop5 build", [_bare_leaf_wall(nop5, [str(nop5), n])
+                                                             for _ in range(repeat)])
     if uft:
         row("uftrace 0.13, -pg build", uft, native_s=pg_native)
     if shutil.which("valgrind"):

@@ -251,3 +251,42 @@ def test_call_sites_tell_return_addresses_from_other_text_words(tmp_path):
     assert not sites.after_call(call.address + call.size + 1)
     assert not sites.after_call(f["leaf"].vaddr)  # a code pointer (`pick`), not a return address
     assert not sites.after_call(call.address)
+
+
+@pytest.mark.parametrize("flags, entry", [
+    ([], "singlestep"),  # `lea`: the kernel steps it out of line
+    (["-fpatchable-function-entry=5"], "nop"),  # five one-byte NOPs: emulated
+    (["-fno-pie", "-pg", "-mfentry", "-mnop-mcount"], "nop5"),  # one 5-byte NOP: a trampoline call on 6.18+
+])
+def test_entry_classes_of_real_builds(tmp_path, flags, entry):
+    src = tmp_path / "p.c"
+    src.write_text("__attribute__((noinline)) long leaf(long x) { return x * 3 + 1; }\n"
+                   "int main(int c, char **v) { (void)v; return (int)leaf(c); }\n")
+    link = ["-no-pie"] if "-fno-pie" in flags else []
+    subprocess.run(["cc", "-O2", *flags, "-c", "-o", str(tmp_path / "p.o"), str(src)], check=True)
+    subprocess.run(["cc", *link, "-o", str(tmp_path / "p"), str(tmp_path / "p.o")], check=True)
+    assert elf.load(tmp_path / "p").by_name()["leaf"].entry == entry
+    assert elf.classify("nop", elf.NOP5) == "nop5" and elf.classify("nop", b"\x90") == "nop"
+
+
+def test_probe_pad_builds_keep_the_makefiles_own_flags(tmp_path):
+    """`build.probe_pad`: the wrapped compilers add the pad to every function while a makefile's
+    `CFLAGS ?= ...` keeps its -g (an exported CFLAGS would have replaced it), and the wrappers are
+    rewritten, not stacked, by a second build."""
+    from gitperf.core.config import BuildConfig
+    from gitperf.git.worktree import run_build
+    (tmp_path / "p.c").write_text("__attribute__((noinline)) long leaf(long x) { return x * 3 + 1; }\n"
+                                  "int main(int c, char **v) { (void)v; return (int)leaf(c); }\n")
+    (tmp_path / "Makefile").write_text("CFLAGS ?= -O2 -g\np: p.c\n\t$(CC) $(CFLAGS) -o $@ $<\n")
+    perf = tmp_path / "perf"
+    perf.mkdir()
+    build = BuildConfig(command="make -s -B", binary="p", probe_pad=True)
+    for _ in range(2):
+        run_build(build, tmp_path, "0" * 40, perf)
+    binary = elf.load(tmp_path / "p")
+    assert binary.by_name()["leaf"].entry == "nop"
+    sections = subprocess.run(["readelf", "-S", str(tmp_path / "p")], capture_output=True, text=True).stdout
+    assert ".debug_info" in sections
+    assert (perf / "probe-pad-bin" / "cc").read_text().count("-fpatchable-function-entry=5") == 1
+    run_build(BuildConfig(command="make -s -B", binary="p"), tmp_path, "0" * 40, perf)
+    assert elf.load(tmp_path / "p").by_name()["leaf"].entry == "singlestep"

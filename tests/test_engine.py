@@ -80,15 +80,17 @@ def test_trace_counts_equal_ground_truth_and_times_are_consistent(first_commit):
 
 def test_nop_padded_build_counts_exactly_and_its_entries_are_emulated(first_commit):
     """Issue #17: with -fpatchable-function-entry=5 every probe lands on a NOP; counts stay exact.
-    The ordinary build says which of its probed entries are single-stepped and what they cost."""
+    The ordinary build says which of its probed entries are single-stepped and what they cost.
+    `build.probe_pad` adds the flag through compiler wrappers, keeping the makefile's own flags
+    (its `CFLAGS ?= -O2 -g ...` would be lost to an exported CFLAGS)."""
     root, c = first_commit
     r = run_cli(root, "collect", "--workload", "small")
     assert r.returncode == 0 and "probed functions are single-stepped" in r.stdout, r.stdout
+    assert "build.probe_pad = true" in r.stdout
     [plain] = stored(root, c)
     assert "singlestep" in plain["plan"]["entries"]
-    flags = "-O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -fpatchable-function-entry=5"
     cfg = (root / ".gitperf.toml").read_text()
-    padded = cfg.replace('command = "make -s"', f"command = \"make -s clean && make -s CFLAGS='{flags}'\"")
+    padded = cfg.replace('command = "make -s"', 'command = "make -s clean && make -s"\nprobe_pad = true')
     assert padded != cfg
     (root / ".gitperf.toml").write_text(padded)
     git(root, "commit", "-qam", "probe-friendly build")
@@ -327,7 +329,7 @@ def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit)
     root, c = first_commit
     out = collect_json(root, "--workload", "small")
     cal = json.loads(next((root / ".git" / "perf").glob("calibration-*.json")).read_text())
-    classes = {"push", "nop", "branch", "endbr", "singlestep"}
+    classes = {"push", "nop", "nop5", "branch", "endbr", "singlestep"}
     assert set(cal) == classes | {f"{c}_in" for c in classes} | {f"{c}_sd" for c in classes} | {"stack_sample",
                                                                                                   "version"}
     assert all(0 < cal[f"{c}_in"] < cal[c] for c in classes)  # part of a probe's cost lands inside the interval

@@ -2,7 +2,7 @@
 their entry instruction costs to probe, and its build id.
 
 Entry-instruction classes (ARCHITECTURE.md §6): the kernel emulates a few instructions at a uprobe
-(`push`, branches, `nop`): ~0.6 us a hit here; every other instruction is single-stepped out of
+(`push`, branches, `nop`): ~0.6 us a hit here (a 5-byte NOP less: see NOP5); every other instruction is single-stepped out of
 line: ~20 us a hit on these virtual machines.  The class decides the per-hit cost in the overhead
 model; the costs themselves are calibrated on each machine (engine/calibrate.py).
 """
@@ -27,7 +27,10 @@ _SCAFFOLDING = {
     "_start", "_init", "_fini", "frame_dummy", "register_tm_clones", "deregister_tm_clones",
     "__do_global_dtors_aux", "__libc_csu_init", "__libc_csu_fini", "_dl_relocate_static_pie",
 }
-ENTRY_CLASSES = ("push", "branch", "nop", "endbr", "singlestep")
+ENTRY_CLASSES = ("push", "branch", "nop", "nop5", "endbr", "singlestep")
+# The 5-byte NOP (`nopl 0x0(%rax,%rax,1)`) that `-pg -mfentry -mnop-mcount` puts at every entry: kernels
+# from 6.18 turn a uprobe on exactly these bytes into a call to a trampoline (no trap) at its first hit.
+NOP5 = bytes.fromhex("0f1f440000")
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,10 @@ class CallSites:
         return False
 
 
-def classify(mnemonic: str) -> str:
+def classify(mnemonic: str, code: bytes = b"") -> str:
+    """The entry class of a function whose first instruction is `mnemonic` (`code`: its bytes)."""
+    if code.startswith(NOP5):
+        return "nop5"
     if mnemonic == "push":
         return "push"
     if mnemonic in ("jmp", "call") or (mnemonic.startswith("j") and len(mnemonic) <= 4):
@@ -166,7 +172,7 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
         code = stream.read(16)
         insn = next(md.disasm(code, vaddr, 1), None)
         mnemonic = insn.mnemonic if insn else "?"
-        seen[vaddr] = FunctionSymbol(name, vaddr, sym["st_size"], off, classify(mnemonic), mnemonic)
+        seen[vaddr] = FunctionSymbol(name, vaddr, sym["st_size"], off, classify(mnemonic, code), mnemonic)
     if not seen:
         raise InputError(f"{path} has a symbol table but no functions in it")
     return BinaryInfo(

@@ -102,10 +102,9 @@ def _collect_checkout(target: Target) -> list[Profile]:
     """The commit in a temporary worktree: its configuration, built by its build command."""
     with checkout(target.repo, target.commit) as root:
         cfg = project_config(target, root)
-        build_cmd = "" if target.req.no_build else cfg.build.command
-        if build_cmd:
-            target.progress(f"building {target.commit[:12]}: {build_cmd}")
-            run_build(build_cmd, root, target.commit, target.cache_dir)
+        if cfg.build.command and not target.req.no_build:
+            target.progress(f"building {target.commit[:12]}: {cfg.build.command}")
+            run_build(cfg.build, root, target.commit, target.cache_dir)
         binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
         return _run_workloads(CollectContext.build(target, cfg, root, binary))
 

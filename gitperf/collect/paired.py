@@ -99,7 +99,7 @@ def open_side(repo, req: CollectRequest, commit: str, engine, progress, stack: E
     cfg = project_config(target, root)
     if cfg.build.command and not req.no_build:
         progress(f"building {commit[:12]}: {cfg.build.command}")
-        run_build(cfg.build.command, root, commit, target.cache_dir)
+        run_build(cfg.build, root, commit, target.cache_dir)
     return CollectContext.build(target, cfg, root, root / cfg.build.binary)
 
 

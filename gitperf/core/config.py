@@ -27,6 +27,13 @@ STRATEGIES = ("userspace", "funcs")
 class BuildConfig:
     command: str = "make"  # shell command run at the work tree's root ("" = nothing to build)
     binary: str = ""  # path of the ELF to probe, relative to the root
+    probe_pad: bool = False  # compile with PROBE_PAD_FLAG (git.worktree.run_build: compiler shims on PATH)
+
+
+# GCC and clang then start every function with five one-byte NOPs, which uprobes emulate instead of
+# single-stepping the first instruction out of line: ~1.1 against ~10 us a traced call here
+# (bench/percall.py, ARCHITECTURE.md §6).
+PROBE_PAD_FLAG = "-fpatchable-function-entry=5"
 
 
 @dataclass(frozen=True)
@@ -226,10 +233,14 @@ TEMPLATE = '''\
 # Shell command that builds the program, run at the repository root.  "" = nothing to build.
 command = "make"
 # The ELF binary to probe, relative to the repository root.  Build it with -g and do not strip it.
-# Cheaper probes: add -fpatchable-function-entry=5 to the compiler flags (gcc, clang).  Every function
-# then starts with NOPs, which uprobes emulate, instead of an instruction the kernel single-steps
-# (`git perf collect` says how many probed functions are single-stepped and what they cost).
 binary = "{binary}"
+# Cheaper probes: every function then starts with NOPs, which uprobes emulate, instead of an
+# instruction the kernel single-steps (`git perf collect` says how many probed functions are
+# single-stepped and what they cost; ~9x cheaper a call on the machines we measured).  true adds
+# -fpatchable-function-entry=5 to every compiler the build runs by name (cc, gcc, clang, c++, ...):
+# git perf puts wrappers for them first on the build command's PATH.  After switching it, make sure
+# the build recompiles everything (a `make clean` in the build command, or a fresh build directory).
+probe_pad = false
 
 # One table per workload; each becomes one profile per collection.
 [[workload]]

@@ -24,17 +24,19 @@ from gitperf.plan.probes import ProbePlan
 
 BPF_SOURCE = Path(__file__).with_name("probe.bpf.c")
 NHIST = 40
-RINGBUF_PAGES = 256  # 1 MiB: ~25k records of 40 bytes between two polls
+RINGBUF_PAGES = 256  # 1 MiB: ~21k records of 48 bytes (with the ring's header) between two polls
+POLL_MS = 20  # the reader's timer: records arrive without a wakeup unless a CPU submitted 1024 since
 
 
 # Kernel functions that run only while a uprobe or uretprobe is handled (kernel/events/uprobes.c,
-# arch/x86/kernel/uprobes.c): the int3 trap, the single-step, the return trampoline's system call.
-PROBE_FRAMES = ("uprobe_", "arch_uprobe_", "handle_swbp", "handle_singlestep", "handle_trampoline")
+# arch/x86/kernel/uprobes.c): the int3 trap, the single-step, the system calls of the return
+# trampoline and of an optimized nop5 entry (__x64_sys_uretprobe, __x64_sys_uprobe).
+PROBE_FRAMES = ("handle_swbp", "handle_singlestep", "handle_trampoline")
 
 
 def probe_handling(kernel_frames: Iterable[str]) -> bool:
     """Whether a kernel stack (function names) was taken inside probe handling."""
-    return any(name.startswith(PROBE_FRAMES) or "uretprobe" in name for name in kernel_frames)
+    return any(name.startswith(PROBE_FRAMES) or "uprobe" in name for name in kernel_frames)
 
 
 @dataclass
@@ -243,8 +245,11 @@ class BccEngine:
 
     @staticmethod
     def _poll(b, stop: threading.Event) -> None:
+        # The handler wakes this reader only every WAKE_EVERY-th record (probe.bpf.c): the poll
+        # returns on that or on its timeout, and the rest of the ring is drained either way.
         while not stop.is_set():
-            b.ring_buffer_poll(50)
+            b.ring_buffer_poll(POLL_MS)
+            b.ring_buffer_consume()
 
     @staticmethod
     def _configure(b, plan: ProbePlan) -> None:
@@ -391,7 +396,7 @@ def _consume(b) -> None:
 
 def _clear(b) -> None:
     """Every map a run fills, emptied for the next run of the session (the configuration stays)."""
-    for name in ("calls", "stats", "counters", "stacks", "bases", "samples", "ustacks", "kstacks"):
+    for name in ("calls", "stats", "counters", "bases", "samples", "ustacks", "kstacks"):
         b[name].clear()
 
 

@@ -5,8 +5,10 @@ run natively and then with entry+return probes on those functions, the differenc
 one probed call costs (entry trap, handler, uretprobe).  The result depends on the kernel and the
 hardware, so it is cached per kernel release under `.git/perf/` and recorded in every profile.
 
-The same probed run has the stack-sampling timer on: a call-free loop's slowdown divided by the
-samples it took is the cost of one sample (`stack_sample`), which the overhead budget spends.
+A second run has the stack-sampling timer on and only `main` probed: a call-free loop's slowdown
+divided by the samples it took is the cost of one stack sample (`stack_sample`), which the overhead
+budget spends.  The classes are measured without the timer: with it, every class cost carried that
+run's sampling overhead (~10% of a push-class call here), which is native-time inflation, not probe cost.
 
 The kernel's own timing of those empty functions is the part of a probed call's cost that lands
 *inside* its measured interval (`CLASS_in`): the handler's tail after the entry timestamp, the
@@ -28,7 +30,8 @@ from pathlib import Path
 from gitperf.analysis.elf import load as load_elf
 from gitperf.core.config import CollectConfig
 from gitperf.core.errors import EnvironmentUnavailable
-from gitperf.engine.base import Engine
+from gitperf.core.model import Mode
+from gitperf.engine.base import Engine, Session
 from gitperf.engine.workload import run
 from gitperf.plan.costs import SAMPLE_KEY
 from gitperf.plan.probes import make_plan
@@ -39,7 +42,7 @@ CALLS = 20_000  # single-stepped hits cost ~15-20 us on these VMs: 20k calls sta
 # run-to-run noise, below the kernel's default perf_event_max_sample_rate.
 CALIB_HZ = 4999
 REPEATS = 3  # the spread of three measurements is the calibration's uncertainty
-VERSION = 2  # caches of an older version (without CLASS_in / CLASS_sd) are measured again
+VERSION = 3  # caches of an older version are measured again (2: classes timed with the sampler on, no nop5)
 
 
 def _read(path: Path) -> dict[str, float]:
@@ -55,36 +58,64 @@ def _build(workdir: Path) -> Path:
     return exe
 
 
-def measure_once(engine: Engine, exe: Path, workdir: Path) -> dict[str, float]:
-    """ns per probed call by entry class (never below 0), ns of it inside the measured interval
-    (`CLASS_in`), and ns per stack sample."""
-    native_out, probed_out = workdir / "native.txt", workdir / "probed.txt"
-    subprocess.run([str(exe), str(native_out), str(CALLS)], check=True)
+def _plans(exe: Path):
+    """The binary, a plan that probes every class's function (no timer), and one that only samples."""
     binary = load_elf(exe)
     names = tuple(f.name for f in binary.functions if f.name.startswith("f_"))
-    plan = make_plan(binary, CollectConfig(strategy="funcs", stack_hz=CALIB_HZ), names)
-    raw = engine.collect(binary, plan, lambda where: run([str(exe), str(probed_out), str(CALLS)], str(workdir), 120,
-                                                         where), lambda _msg: None)
+    probes = make_plan(binary, CollectConfig(strategy="funcs"), names)
+    timer = make_plan(binary, CollectConfig(mode=Mode.STACK, stack_hz=CALIB_HZ))
+    return binary, probes, timer
+
+
+def _run(session: Session, exe: Path, workdir: Path, out: Path):
+    return session.collect(lambda where: run([str(exe), str(out), str(CALLS)], str(workdir), 120, where))
+
+
+def _class_costs(session: Session, exe: Path, workdir: Path, plan) -> dict[str, float]:
+    """ns per probed call by entry class (never below 0) and ns of it inside the measured interval
+    (`CLASS_in`), from one run of the probed program against one native run."""
+    native_out, probed_out = workdir / "native.txt", workdir / "probed.txt"
+    subprocess.run([str(exe), str(native_out), str(CALLS)], check=True)
+    raw = _run(session, exe, workdir, probed_out)
     native, probed = _read(native_out), _read(probed_out)
-    spin_native, spin_probed = native.pop("spin"), probed.pop("spin")
+    native.pop("spin"), probed.pop("spin")
     costs = {k: max(probed[k] - native[k], 0.0) for k in native}
     for f, r in zip(plan.functions, raw.functions):
         cls = f.name[2:]
         if cls in native and r.timed:  # an empty function's measured time is (almost) all probe
             costs[f"{cls}_in"] = max(r.total_ns / r.timed - native[cls], 0.0)
-    samples = spin_probed / 1e9 * CALIB_HZ  # the timer counts CPU time: the loop is all CPU
-    costs[SAMPLE_KEY] = max(spin_probed - spin_native, 0.0) / samples
     return costs
+
+
+def _sample_cost(session: Session, exe: Path, workdir: Path) -> float:
+    """ns per stack sample: the call-free loop's slowdown under the timer over the samples it took."""
+    native_out, sampled_out = workdir / "native.txt", workdir / "sampled.txt"
+    subprocess.run([str(exe), str(native_out), str(CALLS)], check=True)
+    _run(session, exe, workdir, sampled_out)
+    spin_native, spin_sampled = _read(native_out)["spin"], _read(sampled_out)["spin"]
+    samples = spin_sampled / 1e9 * CALIB_HZ  # the timer counts CPU time: the loop is all CPU
+    return max(spin_sampled - spin_native, 0.0) / samples
+
+
+def measure_classes(engine: Engine, exe: Path, workdir: Path, repeats: int) -> list[dict[str, float]]:
+    """`repeats` measurements of every class's cost, one compiled program for all of them."""
+    binary, probes, _ = _plans(exe)
+    with engine.session(binary, probes, lambda _m: None) as s:
+        return [_class_costs(s, exe, workdir, probes) for _ in range(repeats)]
 
 
 def measure(engine: Engine, workdir: Path) -> dict[str, float]:
     """The median of REPEATS measurements of every cost, and each class's spread (`CLASS_sd`)."""
     exe = _build(workdir)
-    runs = [measure_once(engine, exe, workdir) for _ in range(REPEATS)]
+    runs = measure_classes(engine, exe, workdir, REPEATS)
+    binary, _, timer = _plans(exe)
+    with engine.session(binary, timer, lambda _m: None) as s:
+        sample = statistics.median(_sample_cost(s, exe, workdir) for _ in range(REPEATS))
     out = {k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0] if all(k in r for r in runs)}
     for k in list(out):
-        if k != SAMPLE_KEY and not k.endswith("_in"):
+        if not k.endswith("_in"):
             out[f"{k}_sd"] = round(statistics.stdev(r[k] for r in runs), 1)
+    out[SAMPLE_KEY] = round(sample, 1)
     out["version"] = VERSION
     return out
 

@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +17,7 @@ from typing import Iterator
 
 import pygit2
 
+from gitperf.core.config import PROBE_PAD_FLAG, BuildConfig
 from gitperf.core.errors import BuildError
 from gitperf.core.proc import alive
 
@@ -70,16 +72,44 @@ def checkout(repo: pygit2.Repository, commit: str) -> Iterator[Path]:
         subprocess.run(["git", "worktree", "prune"], cwd=cwd, capture_output=True)
 
 
-def run_build(command: str, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> None:
+COMPILERS = ("cc", "gcc", "c++", "g++", "clang", "clang++")
+
+
+def probe_pad_path(lock_dir: Path) -> str:
+    """A PATH whose first directory wraps every compiler found on ours so that it compiles with
+    PROBE_PAD_FLAG.  Wrappers rather than CFLAGS: a makefile's `CFLAGS ?= -O2 -g` would lose its own
+    flags to an exported CFLAGS, and Lua's sets CC and CFLAGS outright.  The directory persists
+    (under .git/perf): a build system that records the compiler's path (cmake) keeps finding it."""
+    path = os.environ.get("PATH", os.defpath)
+    shims = lock_dir / "probe-pad-bin"
+    shims.mkdir(parents=True, exist_ok=True)
+    for name in COMPILERS:
+        real = shutil.which(name, path=path)
+        if real is None or Path(real).parent == shims:
+            continue
+        text = f'#!/bin/sh\n# git perf build.probe_pad\nexec {shlex.quote(real)} {PROBE_PAD_FLAG} "$@"\n'
+        shim = shims / name
+        if not shim.exists() or shim.read_text() != text:
+            tmp = shims / f".{name}.{os.getpid()}"
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.replace(shim)  # atomic: a concurrent build never runs half a script
+    return f"{shims}{os.pathsep}{path}"
+
+
+def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> None:
     """Run the build command at `root`.  Builds of one directory are serialised (two collections at
     once in one work tree would otherwise race inside make); the second build is then a no-op."""
+    command = build.command
     if not command.strip():
         return
     lock = lock_dir / f"build-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}.lock"
     try:
         with open(lock, "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
-            r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True, timeout=timeout)
+            env = {**os.environ, "PATH": probe_pad_path(lock_dir)} if build.probe_pad else None
+            r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True, timeout=timeout,
+                               env=env)
     except subprocess.TimeoutExpired:
         raise BuildError(f"build of {commit[:12]} did not finish in {timeout:.0f}s: {command}") from None
     if r.returncode != 0:

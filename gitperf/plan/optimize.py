@@ -104,7 +104,7 @@ def base_callgraph(repo: pygit2.Repository, base: str, cfg: Config, binary_rel: 
     with checkout(repo, base) as root:
         bcfg = load_config(root) or cfg
         if bcfg.build.command:
-            run_build(bcfg.build.command, root, base, cache_dir)
+            run_build(bcfg.build, root, base, cache_dir)
         info = elf.load(root / (bcfg.build.binary or binary_rel))
         return callgraph.load(info.path, info.build_id, cache_dir, progress, alias)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gitperf.core.config import PROBE_PAD_FLAG
 from gitperf.core.fmt import fmt_bytes, fmt_ns
 from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
 
@@ -62,8 +63,6 @@ def _warnings(p: Profile) -> list[str]:
 
 
 SINGLE_STEPPED = ("singlestep", "endbr")  # entry classes the kernel steps out of line (analysis.elf)
-# With this flag GCC and clang start every function with 5 one-byte NOPs, which uprobes emulate (ARCHITECTURE.md §6)
-PROBE_PAD_FLAG = "-fpatchable-function-entry=5"
 
 
 def single_stepped(p: Profile) -> str:
@@ -78,7 +77,8 @@ def single_stepped(p: Profile) -> str:
     pad_s = sum(calls.values()) * p.calibration.get("nop", 0.0) / 1e9
     kinds = ", ".join(f"{cls} {sum(1 for c in names.values() if c == cls)}" for cls in SINGLE_STEPPED
                       if cls in names.values())
-    saving = (f" (~{pad_s:.2f} s with NOP-padded entries: add {PROBE_PAD_FLAG} to the compiler flags)"
+    saving = (f" (~{pad_s:.2f} s with NOP-padded entries: build.probe_pad = true, or add {PROBE_PAD_FLAG} to the"
+              " compiler flags)"
               if pad_s < cost_s else "")
     return (f"entry probes: {len(names)} probed functions are single-stepped ({kinds}); their "
             f"{sum(calls.values()):,} calls cost ~{cost_s:.2f} s of probe time{saving}")

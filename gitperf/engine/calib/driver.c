@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-long f_push(long), f_nop(long), f_branch(long), f_endbr(long), f_singlestep(long);
-static long (*volatile fns[])(long) = {f_push, f_nop, f_branch, f_endbr, f_singlestep};
-static const char *names[] = {"push", "nop", "branch", "endbr", "singlestep"};
+long f_push(long), f_nop(long), f_nop5(long), f_branch(long), f_endbr(long), f_singlestep(long);
+static long (*volatile fns[])(long) = {f_push, f_nop, f_nop5, f_branch, f_endbr, f_singlestep};
+static const char *names[] = {"push", "nop", "nop5", "branch", "endbr", "singlestep"};
+#define NCLASSES (int)(sizeof names / sizeof *names)
 
 static double now(void) {
     struct timespec t;
@@ -20,7 +21,7 @@ int main(int argc, char **argv) {
     long n = atol(argv[2]);
     FILE *out = fopen(argv[1], "w");
     if (!out) return 1;
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < NCLASSES; k++) {
         double t0 = now();
         for (long i = 0; i < n; i++) fns[k](i);
         fprintf(out, "%s %.1f\n", names[k], (now() - t0) / n);

@@ -1,6 +1,6 @@
 # One empty function per entry-instruction class (see gitperf/elf.py classify()).
         .text
-        .globl f_push, f_nop, f_branch, f_endbr, f_singlestep
+        .globl f_push, f_nop, f_nop5, f_branch, f_endbr, f_singlestep
         .type f_push, @function
 f_push:                         # emulated by the kernel
         push %rbp
@@ -12,6 +12,11 @@ f_nop:                          # emulated
         nop
         ret
         .size f_nop, .-f_nop
+        .type f_nop5, @function
+f_nop5:                         # the 5-byte NOP of -pg -mfentry -mnop-mcount: optimized into a call
+        .byte 0x0f, 0x1f, 0x44, 0x00, 0x00      # to a trampoline by kernels >= 6.18, else emulated
+        ret
+        .size f_nop5, .-f_nop5
         .type f_branch, @function
 f_branch:                       # emulated (jmp)
         jmp 1f
