@@ -344,11 +344,18 @@ def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit)
     assert 0.5 < m["predicted_overhead_s"] / m["PRT"] < 1.5, m
 
 
-def test_samples_taken_while_a_probe_is_handled_are_probe_time_not_a_functions(tmp_path):
-    """Hybrid mode: `leaf` traced (its `lea` entry is single-stepped: microseconds a call against a
-    nanosecond of work), `outer` only sampled.  Nearly all of the probed run is probe handling; the
-    samples that caught it must go to no function: not to `leaf` (the entry trap's user address is
-    inside it), nor to `outer` or `main` (the return trampoline's stack holds their return addresses)."""
+@pytest.mark.parametrize("flags, calls", [
+    ([], 150_000),  # `lea`: single-stepped, ~10-20 us a call
+    (["-fpatchable-function-entry=5"], 1_000_000),  # emulated NOP: the thread goes on at the next one
+    (["-fno-pie", "-pg", "-mfentry", "-mnop-mcount"], 1_000_000),  # nop5: a trampoline call on kernels >= 6.18
+])
+def test_samples_taken_while_a_probe_is_handled_are_probe_time_not_a_functions(tmp_path, flags, calls):
+    """Hybrid mode: `leaf` traced (a microsecond or more a call against a nanosecond of work),
+    `outer` only sampled.  Nearly all of the probed run is probe handling; the samples that caught
+    it must go to no function: not to `leaf` (the entry trap's user address is inside it, and an
+    emulated entry goes on inside it), nor to `outer` or `main` (the return trampoline's stack holds
+    their return addresses).  Before the entry's resume point counted as probe time, the NOP-padded
+    build gave `leaf` a fifth of all samples."""
     from gitperf.analysis import elf
     from gitperf.core.model import Mode
     from gitperf.engine.bcc_engine import BccEngine
@@ -359,18 +366,22 @@ def test_samples_taken_while_a_probe_is_handled_are_probe_time_not_a_functions(t
     src.write_text("__attribute__((noinline)) long leaf(long x) { return x * 3 + 1; }\n"
                    "__attribute__((noinline)) long outer(long n) { long s = 0;\n"
                    "  for (long i = 0; i < n; i++) s += leaf(i); return s; }\n"
-                   "int main(void) { return (int)(outer(150000) & 1); }\n")
+                   f"int main(void) {{ return (int)(outer({calls}) & 1); }}\n")
     exe = tmp_path / "p"
-    subprocess.run(["cc", "-O2", "-g", "-o", str(exe), str(src)], check=True)
+    subprocess.run(["cc", "-O2", "-g", *flags, "-c", "-o", str(tmp_path / "p.o"), str(src)], check=True)
+    subprocess.run(["cc", *(["-no-pie"] if "-fno-pie" in flags else []), "-o", str(exe), str(tmp_path / "p.o")],
+                   check=True)
     binary = elf.load(exe)
     funcs = tuple(f for f in binary.functions if f.name in ("main", "outer", "leaf"))
     plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index("main"), mode=Mode.HYBRID,
                      record_limit=0, stack_hz=999, traced=frozenset({"leaf"}))
     raw = BccEngine().collect(binary, plan, lambda where: run([str(exe)], str(tmp_path), 60, where), lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
-    assert got["leaf"].count == 150000
+    assert got["leaf"].count == calls
     total = raw.samples_total
     assert total > 100, total
-    # leaf's 150k probed calls take ~1 s here and its native work well under a millisecond
-    assert raw.probe_samples > 0.6 * total, (raw.probe_samples, {n: r.stack_samples for n, r in got.items()})
+    # the probed calls take ~1 s here and leaf's native work about a millisecond
+    samples = {n: r.stack_samples for n, r in got.items()}
+    assert raw.probe_samples > 0.6 * total, (raw.probe_samples, samples)
+    assert got["leaf"].stack_samples < 0.05 * total, (raw.probe_samples, samples)
     assert got["leaf"].stack_samples + got["outer"].stack_samples + got["main"].stack_samples < 0.3 * total

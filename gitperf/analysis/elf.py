@@ -14,6 +14,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import capstone
 from elftools.common.exceptions import ELFError
@@ -92,6 +93,25 @@ class CallSites:
             if len(insns) == 1 and insns[0].size == k and insns[0].mnemonic == "call":
                 return True
         return False
+
+
+def probe_points(binary: BinaryInfo, funcs: Iterable[FunctionSymbol]) -> set[int]:
+    """The addresses where a stack sample of a probed thread means probe time, for each of `funcs`
+    (entry-probed): the entry itself (its trap about to be taken) and the instruction after the first,
+    where the thread goes on once the kernel has emulated or single-stepped it, or returned from the
+    nop5 trampoline.  A branch entry goes on at its target: only its entry counts."""
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    points = set()
+    with open(binary.path, "rb") as fh:
+        for f in funcs:
+            points.add(f.vaddr)
+            if f.entry == "branch":
+                continue
+            fh.seek(f.offset)
+            insn = next(md.disasm(fh.read(16), f.vaddr, 1), None)
+            if insn is not None:
+                points.add(f.vaddr + insn.size)
+    return points
 
 
 def classify(mnemonic: str, code: bytes = b"") -> str:

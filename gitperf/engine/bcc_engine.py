@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from gitperf.analysis.elf import BinaryInfo, CallSites
+from gitperf.analysis.elf import BinaryInfo, CallSites, probe_points
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
 from gitperf.engine import bpflink
@@ -30,8 +30,10 @@ POLL_MS = 20  # the reader's timer: records arrive without a wakeup unless a CPU
 
 # Kernel functions that run only while a uprobe or uretprobe is handled (kernel/events/uprobes.c,
 # arch/x86/kernel/uprobes.c): the int3 trap, the single-step, the system calls of the return
-# trampoline and of an optimized nop5 entry (__x64_sys_uretprobe, __x64_sys_uprobe).
-PROBE_FRAMES = ("handle_swbp", "handle_singlestep", "handle_trampoline")
+# trampoline and of an optimized nop5 entry (__x64_sys_uretprobe, __x64_sys_uprobe), and the exit
+# of the int3 and debug exceptions they enter by (a traced workload sets no breakpoints of its own).
+PROBE_FRAMES = ("handle_swbp", "handle_singlestep", "handle_trampoline", "asm_exc_int3", "exc_int3",
+                "asm_exc_debug", "exc_debug")
 
 
 def probe_handling(kernel_frames: Iterable[str]) -> bool:
@@ -306,8 +308,11 @@ class BccEngine:
         behind by an earlier call is not one, and where such words lie shifts with any change
         of the callers' frames (on Lua, 26 samples a build went to `panic`, a function never
         called, and none in a build that differed only in `internshrstr`).  A sample taken while
-        the kernel handled one of our probes is probe time: it goes to no function."""
+        the kernel handled one of our probes is probe time: it goes to no function.  So is a user
+        sample at a probed entry (the trap about to be taken) or at the instruction after it,
+        where the thread goes on once the kernel has handled the entry."""
         index = {f.name: i for i, f in enumerate(plan.functions)}
+        resume = probe_points(binary, (plan.functions[i] for i in plan.probed_ids()))
         bases = {k.value: v.value for k, v in b["bases"].items()}
         got = _Samples({}, 0, 0, 0)
         stacks, kstacks = b["ustacks"], b["kstacks"]
@@ -321,6 +326,12 @@ class BccEngine:
                 got.probe += v.value
                 continue
             bias = bases.get(k.tgid, 0 if not binary.pie else None)
+            # at a probed entry or just after it; or in the optimized nop5's trampoline, which the
+            # entry called: the return address above the stack pointer is then the one after the NOP
+            if bias is not None and ((k.kstackid < 0 and next(iter(stacks.walk(k.stackid)), 0) - bias in resume)
+                                     or (k.ret and k.ret - bias in resume)):
+                got.probe += v.value
+                continue
             fn = None
             if bias is not None and k.ret and calls.after_call(k.ret - bias):
                 fn = binary.symbolize(k.ret - 1 - bias)  # -1: a call's return address may start the next function
