@@ -3,7 +3,10 @@ different things, and a function that escaped the samples was not removed."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from gitperf import checks
 from gitperf.core.config import CheckConfig
@@ -49,3 +52,54 @@ def test_the_same_numbers_as_exact_traces_would_be_a_slowdown():
         object.__setattr__(t.profile.functions[1], "total_ns", 3 * t.profile.functions[1].total_ns)
     found = {c.function: c.type for c in compare(target, base)}
     assert found.get("parse") == checks.DEGRADATION and found.get("rare") == checks.REMOVED
+
+
+def _change(name: str, kind: str, base_ns: float, relative: float, excl: float, lo: float, hi: float):
+    from gitperf.checks.change import Change
+    return Change(workload="w", function=name, type=kind, relative=relative, absolute_ns=base_ns * relative,
+                  exclusive_delta_ns=excl, confidence=0.999 if kind == "degradation" else 0.6, ci_low=lo, ci_high=hi,
+                  method="paired rounds", base_ns=base_ns, target_ns=base_ns * (1 + relative), changed=True)
+
+
+def _focus(**kw):
+    from gitperf.collect.paired import Focus
+    return Focus(changed=("auxsort",), new=(), callers=("sort",), traced=("main", "sort"),
+                 sampled={"auxsort": "probes were 59% of its measured time"}, **kw)
+
+
+def test_a_sampled_changed_functions_slowdown_is_located_through_its_traced_callers_inclusive_time():
+    """The detection bench's case (Lua, auxsort 2x): `auxsort`'s few samples leave it undecided, while
+    `sort`, traced, gained 1.34 ms of inclusive time and none of its own; `auxsort` is the only changed
+    function `sort` calls, so the degradation is located there and ranked first."""
+    from gitperf.checks.paired import locate
+    sort = _change("sort", "degradation", 12.5e6, 0.107, 0.0, 0.068, 0.148)
+    aux = _change("auxsort", "no-change", 1.17e6, 0.36, 37e3, -0.22, 1.38)
+    out = locate([sort, aux], _focus(reaches={"sort": ("auxsort",)}))
+    got = {c.function: c for c in out}
+    assert got["sort"] == sort
+    a = got["auxsort"]
+    assert a.type == "degradation" and a.absolute_ns == sort.absolute_ns and a.confidence == sort.confidence
+    assert math.isclose(a.relative, 12.5e6 * 0.107 / 1.17e6) and math.isclose(a.ci_low, 0.068 * 12.5e6 / 1.17e6)
+    assert "located through sort" in a.method
+    assert sorted(out, key=lambda c: c.severity)[0].function == "auxsort"
+
+
+@pytest.mark.parametrize("why, focus, sort_excl", [
+    ("the caller's own time grew: its own code may be slower", {"reaches": {"sort": ("auxsort",)}}, 0.5e6),
+    ("the caller reaches two changed functions", {"reaches": {"sort": ("auxsort", "partition")}}, 0.0),
+    ("no call path known", {}, 0.0),
+])
+def test_a_degradation_is_not_located_where_the_caller_does_not_single_out_one_function(why, focus, sort_excl):
+    from gitperf.checks.paired import locate
+    sort = _change("sort", "degradation", 12.5e6, 0.107, sort_excl, 0.068, 0.148)
+    aux = _change("auxsort", "no-change", 1.17e6, 0.36, 37e3, -0.22, 1.38)
+    assert locate([sort, aux], _focus(**focus)) == [sort, aux], why
+
+
+def test_callees_within_a_depth():
+    from gitperf.analysis.bindiff import Code
+    code = Code({}, {"main": frozenset({"sort"}), "sort": frozenset({"auxsort"}),
+                     "auxsort": frozenset({"auxsort", "cmp"})})
+    assert code.callees("sort") == {"auxsort"}
+    assert code.callees("sort", 2) == {"auxsort", "cmp"}
+    assert code.callees("cmp", 3) == set()

@@ -30,6 +30,14 @@ class Code:
     fingerprints: dict[str, str]
     calls: dict[str, frozenset[str]]
 
+    def callees(self, name: str, depth: int = 1) -> set[str]:
+        """Functions `name` calls, directly or up to `depth` levels down."""
+        out, frontier = set(), {name}
+        for _ in range(depth):
+            frontier = {c for n in frontier for c in self.calls.get(n, ())} - out
+            out |= frontier
+        return out
+
     def callers(self, names: set[str], depth: int = 1) -> set[str]:
         """Functions that call any of `names` directly, up to `depth` levels up."""
         callers_of: dict[str, set[str]] = {}

@@ -30,6 +30,9 @@ from gitperf.git.repo import ancestors, parent, resolve_commit
 from gitperf.git.worktree import sweep_worktrees
 from gitperf.store.notes import NotesStore
 
+# A caller's degradation is located in its one changed callee when the caller's own (exclusive) time
+# took at most this share of what its inclusive time gained: the rest went into its callees.
+LOCATED_EXCLUSIVE = 0.25
 MIN_ROUNDS = 3  # medians need three runs a side to shrug off one disturbed run
 MAX_ROUNDS = 15
 TIME_LIMIT_S = 120.0  # rounds stop being added after this long (the set-up is not counted)
@@ -94,6 +97,34 @@ def focus_note(focus: paired.Focus, rounds: int) -> str:
             + (f"; only stack-sampled: {sampled}" if sampled else ""))
 
 
+def locate(changes: list[Change], focus: paired.Focus) -> list[Change]:
+    """A changed function left to the stack samples has few of them: a slowdown of it may show only
+    in a traced caller's inclusive time.  When that caller degraded, its own time did not grow
+    (exclusive delta at most LOCATED_EXCLUSIVE of the gain), and of everything it calls only this one
+    function has different code, the gain is located there: the function gets the caller's
+    degradation (its added ns, interval and confidence; relative to its own sampled time)."""
+    by = {c.function: c for c in changes}
+    out = list(changes)
+    for caller, reached in sorted(focus.reaches.items()):
+        c = by.get(caller)
+        if c is None or c.type != DEGRADATION or len(reached) != 1 or caller not in focus.traced:
+            continue
+        f = by.get(reached[0])
+        if (f is None or f not in out or f.function not in focus.sampled or f.type in (DEGRADATION, OPTIMIZATION)
+                or f.base_ns <= 0 or c.exclusive_delta_ns > LOCATED_EXCLUSIVE * c.absolute_ns):
+            continue  # (`f not in out`: already located through another caller)
+        scale = c.base_ns / f.base_ns  # the caller's relative change, in units of the function's own time
+        out[out.index(f)] = replace(
+            f, type=DEGRADATION, relative=c.absolute_ns / f.base_ns, absolute_ns=c.absolute_ns,
+            exclusive_delta_ns=c.absolute_ns - max(c.exclusive_delta_ns, 0.0),  # ranks it before the caller
+            ci_low=c.ci_low * scale, ci_high=c.ci_high * scale, confidence=c.confidence,
+            method=f"located through {caller}: its inclusive time {c.relative:+.1%} "
+                   f"[{c.ci_low:+.1%}, {c.ci_high:+.1%}], its own time {c.exclusive_delta_ns / 1e3:+.0f} us, "
+                   f"and of what it calls only {f.function} changed; relative to {f.function}'s sampled time",
+            per_call_ci=None)
+    return out
+
+
 def _store(store: NotesStore, commit: str, profiles: list[Profile]) -> list[StoredProfile]:
     out = []
     for p in profiles:
@@ -130,6 +161,7 @@ def check_collect(repo: pygit2.Repository, rev: str, cfg: CheckConfig, engine: E
     for base_profiles, target_profiles, focus in collected:
         b, t = _store(store, base, base_profiles), _store(store, commit, target_profiles)
         pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
+        found = locate(found, focus)
         pairs.append(replace(pair, notes=pair.notes + (focus_note(focus, len(t)),)))
         changes.extend(found)
     changes.sort(key=lambda c: c.severity)

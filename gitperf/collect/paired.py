@@ -73,6 +73,8 @@ class Focus:
     callers: tuple[str, ...]
     traced: tuple[str, ...]  # what the shared plan traces (the root included)
     sampled: dict[str, str]  # focus functions left to the stack samples, and why
+    # per caller: the changed and new functions it calls, directly or within the depth it was traced for
+    reaches: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,8 @@ def focus_of(base: CollectContext, target: CollectContext, wl: Workload, depth: 
     traced, sampled = choose_traced(target, wl, order, calls_of, base_costs)
     for n, why in sampled.items():
         target.progress(f"  {n}: stack-sampled, not traced: {why}")
-    return Focus(tuple(sorted(changed)), tuple(sorted(new)), tuple(sorted(callers)), traced, sampled)
+    reaches = {c: tuple(sorted(bindiff.Code({}, calls_of).callees(c, depth) & (changed | new))) for c in callers}
+    return Focus(tuple(sorted(changed)), tuple(sorted(new)), tuple(sorted(callers)), traced, sampled, reaches)
 
 
 def spec_of(focus: Focus) -> str:
