@@ -290,3 +290,20 @@ def test_probe_pad_builds_keep_the_makefiles_own_flags(tmp_path):
     assert (perf / "probe-pad-bin" / "cc").read_text().count("-fpatchable-function-entry=5") == 1
     run_build(BuildConfig(command="make -s -B", binary="p"), tmp_path, "0" * 40, perf)
     assert elf.load(tmp_path / "p").by_name()["leaf"].entry == "singlestep"
+
+
+def test_tail_calls_are_calls_in_the_call_graph_of_the_diff(tmp_path):
+    """`return g(x + 1)` compiles to `jmp g`: g's caller must still be found (Lua's luaS_newlstr ends in
+    a jump to internshrstr; without it a paired check traced the wrong callers)."""
+    from gitperf.analysis import bindiff
+    src = tmp_path / "p.c"
+    src.write_text("__attribute__((noinline)) long g(long x) { return x * 3 + 1; }\n"
+                   "__attribute__((noinline)) long f(long x) { return g(x + 1); }\n"
+                   "__attribute__((noinline)) long loop(long n) { while (n > 1) n = n & 1 ? 3 * n + 1 : n / 2;"
+                   " return n; }\n"
+                   "int main(int c, char **v) { (void)v; return (int)(f(c) + loop(c)); }\n")
+    subprocess.run(["cc", "-O2", "-o", str(tmp_path / "p"), str(src)], check=True)
+    code = bindiff.read_code(elf.load(tmp_path / "p"))
+    assert code.calls["f"] == {"g"}
+    assert "loop" not in code.calls["loop"] and code.calls["g"] == set()
+    assert bindiff.Code({}, code.calls).callers({"g"}) == {"f"}

@@ -103,3 +103,31 @@ def test_callees_within_a_depth():
     assert code.callees("sort") == {"auxsort"}
     assert code.callees("sort", 2) == {"auxsort", "cmp"}
     assert code.callees("cmp", 3) == set()
+
+
+def test_a_traced_functions_paired_noise_is_moderated_by_traced_functions_only():
+    """Paired rounds of a hybrid plan: `a` is traced (±2% a round) and 6% slower; five sampled
+    functions have a few samples each (±40% a round).  Moderating a's spread with theirs made it
+    ±19% and hid the slowdown; moderated with the traced functions' it is found, and the sampled
+    functions, unchanged, stay unchanged."""
+    rng = np.random.default_rng(7)
+    sampled = [f"s{i}" for i in range(5)]
+
+    def one(commit: str, r: int, slower: float) -> StoredProfile:
+        exact = lambda ns: int(ns * np.exp(rng.normal(0, 0.02)))  # noqa: E731
+        funcs = [FunctionStats("main", 1, exact(1e9), exact(1e8)), FunctionStats("a", 100, exact(1e8 * slower), 0),
+                 FunctionStats("b", 100, exact(1e8), 0), FunctionStats("c", 100, exact(1e8), 0)]
+        for n in sampled:
+            v = int(2e7 * np.exp(rng.normal(0, 0.4)))
+            funcs.append(FunctionStats(n, 0, v, v, sampled=True, ci_low=0.5 * v, ci_high=2 * v))
+        h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=("main", "a", "b", "c"), mode="hybrid", traced=("main", "a", "b", "c"),
+                          params={"round": float(r)})
+        return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(), plan, tuple(funcs)))
+
+    base = [one("b", r, 1.0) for r in range(15)]
+    target = [one("t", r, 1.06) for r in range(15)]
+    found = {c.function: c for c in compare(target, base)}
+    assert found["a"].type == checks.DEGRADATION, (found["a"].noise, found["a"].ci_low)
+    assert float(found["a"].noise.split("±")[1].rstrip("%")) < 5, found["a"].noise
+    assert all(found[n].type == checks.NO_CHANGE for n in sampled + ["b", "c"]), {n: found[n].type for n in found}

@@ -74,7 +74,7 @@ def _normalise(insn, f: FunctionSymbol, starts: dict[int, str], lo: int, hi: int
 
 
 def read_code(binary: BinaryInfo) -> Code:
-    """Fingerprints and direct calls of every function (one capstone pass over the text)."""
+    """Fingerprints and direct calls (tail calls included) of every function (one capstone pass over the text)."""
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     starts = {f.vaddr: f.name for f in binary.functions}
@@ -88,9 +88,12 @@ def read_code(binary: BinaryInfo) -> Code:
             lines, callees = [], set()
             for insn in md.disasm(code, f.vaddr):
                 lines.append(_normalise(insn, f, starts, lo, hi))
-                if insn.group(capstone.x86.X86_GRP_CALL) and insn.op_str.startswith("0x"):
+                # a call, or a jump to another function's start: a tail call (Lua's luaS_newlstr ends
+                # in `jmp internshrstr`), whose callee's time its caller's return probe still covers
+                call = insn.group(capstone.x86.X86_GRP_CALL)
+                if (call or insn.group(capstone.x86.X86_GRP_JUMP)) and insn.op_str.startswith("0x"):
                     callee = starts.get(int(insn.op_str, 16))
-                    if callee:
+                    if callee and (call or callee != f.name):  # a jump to its own start is a loop
                         callees.add(callee)
             fingerprints[f.name] = hashlib.sha1("\n".join(lines).encode()).hexdigest()
             calls[f.name] = frozenset(callees)

@@ -479,16 +479,22 @@ def _pooled(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, Tes
 
 def _tests(both: dict[str, tuple[_Side, _Side]], shift: _Shift, hist: dict[str, list[float]],
            paired: dict[str, list[float]], cfg: CheckConfig, pooled: dict[str, Tested]) -> list[Tested]:
-    big = [n for n, (t, b) in both.items() if n in paired and
-           min(inference.center(t.totals), inference.center(b.totals)) >= cfg.min_absolute_ns]
-    sds = [float(np.std(paired[n], ddof=1)) for n in big]
-    s0 = float(np.median(sds)) if len(sds) >= 3 else None
+    # Each function's paired spread is moderated by the median spread of the functions measured the
+    # same way: traced with traced, sampled with sampled (a sampled one's per-round values carry its
+    # few samples' noise: on Lua, a paired check's `main` went from ±2% to ±10% when they were mixed).
+    sampled = {n: t.sampled or b.sampled for n, (t, b) in both.items()}
+    s0 = {}
+    for kind in (False, True):
+        big = [n for n, (t, b) in both.items() if n in paired and sampled[n] == kind and
+               min(inference.center(t.totals), inference.center(b.totals)) >= cfg.min_absolute_ns]
+        sds = [float(np.std(paired[n], ddof=1)) for n in big]
+        s0[kind] = float(np.median(sds)) if len(sds) >= 3 else None
     out = []
     for n, (t, b) in both.items():
         if n in pooled:
             out.append(pooled[n])
         elif n in paired:
-            out.append(_test_paired(n, paired[n], s0, t, b))
+            out.append(_test_paired(n, paired[n], s0[sampled[n]], t, b))
         elif n == ROOT:
             out.append(_test_root(t, b, shift, hist[n]))
         else:

@@ -45,14 +45,18 @@ from gitperf.core.model import ROOT, Mode, Profile
 from gitperf.engine.base import Session
 from gitperf.git.repo import perf_dir
 from gitperf.git.worktree import checkout, run_build
-from gitperf.plan.costs import call_costs, inside_costs
+from gitperf.plan.costs import SAMPLE_KEY, call_costs, inside_costs
 from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan, make_plan
 
-# The shared timer for everything not traced: a sample cost 7.7 us in the calibration here (21-34 us
-# on busier VMs), so 1999 Hz adds 1.5-7% to both sides alike; a function with 5% of a 50 ms run then
-# gets ~5 samples a run, ~75 over 15 rounds.
+# The shared timer for everything not traced.  A sampled function's interval narrows as 1/sqrt of its
+# samples (Lua's internshrstr, 1 ms of a 21 ms run: ~40 samples over 15 rounds at 1999 Hz, an interval
+# of -25% .. +120%), and each sample costs what the calibration measured (`stack_sample`: 13 us here,
+# 21-34 us on busier VMs), on both sides alike: the rate is as high as SAMPLING_SHARE of a run allows,
+# between STACK_HZ (also the pilot runs' rate) and MAX_STACK_HZ (the calibration's own rate).
 STACK_HZ = 1999
+MAX_STACK_HZ = 4999
+SAMPLING_SHARE = 0.08
 PILOT_RUNS = 3  # stack-sampled runs that estimate each function's own native time before planning
 TRACE_BUDGET = 1.0  # probes may double a run (both sides pay the same; it costs only time)
 TRACE_FLOOR_S = 0.2  # ... and at least this much, so that short workloads can trace their focus
@@ -75,6 +79,7 @@ class Focus:
     sampled: dict[str, str]  # focus functions left to the stack samples, and why
     # per caller: the changed and new functions it calls, directly or within the depth it was traced for
     reaches: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stack_hz: int = STACK_HZ  # the shared sampling rate
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,14 @@ def find_focus(base: CollectContext, target: CollectContext,
 
 def _cost(calls: dict[str, float], per_call: dict[str, float], names: list[str]) -> float:
     return sum(calls.get(n, 0.0) * per_call.get(n, 0.0) for n in names)
+
+
+def stack_hz(cost_ns: dict[str, float]) -> int:
+    """The paired check's sampling rate on this machine (see SAMPLING_SHARE)."""
+    per_sample = cost_ns.get(SAMPLE_KEY, 0.0)
+    if per_sample <= 0:
+        return STACK_HZ
+    return int(min(MAX_STACK_HZ, max(STACK_HZ, SAMPLING_SHARE / (per_sample * 1e-9))))
 
 
 def own_times(ctx: CollectContext, wl: Workload, plan: ProbePlan) -> tuple[float, dict[str, float]]:
@@ -210,12 +223,13 @@ def focus_of(base: CollectContext, target: CollectContext, wl: Workload, depth: 
     for n, why in sampled.items():
         target.progress(f"  {n}: stack-sampled, not traced: {why}")
     reaches = {c: tuple(sorted(bindiff.Code({}, calls_of).callees(c, depth) & (changed | new))) for c in callers}
-    return Focus(tuple(sorted(changed)), tuple(sorted(new)), tuple(sorted(callers)), traced, sampled, reaches)
+    return Focus(tuple(sorted(changed)), tuple(sorted(new)), tuple(sorted(callers)), traced, sampled, reaches,
+                 stack_hz(base.cost_ns))
 
 
 def spec_of(focus: Focus) -> str:
     """The shared plan's fingerprint: traced names, mode and timer (not the binaries' addresses)."""
-    text = json.dumps([str(Mode.HYBRID), list(focus.traced), STACK_HZ, "paired"])
+    text = json.dumps([str(Mode.HYBRID), list(focus.traced), focus.stack_hz, "paired"])
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
@@ -225,7 +239,7 @@ def side_plan(ctx: CollectContext, focus: Focus, base_commit: str) -> Optimized:
     plan: ProbePlan = make_plan(ctx.binary, replace(ctx.collect, mode=Mode.TRACE, pipeline="none"))
     names = set(plan.names)
     plan = replace(plan, mode=Mode.HYBRID, traced=frozenset(n for n in focus.traced if n in names),
-                   stack_hz=STACK_HZ, sample_every=1, every_by={}, period_ns=0, window_ns=0,
+                   stack_hz=focus.stack_hz, sample_every=1, every_by={}, period_ns=0, window_ns=0,
                    changed=tuple(n for n in focus.changed + focus.new if n in names))
     plan = replace(plan, probe_cost=call_costs(plan, ctx.cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in focus.sampled.items()}
@@ -259,6 +273,6 @@ def prepare(base: CollectContext, target: CollectContext, wl: Workload, depth: i
     pair = Pair(Side(base, side_plan(base, focus, base_commit)), Side(target, side_plan(target, focus, base_commit)),
                 focus, wl)
     target.progress(f"plan: {len(focus.traced)} traced ({', '.join(focus.traced)}), the rest stack-sampled at "
-                    f"{STACK_HZ} Hz; prepared in {time.perf_counter() - t0:.1f} s")
+                    f"{focus.stack_hz} Hz; prepared in {time.perf_counter() - t0:.1f} s")
     return pair
 
