@@ -2,9 +2,10 @@
 their entry instruction costs to probe, and its build id.
 
 Entry-instruction classes (ARCHITECTURE.md §6): the kernel emulates a few instructions at a uprobe
-(`push`, branches, `nop`): ~0.6 us a hit here (a 5-byte NOP less: see NOP5); every other instruction is single-stepped out of
-line: ~20 us a hit on these virtual machines.  The class decides the per-hit cost in the overhead
-model; the costs themselves are calibrated on each machine (engine/calibrate.py).
+(`push`, branches, `nop`; a 5-byte NOP costs less still, see NOP5): ~1 us a traced call on the latest
+machine; every other instruction is single-stepped out of line: ~10-20 us a call on these virtual
+machines.  The class decides the per-call cost in the overhead model; the costs themselves are
+calibrated on each machine (engine/calibrate.py).
 """
 
 from __future__ import annotations

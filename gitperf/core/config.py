@@ -30,9 +30,9 @@ class BuildConfig:
     probe_pad: bool = False  # compile with PROBE_PAD_FLAG (git.worktree.run_build: compiler shims on PATH)
 
 
-# GCC and clang then start every function with five one-byte NOPs, which uprobes emulate instead of
-# single-stepping the first instruction out of line: ~1.1 against ~10 us a traced call here
-# (bench/percall.py, ARCHITECTURE.md §6).
+# With this flag GCC and clang start every function with five one-byte NOPs, which uprobes emulate
+# instead of single-stepping the first instruction out of line: ~1.0 against ~10 us a traced call on
+# the latest machine (bench/percall.py, ARCHITECTURE.md §6).
 PROBE_PAD_FLAG = "-fpatchable-function-entry=5"
 
 
@@ -234,9 +234,9 @@ TEMPLATE = '''\
 command = "make"
 # The ELF binary to probe, relative to the repository root.  Build it with -g and do not strip it.
 binary = "{binary}"
-# Cheaper probes: every function then starts with NOPs, which uprobes emulate, instead of an
+# Cheaper probes: with true every function starts with NOPs, which uprobes emulate, instead of an
 # instruction the kernel single-steps (`git perf collect` says how many probed functions are
-# single-stepped and what they cost; ~9x cheaper a call on the machines we measured).  true adds
+# single-stepped and what they cost; 3-10x cheaper a call on the machines we measured).  true adds
 # -fpatchable-function-entry=5 to every compiler the build runs by name (cc, gcc, clang, c++, ...):
 # git perf puts wrappers for them first on the build command's PATH.  After switching it, make sure
 # the build recompiles everything (a `make clean` in the build command, or a fresh build directory).
