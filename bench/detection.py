@@ -104,7 +104,9 @@ def measure(repo: Path, runs: int = 10) -> dict[str, dict]:
 def pick(stats: dict[str, dict], per_class: int) -> list[tuple[str, str]]:
     out = []
     for cls, (lo, hi) in CLASSES.items():
-        cands = [n for n, s in stats.items() if lo <= s["calls"] <= hi and n not in SKIP and s["samples"] >= 20
+        # enough samples to size the injection by; a rare function (<= 100 calls) seldom has 20
+        need = 10 if cls == "rare" else 20
+        cands = [n for n, s in stats.items() if lo <= s["calls"] <= hi and n not in SKIP and s["samples"] >= need
                  and ":" in s["location"]]
         cands.sort(key=lambda n: (not stats[n]["leaf"], -stats[n]["samples"]))
         out += [(cls, n) for n in cands[:per_class]]
