@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from _common import native, table
@@ -53,25 +54,32 @@ def _per_call(exe: Path, work: Path, calls: int) -> dict[str, float]:
     return {k: float(v) for k, v in (ln.split() for ln in out.read_text().splitlines()) if k in CLASSES}
 
 
-def _bare(exe: Path, work: Path, calls: int, ret: bool) -> dict[str, float]:
-    """ns per call with a uprobe (and a uretprobe) whose program does nothing, attached the way the
-    engine attaches (one uprobe_multi link per direction)."""
+@contextmanager
+def _empty_probes(exe: Path, names: set[str], ret: bool):
+    """A uprobe (and a uretprobe) whose program does nothing on each of `names`, attached the way the
+    engine attaches (one uprobe_multi link per direction): the kernel's part of a probed call."""
     import bcc
 
     from gitperf.engine import bpflink
-    fs = [f for f in elf.load(exe).functions if f.name in {f"f_{c}" for c in CLASSES}]
+    fs = [f for f in elf.load(exe).functions if f.name in names]
     b = bcc.BPF(text="int nothing(void *ctx) { return 0; }")
     fd = b.load_func("nothing", bcc.BPF.KPROBE, attach_type=bpflink.BPF_TRACE_UPROBE_MULTI).fd
     offsets, cookies = [f.offset for f in fs], list(range(len(fs)))
-    links = [bpflink.UprobeMultiLink(fd, str(exe), offsets, cookies, retprobe=False)]
+    links = []
     try:
-        if ret:
-            links.append(bpflink.UprobeMultiLink(fd, str(exe), offsets, cookies, retprobe=True))
-        return _per_call(exe, work, calls)
+        for r in (False, True) if ret else (False,):
+            links.append(bpflink.UprobeMultiLink(fd, str(exe), offsets, cookies, retprobe=r))
+        yield
     finally:
         for link in links:
             link.close()
         b.cleanup()
+
+
+def _bare(exe: Path, work: Path, calls: int, ret: bool) -> dict[str, float]:
+    """ns per call of each class with a bare uprobe (and uretprobe)."""
+    with _empty_probes(exe, {f"f_{c}" for c in CLASSES}, ret):
+        return _per_call(exe, work, calls)
 
 
 def entry_classes(engine: BccEngine, work: Path, calls: int, repeat: int) -> str:
@@ -108,21 +116,10 @@ def _traced_wall(engine: BccEngine, exe: Path, argv: list[str], funcs: tuple[str
 
 
 def _bare_leaf_wall(exe: Path, argv: list[str]) -> float:
-    """Wall time of `argv` with a uprobe + uretprobe whose program does nothing on `leaf`: the kernel's
-    floor under any uprobe-based tracer's per-call cost."""
-    import bcc
-
-    from gitperf.engine import bpflink
-    leaf = elf.load(exe).by_name()["leaf"]
-    b = bcc.BPF(text="int nothing(void *ctx) { return 0; }")
-    fd = b.load_func("nothing", bcc.BPF.KPROBE, attach_type=bpflink.BPF_TRACE_UPROBE_MULTI).fd
-    links = [bpflink.UprobeMultiLink(fd, str(exe), [leaf.offset], [0], retprobe=r) for r in (False, True)]
-    try:
+    """Wall time of `argv` with an empty uprobe + uretprobe on `leaf`: the kernel's floor under any
+    uprobe-based tracer's per-call cost."""
+    with _empty_probes(exe, {"leaf"}, True):
         return _wall(argv, exe.parent)
-    finally:
-        for link in links:
-            link.close()
-        b.cleanup()
 
 
 def _wall(argv: list[str], cwd: Path) -> float:

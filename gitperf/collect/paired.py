@@ -222,7 +222,8 @@ def focus_of(base: CollectContext, target: CollectContext, wl: Workload, depth: 
     traced, sampled = choose_traced(target, wl, order, calls_of, base_costs)
     for n, why in sampled.items():
         target.progress(f"  {n}: stack-sampled, not traced: {why}")
-    reaches = {c: tuple(sorted(bindiff.Code({}, calls_of).callees(c, depth) & (changed | new))) for c in callers}
+    code = bindiff.Code({}, calls_of)
+    reaches = {c: tuple(sorted(code.callees(c, depth) & (changed | new))) for c in callers}
     return Focus(tuple(sorted(changed)), tuple(sorted(new)), tuple(sorted(callers)), traced, sampled, reaches,
                  stack_hz(base.cost_ns))
 

@@ -299,7 +299,7 @@ class BccEngine:
                 for i in range(n)]
 
     @staticmethod
-    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: CallSites) -> _Samples:
+    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: CallSites, points: set[int]) -> _Samples:
         """Attribute each stack sample to the innermost frame inside the binary (time in libc
         counts for its caller, as exclusive time does in traced mode).  A sample in a library
         prefers the return address found on the stack (`ret`): the frame-pointer walk through
@@ -310,9 +310,8 @@ class BccEngine:
         called, and none in a build that differed only in `internshrstr`).  A sample taken while
         the kernel handled one of our probes is probe time: it goes to no function.  So is a user
         sample at a probed entry (the trap about to be taken) or at the instruction after it,
-        where the thread goes on once the kernel has handled the entry."""
+        where the thread goes on once the kernel has handled the entry (`points`)."""
         index = {f.name: i for i, f in enumerate(plan.functions)}
-        resume = probe_points(binary, (plan.functions[i] for i in plan.probed_ids()))
         bases = {k.value: v.value for k, v in b["bases"].items()}
         got = _Samples({}, 0, 0, 0)
         stacks, kstacks = b["ustacks"], b["kstacks"]
@@ -328,8 +327,8 @@ class BccEngine:
             bias = bases.get(k.tgid, 0 if not binary.pie else None)
             # at a probed entry or just after it; or in the optimized nop5's trampoline, which the
             # entry called: the return address above the stack pointer is then the one after the NOP
-            if bias is not None and ((k.kstackid < 0 and next(iter(stacks.walk(k.stackid)), 0) - bias in resume)
-                                     or (k.ret and k.ret - bias in resume)):
+            if bias is not None and ((k.kstackid < 0 and next(iter(stacks.walk(k.stackid)), 0) - bias in points)
+                                     or (k.ret and k.ret - bias in points)):
                 got.probe += v.value
                 continue
             fn = None
@@ -356,6 +355,9 @@ class _Session:
         self.engine, self.bcc, self.b, self.job = engine, bcc, b, job
         self.records = _Records(b, job)
         self.calls = CallSites(job.binary)  # one cache of return addresses for all of the session's runs
+        # where a sample means probe time (read from the binary once, for all of the session's runs)
+        self.points = (probe_points(job.binary, (job.plan.functions[i] for i in job.probed)) if job.plan.stack_hz
+                       else set())
 
     def collect(self, run: RunWorkload) -> RawCollection:
         b, job, engine = self.b, self.job, self.engine
@@ -375,7 +377,7 @@ class _Session:
                 funcs[i].series = res.sorted()
             if ends is not None:
                 _per_burst(funcs, ends, in_burst)
-            samples = engine._read_samples(b, job.binary, job.plan, self.calls)
+            samples = engine._read_samples(b, job.binary, job.plan, self.calls, self.points)
             for i, c in samples.by_function.items():
                 funcs[i].stack_samples = c
             collection_s = time.perf_counter() - t_start
