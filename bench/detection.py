@@ -143,7 +143,7 @@ def inject(repo: Path, location: str, iterations: int) -> None:
 def check(repo: Path) -> tuple[dict, float]:
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "gitperf", "check", "HEAD", "--collect", "--workload", "detect",
-                        "--json", "-q"], cwd=repo, capture_output=True, text=True,
+                        "--json", "--all", "-q"], cwd=repo, capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     if r.returncode not in (0, 1, 3):
         raise SystemExit(f"check failed (exit {r.returncode}): {r.stderr[-2000:]}")
@@ -164,7 +164,7 @@ def case(repo: Path, base: str, label: str, change) -> tuple[dict, float]:
 def row(out: dict, fn: str | None, secs: float) -> list:
     degr = [c for c in out["changes"] if c["type"] == "degradation"]
     rank = next((i + 1 for i, c in enumerate(degr) if c["function"] == fn), "-") if fn else "-"
-    found = next((c for c in out["changes"] if c["function"] == fn), None) if fn else None  # only the significant
+    found = next((c for c in degr if c["function"] == fn), None) if fn else None
     rel = f"{found['relative']:+.0%}" if found and found["relative"] is not None else "-"
     rounds = out["workloads"][0]["target_profiles"] if out["workloads"] else 0
     opt = sum(c["type"] == "optimization" for c in out["changes"])

@@ -334,7 +334,7 @@ def _subject(repo, commit: str) -> str:
 @click.option("--collect", "collect_now", is_flag=True, help="Build REV and its base and profile both now, with one "
               "probe plan focused on what REV changed, in interleaved rounds (needs root); then check.")
 @click.option("--rounds", type=click.IntRange(min=2), help="--collect: this many rounds (default: until every "
-              "changed function is decided, 3 to 15 rounds, rounds added for at most 120 s).")
+              "changed function is decided, 3 to 60 rounds, rounds added for at most 90 s).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="--collect: the configuration for "
               "commits without a .gitperf.toml (default: the working tree's).")
 @click.option("--json", "as_json", is_flag=True)
