@@ -16,6 +16,9 @@ def test_roundtrip_is_exact():
     line = codec.encode(p)
     assert line.startswith("gpz1:") and "\n" not in line
     assert codec.decode(line) == p
+    from dataclasses import replace
+    sampled = replace(p, functions=tuple(replace(f, stack_samples=9, library_samples=4) for f in p.functions))
+    assert codec.decode(codec.encode(sampled)) == sampled != p
 
 
 def test_plain_json_lines_are_read():

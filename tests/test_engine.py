@@ -385,3 +385,34 @@ def test_samples_taken_while_a_probe_is_handled_are_probe_time_not_a_functions(t
     assert raw.probe_samples > 0.6 * total, (raw.probe_samples, samples)
     assert got["leaf"].stack_samples < 0.05 * total, (raw.probe_samples, samples)
     assert got["leaf"].stack_samples + got["outer"].stack_samples + got["main"].stack_samples < 0.3 * total
+
+
+def test_samples_in_a_library_are_counted_apart_from_a_functions_own(tmp_path):
+    """Stack mode: `spin` runs its own loop, `fill` spends its time in libc's memset.  Both get their
+    samples, but only fill's come from a library (found on the stack, which a stale return address
+    can fool): the paired checks compare two builds on the others only."""
+    from gitperf.analysis import elf
+    from gitperf.core.model import Mode
+    from gitperf.engine.bcc_engine import BccEngine
+    from gitperf.engine.workload import run
+    from gitperf.plan.probes import ProbePlan
+
+    src = tmp_path / "p.c"
+    src.write_text("#include <string.h>\nstatic char buf[1 << 20];\n"
+                   "__attribute__((noinline)) long spin(long n) { volatile long s = 0;\n"
+                   "  for (long i = 0; i < n; i++) s += i; return s; }\n"
+                   "__attribute__((noinline)) long fill(int n) { for (int i = 0; i < n; i++)\n"
+                   "  { memset(buf, i, sizeof buf); __asm__ volatile(\"\" ::: \"memory\"); } return buf[7]; }\n"
+                   "int main(void) { return (int)((spin(150000000) + fill(3000)) & 1); }\n")
+    exe = tmp_path / "p"
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", str(exe), str(src)], check=True)
+    binary = elf.load(exe)
+    funcs = tuple(f for f in binary.functions if f.name in ("main", "spin", "fill"))
+    plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index("main"), mode=Mode.STACK,
+                     record_limit=0, stack_hz=999)
+    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe)], str(tmp_path), 60, where), lambda _m: None)
+    got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
+    spin, fill = got["spin"], got["fill"]
+    assert spin.stack_samples > 20 and fill.stack_samples > 20, (spin, fill)
+    assert spin.library_samples <= 0.05 * spin.stack_samples, spin
+    assert fill.library_samples >= 0.8 * fill.stack_samples, fill

@@ -512,7 +512,9 @@ def _pooled(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, Tes
     """Paired rounds, functions only stack samples cover on both sides: a few samples a run make
     per-round ratios useless, so each side's samples are pooled over its runs.  Own time = share of
     the samples x run time: the log ratio of the pooled shares (multinomial: variance 1/k_t + 1/k_b)
-    plus the center of the per-round log ratios of run time (its spread over the rounds)."""
+    plus the center of the per-round log ratios of run time (its spread over the rounds).  Only the
+    samples in the function's own code count: which function a sample in a library goes to depends
+    on the stack above it, and two builds' stacks differ (`FunctionStats.library_samples`)."""
     rt, rb = rounds(sides.target), rounds(sides.base)
     if not rt or not rb or rt.keys() != rb.keys() or len(rt) < 3:
         return {}
@@ -524,8 +526,8 @@ def _pooled(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, Tes
     for n, (t, b) in both.items():
         if not (t.sampled and b.sampled) or not n_t or not n_b:
             continue
-        k_t = sum(f.stack_samples for p in sides.target if (f := p.profile.function(n)))
-        k_b = sum(f.stack_samples for p in sides.base if (f := p.profile.function(n)))
+        k_t = sum(f.stack_samples - f.library_samples for p in sides.target if (f := p.profile.function(n)))
+        k_b = sum(f.stack_samples - f.library_samples for p in sides.base if (f := p.profile.function(n)))
         if k_t + k_b < 10 or not k_t or not k_b:
             continue  # too few samples to say anything; the unpaired test (with its intervals) decides
         stat = math.log((k_t / n_t) / (k_b / n_b)) + wall

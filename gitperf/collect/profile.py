@@ -55,7 +55,8 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
             continue
         kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=r.exclusive_ns, min_ns=r.min_ns,
                   max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), recorded=len(r.series),
-                  stack_samples=r.stack_samples, location=locations.get(f.name, ""), nested=r.nested,
+                  stack_samples=r.stack_samples, library_samples=r.library_samples,
+                  location=locations.get(f.name, ""), nested=r.nested,
                   # not capped at total_ns: the estimate must not depend on the run's luck, so that two
                   # runs with the same probes carry the same probe time (checks.compare.PROBE_MATCH)
                   probe_ns=round(r.probe_ns + r.timed * inside[f.name]))

@@ -56,6 +56,8 @@ def _function_to_json(f: FunctionStats) -> dict:
         d["sd"] = [v for _, v in f.series]
     if f.stack_samples:
         d["ss"] = f.stack_samples
+    if f.library_samples:
+        d["ls"] = f.library_samples
     if f.location:
         d["loc"] = f.location
     if f.recorded:
@@ -188,7 +190,8 @@ def _build(cls, d: dict, where: str):
 
 
 _SHORT = {"c": "count", "t": "total_ns", "x": "exclusive_ns", "lo": "min_ns", "hi": "max_ns", "h": "hist",
-          "ss": "stack_samples", "loc": "location", "rec": "recorded", "pc": "probe_ns", "nc": "nested"}
+          "ss": "stack_samples", "ls": "library_samples", "loc": "location", "rec": "recorded", "pc": "probe_ns",
+          "nc": "nested"}
 
 
 def _function_from_json(d: dict, i: int) -> FunctionStats:

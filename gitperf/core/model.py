@@ -115,7 +115,10 @@ class FunctionStats:
     ci_high: float | None = None
     # bounded series of sampled calls: (call ordinal within this function, inclusive ns)
     series: tuple[tuple[int, int], ...] = ()
-    stack_samples: int = 0  # perf_event samples whose instruction pointer fell in this function
+    stack_samples: int = 0  # perf_event samples given to this function: in its own code or a library it called
+    # of stack_samples: taken in a library the function called (given to it from the stack, which a
+    # stale return address can fool; `checks.compare` compares two builds on the others only)
+    library_samples: int = 0
     location: str = ""  # "file:line" of the definition when DWARF has it
     recorded: int = 0  # calls recorded in the kernel's ring buffer (before the series was thinned)
     # calibrated estimate of the probes' own time inside total_ns: the function's own entry/return share

@@ -24,6 +24,7 @@ class RawFunction:
     hist: list[int] = field(default_factory=list)
     series: list[tuple[int, int]] = field(default_factory=list)  # (ordinal, inclusive ns)
     stack_samples: int = 0
+    library_samples: int = 0  # of stack_samples: taken in a library, given to the function from the stack
     bursts: list[tuple[int, int]] = field(default_factory=list)  # bursty: (calls, total ns) in each burst
 
 

@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -50,6 +50,8 @@ class _Samples:
     unknown: int
     probe: int
     nbytes: int
+    # of by_function, the samples taken in a library and given to the function from the stack
+    library: dict[int, int] = field(default_factory=dict)
 
 
 class Rec(ctypes.Structure):
@@ -310,7 +312,11 @@ class BccEngine:
         called, and none in a build that differed only in `internshrstr`).  A sample taken while
         the kernel handled one of our probes is probe time: it goes to no function.  So is a user
         sample at a probed entry (the trap about to be taken) or at the instruction after it,
-        where the thread goes on once the kernel has handled the entry (`points`)."""
+        where the thread goes on once the kernel has handled the entry (`points`).  Samples in a
+        library are counted apart as well (`library`): their function comes from the stack, and a
+        stale return address can still pass for the caller's - which one does shifts with the
+        callers' frames (on Lua, a commit that changed only `internshrstr`'s frame moved two thirds
+        of malloc's samples away from `luaM_malloc_`, in all 60 rounds of a paired check)."""
         index = {f.name: i for i, f in enumerate(plan.functions)}
         bases = {k.value: v.value for k, v in b["bases"].items()}
         got = _Samples({}, 0, 0, 0)
@@ -331,9 +337,10 @@ class BccEngine:
                                      or (k.ret and k.ret - bias in points)):
                 got.probe += v.value
                 continue
-            fn = None
+            fn, first = None, True
             if bias is not None and k.ret and calls.after_call(k.ret - bias):
-                fn = binary.symbolize(k.ret - 1 - bias)  # -1: a call's return address may start the next function
+                # -1: a call's return address may start the next function
+                fn, first = binary.symbolize(k.ret - 1 - bias), False
             if bias is not None and fn is None:
                 for addr in stacks.walk(k.stackid):
                     got.nbytes += 8
@@ -341,10 +348,14 @@ class BccEngine:
                     if sym is not None:
                         fn = sym
                         break
+                    first = False
             if fn is None or fn.name not in index:
                 got.unknown += v.value
             else:
-                got.by_function[index[fn.name]] = got.by_function.get(index[fn.name], 0) + v.value
+                i = index[fn.name]
+                got.by_function[i] = got.by_function.get(i, 0) + v.value
+                if not first:
+                    got.library[i] = got.library.get(i, 0) + v.value
         return got
 
 
@@ -380,6 +391,7 @@ class _Session:
             samples = engine._read_samples(b, job.binary, job.plan, self.calls, self.points)
             for i, c in samples.by_function.items():
                 funcs[i].stack_samples = c
+                funcs[i].library_samples = samples.library.get(i, 0)
             collection_s = time.perf_counter() - t_start
             _clear(b)
         return RawCollection(
