@@ -7,12 +7,15 @@ On Lua 5.4 (bench/realworld.py's sources, ~30k lines of C) with the workload ben
 2. functions are picked by call frequency (rare <= 100, medium 1e3-1e5, hot >= 1e6 calls a run),
    leaves first (their own time is their whole time), those with the most samples first;
 3. for each, a commit injects a busy loop at the function's entry worth +10%, +30%, 2x and 10x of its
-   own native time per call (`ns per iteration` measured on this machine with the same flags);
+   own native time per call, sized by what the loop is measured to add to a call on this machine
+   with the same flags (a fixed part plus a part per iteration); the row shows what the chosen loop
+   adds, measured again: where the aim is below the loop's fixed part, more than the magnitude;
 4. plus A/A commits: comment-only, and code-identical (an unused macro);
-5. each commit is checked with defaults: `git perf check HEAD --collect --workload detect --json`.
+5. each commit is checked with defaults: `git perf check HEAD --collect --workload detect --json --all`
+   (every check's answer is saved under WORK/checks).
 
-One row per case: function, class, calls, magnitude, verdict, rank of the injected function among the
-degradations, the change found, rounds, check time.  Usage:
+One row per case: function, class, calls, magnitude, own and added ns a call, verdict, rank of the
+injected function among the degradations, the change found, rounds, check time.  Usage:
 
     .venv/bin/python bench/detection.py [--work DIR] [--per-class N] [--aa N] [--magnitudes 0.1,0.3,1,9]
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -113,18 +117,46 @@ def pick(stats: dict[str, dict], per_class: int) -> list[tuple[str, str]]:
     return out
 
 
-def ns_per_iteration(work: Path) -> float:
-    src = work / "spin.c"
-    src.write_text("int main(int c, char **v) { volatile unsigned i = 0; while (i < 200000000u) i++; return 0; }\n")
-    subprocess.run(["cc", "-O2", *CFLAGS.split()[1:], "-o", str(work / "spin"), str(src)], check=True)
-    best = min(_time([str(work / "spin")]) for _ in range(3))
-    return best / 2e8 * 1e9
+SNIPPET = "{{ volatile unsigned gp_spin_ = 0; while (gp_spin_ < {n}u) gp_spin_++; }}"
 
 
-def _time(argv: list[str]) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(argv, check=True)
-    return time.perf_counter() - t0
+def snippet_ns(work: Path, iterations: int) -> float:
+    """What the injected busy loop of `iterations` adds to a call, measured in isolation: a function
+    holding it against an empty one, called alternately in batches, best of three (the calls are
+    chosen for ~0.2 s a batch)."""
+    src = work / f"snippet{iterations}.c"
+    src.write_text("#include <stdlib.h>\n#include <stdio.h>\n#include <time.h>\n"
+                   f"__attribute__((noinline)) void with(void) {{ {SNIPPET.format(n=iterations)} }}\n"
+                   "__attribute__((noinline)) void without(void) { __asm__ volatile(\"\"); }\n"
+                   "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);"
+                   " return t.tv_sec * 1e9 + t.tv_nsec; }\n"
+                   "int main(int c, char **v) { long n = atol(v[1]); double best = 1e30;\n"
+                   "  for (int k = 0; k < 3; k++) { double a = now(); for (long i = 0; i < n; i++) with();\n"
+                   "    double b = now(); for (long i = 0; i < n; i++) without(); double e = now();\n"
+                   "    if ((b - a) - (e - b) < best) best = (b - a) - (e - b); }\n"
+                   "  printf(\"%f\\n\", best / n); return 0; }\n")
+    exe = work / f"snippet{iterations}"
+    subprocess.run(["cc", "-O2", *CFLAGS.split()[1:], "-o", str(exe), str(src)], check=True)
+    calls = str(int(2e8 / (iterations + 10)))
+    return max(float(subprocess.run([str(exe), calls], check=True, capture_output=True, text=True).stdout), 0.0)
+
+
+def loop_costs(work: Path, most_ns: float) -> dict[int, float]:
+    """Iterations -> ns the loop adds to a call, on a geometric grid up to `most_ns`.  The cost is far
+    from linear in the iterations (on a 2-vCPU VM: 1 -> 0.3 ns, 10 -> 9 ns, 30 -> 13 ns, 100 -> 33 ns:
+    short loops overlap with the call, longer ones pay a mispredicted exit), so each size is measured."""
+    out, k = {}, 1
+    while True:
+        out[k] = snippet_ns(work, k)
+        if out[k] >= most_ns:
+            return out
+        k = max(k + 1, round(k * 1.5))
+
+
+def size(costs: dict[int, float], aim_ns: float) -> tuple[int, float]:
+    """The measured loop whose added time is nearest `aim_ns` (on a log scale): (iterations, ns)."""
+    k = min(costs, key=lambda n: abs(math.log(max(costs[n], 0.01) / aim_ns)))
+    return k, costs[k]
 
 
 def inject(repo: Path, location: str, iterations: int) -> None:
@@ -135,8 +167,7 @@ def inject(repo: Path, location: str, iterations: int) -> None:
     i = int(line) - 1
     while "{" not in lines[i]:
         i += 1
-    lines.insert(i + 1, f"  {{ volatile unsigned gp_spin_ = 0; while (gp_spin_ < {iterations}u) gp_spin_++; }}"
-                        "  /* injected by bench/detection.py */")
+    lines.insert(i + 1, f"  {SNIPPET.format(n=iterations)}  /* injected by bench/detection.py */")
     path.write_text("\n".join(lines))
 
 
@@ -182,20 +213,21 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     repo = make_repo(work / "lua")
     base = git(repo, "rev-parse", "HEAD")
-    per_iter = ns_per_iteration(work)
     stats = measure(repo)
     chosen = pick(stats, a.per_class)
-    print(f"# Lua 5.4, workload detect.lua; busy loop {per_iter:.2f} ns per iteration; "
-          f"{len(stats)} functions called\n")
+    magnitudes = [float(x) for x in a.magnitudes.split(",")]
+    costs = loop_costs(work, max(magnitudes) * max(stats[fn]["own_ns"] / stats[fn]["calls"] for _, fn in chosen))
+    print(f"# Lua 5.4, workload detect.lua; {len(stats)} functions called; the injected loop, measured: "
+          + ", ".join(f"{k} iterations {ns:.1f} ns" for k, ns in list(costs.items())[::4]) + "\n")
     rows = []
     for cls, fn in chosen:
         s = stats[fn]
         per_call = s["own_ns"] / s["calls"]
-        for m in (float(x) for x in a.magnitudes.split(",")):
-            iters = max(1, round(m * per_call / per_iter))
+        for m in magnitudes:
+            iters, added = size(costs, m * per_call)
             out, secs = case(repo, base, f"slow down {fn} by {m:g}x", lambda: inject(repo, s["location"], iters))
             rows.append([fn, cls, s["calls"], f"+{m:.0%}" if m < 1 else f"{m + 1:g}x",
-                         f"{per_call:.0f}+{iters * per_iter:.0f} ns", *row(out, fn, secs)])
+                         f"{per_call:.0f}+{added:.0f} ns ({added / per_call:+.0%})", *row(out, fn, secs)])
             print(table(HEADER, rows[-1:]).split("\n")[-1], flush=True)
     files = sorted(p.name for p in repo.glob("l*.c"))
     for k in range(a.aa):
@@ -208,7 +240,7 @@ def main() -> None:
     print(table(HEADER, rows))
 
 
-HEADER = ["function", "class", "calls", "magnitude", "ns/call", "verdict", "rank", "found", "degradations",
+HEADER = ["function", "class", "calls", "magnitude", "own+added ns/call", "verdict", "rank", "found", "degradations",
           "optimizations", "rounds", "check time"]
 
 if __name__ == "__main__":

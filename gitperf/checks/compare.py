@@ -27,10 +27,11 @@ the history and change-point detection are reported as votes beside the verdict.
 
 **Paired rounds.** When both sides were collected in interleaved rounds (`check --collect`: every
 profile records its round), round r's two runs ran back to back and share the machine's state, so
-each function is tested on its per-round log ratios instead: their center against their spread
-(moderated towards the median spread of all functions), with n - 1 degrees of freedom.  No common
-shift is taken out: pairing already removes the session's luck, and a change that slows every
-function shows in every function.
+each function is tested on its per-round log ratios instead: their median against their spread
+(robust: `inference.spread`; moderated towards the median spread of the functions measured the
+same way).  No common shift is taken out: pairing already removes the session's luck, and a change
+that slows every function shows in every function.  A changed function is also tested on its median
+call (`_call_tests`), which a few huge calls cannot hide; its two tests share its error budget.
 
 Times are native estimates (`FunctionStats.native_ns`: inclusive time less the calibrated probe
 time inside it); the calibration's uncertainty enters the test where the two sides' probe shares
@@ -39,8 +40,9 @@ the estimate would be mostly error, and the function is compared on its probed t
 cost the same on both sides, else not at all: its verdict is withheld (see `_sides`).
 
 The steps: `_pair` (which functions have two sides) -> `_shift` (the common shift and the spreads
-shared by all functions) -> `_test_root` / `_test_function` / `_test_paired` (a `Tested` statistic
-each) -> `_decide` (Holm) -> the verdict with its opinions.
+shared by all functions) -> `_test_root` / `_test_function` / `_test_paired` / `_pooled` /
+`_call_tests` (a `Tested` statistic each) -> `_decide` (Holm) -> `_one_per_function` -> the verdict
+with its opinions.
 """
 
 from __future__ import annotations
