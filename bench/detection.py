@@ -216,7 +216,8 @@ def main() -> None:
     stats = measure(repo)
     chosen = pick(stats, a.per_class)
     magnitudes = [float(x) for x in a.magnitudes.split(",")]
-    costs = loop_costs(work, max(magnitudes) * max(stats[fn]["own_ns"] / stats[fn]["calls"] for _, fn in chosen))
+    costs = loop_costs(work, max(magnitudes) * max([stats[fn]["own_ns"] / stats[fn]["calls"] for _, fn in chosen],
+                                                   default=1.0))
     print(f"# Lua 5.4, workload detect.lua; {len(stats)} functions called; the injected loop, measured: "
           + ", ".join(f"{k} iterations {ns:.1f} ns" for k, ns in list(costs.items())[::4]) + "\n")
     rows = []

@@ -51,12 +51,15 @@ from gitperf.plan.probes import ProbePlan, make_plan
 
 # The shared timer for everything not traced.  A sampled function's interval narrows as 1/sqrt of its
 # samples (Lua's internshrstr, 1 ms of a 21 ms run: ~40 samples over 15 rounds at 1999 Hz, an interval
-# of -25% .. +120%), and each sample costs what the calibration measured (`stack_sample`: 13 us here,
-# 21-34 us on busier VMs), on both sides alike: the rate is as high as SAMPLING_SHARE of a run allows,
-# between STACK_HZ (also the pilot runs' rate) and MAX_STACK_HZ (the calibration's own rate).
+# of -25% .. +120%), and each sample costs what the calibration measured (`stack_sample`: 13-14 us
+# here, 21-34 us on busier VMs), on both sides alike: the rate is as high as SAMPLING_SHARE of a run
+# allows, between STACK_HZ (also the pilot runs' rate) and MAX_STACK_HZ.  A round's time is mostly the
+# engine's per-run work, not the run (Lua: ~0.8 s a round for two 30 ms runs), so a faster timer costs
+# the check little: +30% of Lua's auxsort (~5 samples a run at 4999 Hz) went unfound over 60 rounds
+# (301 -> 340 samples), and was found at 9999 Hz in two checks of two (+36%, +38%).
 STACK_HZ = 1999
-MAX_STACK_HZ = 4999
-SAMPLING_SHARE = 0.08
+MAX_STACK_HZ = 9999
+SAMPLING_SHARE = 0.15
 PILOT_RUNS = 3  # stack-sampled runs that estimate each function's own native time before planning
 TRACE_BUDGET = 1.0  # probes may double a run (both sides pay the same; it costs only time)
 TRACE_FLOOR_S = 0.2  # ... and at least this much, so that short workloads can trace their focus

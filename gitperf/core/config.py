@@ -277,7 +277,7 @@ on_cannot_collect = "allow"     # allow | reject the push when this machine cann
 on_not_enough_data = "allow"
 push_notes = false              # also push refs/notes/perf to the remote
 # workloads = ["small"]         # which workloads the hook collects and checks (default: all)
-# rounds = 5                    # rounds of the hook's paired check (default: until decided, 3 to 15)
+# rounds = 5                    # rounds of the hook's paired check (default: until decided, 3 to 60)
 '''
 
 
