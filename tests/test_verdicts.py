@@ -298,6 +298,38 @@ def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
     assert found["leaf"].type == checks.NO_CHANGE
 
 
+def test_an_unchanged_functions_own_time_may_differ_between_two_builds_by_placement():
+    """Lua's identical-code A/A: `lua_type` steadily 48% fewer own-code samples in one build (365 ->
+    194 over 60 rounds of ~320 samples, beside ~90 other functions).  Not a verdict for a function the
+    diff did not change; the same numbers for a function it changed are one."""
+    rng = np.random.default_rng(7)
+
+    def sampled(name: str, k: int, n: int, wall: float) -> FunctionStats:
+        est = k / n * wall * 1e9
+        return FunctionStats(name, 0, int(est), int(est), sampled=True, ci_low=est * 0.5, ci_high=est * 2,
+                             stack_samples=k)
+
+    def run(commit: str, share: float, r: int) -> StoredProfile:
+        n = int(rng.poisson(320))
+        wall = 0.03 * math.exp(rng.normal(0, 0.05))
+        funcs = [FunctionStats("main", 1, int(wall * 1e9), 0),
+                 sampled("lua_type", int(rng.binomial(n, share)), n, wall)]
+        funcs += [sampled(f"f{i}", int(rng.binomial(n, 0.01)) + 1, n, wall) for i in range(90)]
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=tuple(f.name for f in funcs), mode="hybrid", traced=("main",),
+                          params={"round": float(r)})
+        return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
+                                                                tuple(funcs)))
+    base = [run("b", 365 / 19316, r) for r in range(60)]
+    target = [run("t", 194 / 20166, r) for r in range(60)]
+    cfg = CheckConfig()
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), cfg, opinions=False)}
+    assert found["lua_type"].type == checks.NO_CHANGE and "between builds" in found["lua_type"].noise
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), cfg,
+                                                            frozenset({"lua_type"}), opinions=False)}
+    assert found["lua_type"].type == checks.OPTIMIZATION
+
+
 def test_a_plain_check_pairs_a_target_with_its_own_partners_among_several_paired_checks(empty_repo):
     """Two `check --collect` runs against one base leave two sets of rounds 0..4 on it; a later plain
     check of either target must pair it with its own set (the `pairing` id), not fall back to

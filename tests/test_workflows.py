@@ -86,7 +86,7 @@ def test_pre_push_hook_stops_the_slowdown_and_lets_the_rest_through(demo_repo, t
     r = push(root, commits[4])  # the speed-up: collected, checked, allowed
     assert r.returncode == 0, r.stderr
     # in `gate` the speed-up is 0.05 ms of one 0.27 ms call, whose per-round spread on these VMs is
-    # ±15-20%: 15 rounds call it an optimization in most runs, "no change" in some (CI, once)
+    # ±15-20%: the check calls it an optimization in most runs, "no change" in some (CI, once, at 15 rounds)
     assert re.search(rf"{commits[4][:12]}: (optimization|no-change)$", r.stderr, re.M), r.stderr[-2000:]
 
 

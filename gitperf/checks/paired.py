@@ -36,9 +36,9 @@ from gitperf.store.notes import NotesStore
 LOCATED_EXCLUSIVE = 0.25
 MIN_ROUNDS = 3  # medians need three runs a side to shrug off one disturbed run
 # A function only stack samples cover is measured by its share of them: 13k calls of Lua's auxsort
-# (1 ms of a 30 ms run) got ~5 samples a run at 4999 Hz, and +30% of it stood out of the pooled
-# samples' noise (1/sqrt of them) after about 50 rounds, not 15.  A round of that workload takes
-# ~0.5 s (two runs and the engine's per-run work); the rounds stop earlier when all is decided.
+# (1 ms of a 30 ms run) got ~5 samples a run at 4999 Hz, ~300 a side over 60 rounds, too few for +30%
+# (the pooled samples' noise is 1/sqrt of them); at 9999 Hz it was found after 24-60 rounds.  A round
+# of that workload takes ~0.8 s (two runs and the engine's per-run work); most checks stop earlier.
 MAX_ROUNDS = 60
 TIME_LIMIT_S = 90.0  # rounds stop being added after this long; with the set-up a check stays within 2 min
 # Stopping as soon as a change is significant looks at the data after every round, and each look is
