@@ -14,16 +14,40 @@ import click
 
 from gitperf import __version__
 from gitperf.core import config
-from gitperf.core.errors import GitPerfError
+from gitperf.core.errors import (
+    EXIT_CANNOT_COLLECT,
+    EXIT_DEGRADATION,
+    EXIT_INTERRUPTED,
+    EXIT_MEANINGS,
+    EXIT_NOT_ENOUGH_DATA,
+    EXIT_USAGE,
+    GitPerfError,
+    epilog,
+)
 
-EXIT_CODES = """\b
-Exit codes:
-  0  success / no degradation
-  1  degradation found (check, hook)
-  2  usage, configuration or input error
-  3  not enough data to decide
-  4  this machine cannot collect (no eBPF, no privileges)
-"""
+COLLECTS = (EXIT_USAGE, EXIT_CANNOT_COLLECT, EXIT_INTERRUPTED)  # what every collecting command can return
+
+# Options that several commands share, declared once (sqlite-utils' way) and stacked.
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (JSON).")
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+repeat_option = click.option("--repeat", type=click.IntRange(min=1), help="Runs per workload (default: the "
+                             "workload's repeat).")
+
+
+def workloads_option(what: str = "Only this workload (repeatable; default all)."):
+    return click.option("--workload", "workloads", multiple=True, help=what)
+
+
+def base_option(what: str = "Compare with this commit instead of the nearest profiled ancestor."):
+    return click.option("--base", help=what)
+
+
+def config_option(what: str):
+    return click.option("--config", "config_file", type=click.Path(dir_okay=False, resolve_path=True), help=what)
+
+
+def _echo_json(obj) -> None:
+    click.echo(json.dumps(obj, indent=2))
 
 
 def _terminated(_signum, _frame):
@@ -63,7 +87,7 @@ class PerfGroup(click.Group):
                 raise
             click.echo(f"git perf: error: {e.filename}: {e.strerror or e} (check the path and its permissions)",
                        err=True)
-            ctx.exit(2)
+            ctx.exit(EXIT_USAGE)
 
 
 class Seconds(click.ParamType):
@@ -93,13 +117,21 @@ def _repo():
     return open_repo(".")
 
 
-@click.group(cls=PerfGroup, epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
+def _engine(per_probe: bool = False):
+    """The eBPF engine, after making sure this machine can collect (exit 4 before any other work)."""
+    from gitperf.engine.bcc_engine import BccEngine
+    engine = BccEngine(force_per_probe=per_probe)
+    engine.check()
+    return engine
+
+
+@click.group(cls=PerfGroup, epilog=epilog(*EXIT_MEANINGS), context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="git perf")
 def main():
     """Continuous performance analysis of native programs: eBPF profiles stored as git notes."""
 
 
-@main.command()
+@main.command(epilog=epilog(0, EXIT_USAGE))
 @click.option("--binary", default="build/app", help="Path of the binary the build produces.")
 @click.option("--command", "command", default=None, help="Workload command line.")
 @click.option("--force", is_flag=True, help="Overwrite an existing .gitperf.toml.")
@@ -119,22 +151,22 @@ def init(binary, command, force, with_hooks):
         click.echo(hooks_mod.install(repo))
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=epilog(0, *COLLECTS))
 @click.argument("rev", required=False, default="HEAD")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@click.option("--workload", "workloads", multiple=True, help="Workload name (repeatable; default all). "
-              "Ad hoc: the name to store the profile under (default adhoc).")
+@workloads_option("Workload name (repeatable; default all). Ad hoc: the name to store the profile under (default adhoc).")
 @click.option("--func", "funcs", multiple=True, help="Probe only this function (repeatable); main is always probed.")
 @click.option("--mode", type=click.Choice(config.MODES), help="Probing mode (overrides collect.mode).")
 @click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Optimization pipeline: none | basic "
               "(match, diff tracing, static baseline) | advanced (+ trim, prune, dynamic baseline) | full "
               "(+ strict trim, dynamic sampling).")
-@click.option("--optimization-on", "opt_on", multiple=True, metavar="NAME", help="Add a method (repeatable): "
+@click.option("--optimization-on", "optimization_on", multiple=True, metavar="NAME", help="Add a method (repeatable): "
               "match, diff-tracing, static-baseline, trim, prune, dynamic-baseline, dynamic-sampling.")
-@click.option("--optimization-off", "opt_off", multiple=True, metavar="NAME", help="Remove a method (repeatable).")
-@click.option("--optimization-arg", "opt_args", multiple=True, metavar="NAME=VALUE",
+@click.option("--optimization-off", "optimization_off", multiple=True, metavar="NAME",
+              help="Remove a method (repeatable).")
+@click.option("--optimization-arg", "optimization_args", multiple=True, metavar="NAME=VALUE",
               help="Override a predicted parameter, e.g. keep_top=2, criterion=semi-strict, standalone=true.")
-@click.option("--base", help="Diff tracing and baseline statistics against this commit (default: the parent).")
+@base_option("Diff tracing and baseline statistics against this commit (default: the parent).")
 @click.option("--max-overhead", "max_overhead", metavar="PCT", help="Overhead budget, e.g. 5%: trace the functions "
               "whose information is worth their calibrated cost (changed ones first), stack-sample the rest. "
               "Costs a pilot run per workload, and a counting run when a changed function has no call "
@@ -143,17 +175,16 @@ def init(binary, command, force, with_hooks):
               "(resumable: an interrupted range continues where it stopped).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --range: collections at once (each in its own worktree; timings get noisier).")
-@click.option("--repeat", type=click.IntRange(min=1), help="Runs per workload (one profile each).")
+@repeat_option
 @click.option("--timeout", type=Seconds(), help="Seconds before a run is killed.")
 @click.option("--binary", type=click.Path(dir_okay=False), help="Ad hoc: the ELF binary to probe.")
 @click.option("--no-build", is_flag=True, help="Do not run the build command.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="The configuration to use (default: "
-              "the commit's .gitperf.toml, else the working tree's: history from before adopting git perf).")
+@config_option("The configuration to use (default: the commit's .gitperf.toml, else the working tree's: history "
+               "from before adopting git perf).")
 @click.option("--per-probe", is_flag=True, help="Attach one uprobe per function instead of uprobe_multi links.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt_args, base, max_overhead, rev_range,
-            jobs, repeat, timeout, binary, no_build, config_file, per_probe, as_json, quiet):
+@json_option
+@quiet_option
+def collect(rev, command, rev_range, jobs, as_json, quiet, **opts):
     """Profile REV (default HEAD) under eBPF and store one profile per workload run as a git note.
 
     \b
@@ -162,76 +193,64 @@ def collect(rev, command, workloads, funcs, mode, pipeline, opt_on, opt_off, opt
     Needs root (or CAP_BPF and CAP_PERFMON).  Ctrl-C detaches every probe and stores nothing.
     """
     from gitperf.collect.collection import collect as do_collect
+    req = _collect_request(rev, command, opts)
+    if rev_range:
+        if req.adhoc or req.command:
+            raise GitPerfError("--range collects configured workloads; it cannot be combined with ad hoc --binary/CMD")
+        return _collect_range(rev_range, req, jobs, as_json, quiet)
+    result = do_collect(_repo(), req, _engine(req.per_probe), _progress(quiet or as_json))
+    if as_json:
+        return _echo_json(result.to_dict())
+    from gitperf.views.render import collect_summary
+    click.echo(collect_summary(result.commit, result.profiles))
+
+
+def _collect_request(rev: str, command: tuple[str, ...], opts: dict):
+    """The `CollectRequest` the options describe; bad values exit 2 before any work."""
     from gitperf.collect.context import CollectRequest
-    from gitperf.engine.bcc_engine import BccEngine
+    from gitperf.plan.pipelines import resolve
 
     # Ad hoc, click cannot tell REV from the command's first word after `--`: a word that names a
     # commit and is followed by more words is REV, anything else starts the command -- unless it
     # came before a `--`, where only REV can be (a mistyped REV must not become the command).
-    if binary and rev != "HEAD" and not (command and _looks_like_rev(rev)):
+    adhoc = opts["binary"] is not None
+    if adhoc and rev != "HEAD" and not (command and _looks_like_rev(rev)):
         if _before_dashdash(rev):
             from gitperf.git.repo import resolve_commit
             resolve_commit(_repo(), rev)  # raises "unknown revision"
         command, rev = (rev, *command), "HEAD"
     budget = None
-    if max_overhead is not None:
+    if opts["max_overhead"] is not None:
         from gitperf.plan.hybrid import parse_percent
         try:
-            budget = parse_percent(max_overhead)
+            budget = parse_percent(opts["max_overhead"])
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--max-overhead") from None
-        if mode:
+        if opts["mode"]:
             raise click.UsageError("--max-overhead chooses the probing itself; leave out --mode")
-    req = CollectRequest(
-        rev=rev, workloads=() if binary else tuple(workloads), funcs=tuple(funcs), mode=mode, repeat=repeat,
-        timeout=timeout, binary=binary, no_build=no_build, command=tuple(command),
-        adhoc_name=workloads[0] if binary and workloads else "adhoc", pipeline=pipeline, optimization_on=opt_on,
-        optimization_off=opt_off, optimization_args=opt_args, base=base, max_overhead=budget,
-        config=str(Path(config_file).resolve()) if config_file else None,
-    )
-    from gitperf.plan.pipelines import resolve
-    resolve(pipeline or "none", opt_on, opt_off, opt_args)  # bad names: exit 2 before any work
-    if rev_range:
-        if binary or command:
-            raise GitPerfError("--range collects configured workloads; it cannot be combined with ad hoc --binary/CMD")
-        return _collect_range(rev_range, replace(req, workloads=tuple(workloads)), jobs, as_json, quiet)
-    engine = BccEngine(force_per_probe=per_probe)
-    engine.check()  # exit 4 before anything else when this machine cannot collect
-    commit, stored = do_collect(_repo(), req, engine, _progress(quiet or as_json))
-    if as_json:
-        click.echo(json.dumps({"commit": commit, "profiles": [c.to_dict() for c in stored]}, indent=2))
-        return
-    from gitperf.views.render import collect_summary
-    click.echo(collect_summary(commit, stored))
-
-
-def _range_args(req) -> tuple[str, ...]:
-    """The options of one `collect` of a range, for each commit's own `git perf collect` process."""
-    extra = [a for f in req.funcs for a in ("--func", f)]
-    budget = f"{req.max_overhead * 100:g}%" if req.max_overhead is not None else None
-    for flag, value in (("--mode", req.mode), ("--pipeline", req.pipeline), ("--repeat", req.repeat),
-                        ("--timeout", req.timeout), ("--max-overhead", budget)):
-        if value is not None:
-            extra += [flag, str(value)]
-    return tuple(extra)
+    resolve(opts["pipeline"] or "none", opts["optimization_on"], opts["optimization_off"], opts["optimization_args"])
+    wls, cfg_file = opts.pop("workloads"), opts.pop("config_file")
+    return CollectRequest(**{**opts, "max_overhead": budget}, config=cfg_file, rev=rev, command=tuple(command),
+                          workloads=() if adhoc else tuple(wls), adhoc_name=wls[0] if adhoc and wls else "adhoc")
 
 
 def _collect_range(spec, req, jobs, as_json, quiet):
     from gitperf.collect.range import collect_range
-    from gitperf.engine.bcc_engine import BccEngine
     from gitperf.git.repo import first_parent_range
     repo = _repo()
     commits = first_parent_range(repo, spec)
-    BccEngine().check()
-    names = req.workloads or tuple(w.name for w in (config.load(repo.workdir) or config.Config("")).workloads)
-    done, skipped, failed = collect_range(repo, commits, names, jobs, _range_args(req), _progress(quiet or as_json))
+    _engine(req.per_probe)
+    if not req.workloads:  # the configured ones, named, so that a commit lacking any of them is collected
+        cfg = config.load_file(Path(req.config)) if req.config else config.load(repo.workdir) or config.Config("")
+        req = replace(req, workloads=tuple(w.name for w in cfg.workloads))
+    result = collect_range(repo, commits, req, jobs, _progress(quiet or as_json))
     if as_json:
-        click.echo(json.dumps({"collected": done, "skipped": skipped, "failed": failed}, indent=2))
+        _echo_json(result.to_dict())
     else:
-        click.echo(f"collected {len(done)}, skipped {len(skipped)} (already profiled), failed {len(failed)} "
-                   f"of {len(commits)} commits")
-    if failed:
-        sys.exit(2)
+        click.echo(f"collected {len(result.collected)}, skipped {len(result.skipped)} (already profiled), failed "
+                   f"{len(result.failed)} of {len(commits)} commits")
+    if result.failed:
+        sys.exit(EXIT_USAGE)
 
 
 def _before_dashdash(word: str) -> bool:
@@ -250,29 +269,28 @@ def _looks_like_rev(word: str) -> bool:
         return False
 
 
-@main.command()
+@main.command(epilog=epilog(0, EXIT_USAGE))
 @click.option("-n", "--max-count", type=click.IntRange(min=1), default=20, help="How many commits.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @click.argument("rev", required=False, default="HEAD")
 def log(max_count, as_json, rev):
     """First-parent commits from REV and how many profiles each has."""
     from gitperf.store.query import first_parent_log
     rows = first_parent_log(_repo(), rev, max_count)
     if as_json:
-        click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
-        return
+        return _echo_json([r.to_dict() for r in rows])
     for r in rows:
         mark = f"{r.profiles:3d} profile{'s' if r.profiles != 1 else ' '}" if r.profiles else "  -         "
         bad = f"  ({r.unreadable} unreadable)" if r.unreadable else ""
         click.echo(f"{r.commit[:12]} {mark}  {r.subject}{bad}")
 
 
-@main.command()
+@main.command(epilog=epilog(0, EXIT_USAGE))
 @click.argument("rev", required=False, default="HEAD")
 @click.option("--workload", help="Only this workload.")
 @click.option("--top", type=int, default=25, help="Functions per profile (by exclusive time); 0 = all.")
 @click.option("--models", is_flag=True, help="Fit performance models (duration over call order) with R².")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def show(rev, workload, top, models, as_json):
     """The profiles stored for REV."""
     from gitperf.git.repo import resolve_commit
@@ -286,12 +304,12 @@ def show(rev, workload, top, models, as_json):
     for b in bad:
         click.echo(f"git perf: warning: {b}", err=True)
     if as_json:
-        click.echo(json.dumps(show_json(commit, profiles), indent=2))
+        _echo_json(show_json(commit, profiles))
     else:
         click.echo(show_text(commit, profiles, top, models))
 
 
-@main.command()
+@main.command(epilog=epilog(0, EXIT_USAGE))
 @click.argument("remote", required=False, default="origin")
 def push(remote):
     """Push the profiles (refs/notes/perf) to REMOTE without force; merges first if needed."""
@@ -300,7 +318,7 @@ def push(remote):
     click.echo(f"pushed refs/notes/perf to {remote}")
 
 
-@main.command()
+@main.command(epilog=epilog(0, EXIT_USAGE))
 @click.argument("remote", required=False, default="origin")
 def pull(remote):
     """Fetch REMOTE's profiles and merge them into ours by union (nothing is lost)."""
@@ -309,16 +327,17 @@ def pull(remote):
     click.echo(f"merged refs/notes/perf from {remote}")
 
 
-def _check_collect(repo, rev, opts, say):
-    from gitperf.checks.paired import check_collect
-    from gitperf.engine.bcc_engine import BccEngine
-    return check_collect(repo, rev, _check_config(repo), BccEngine(), say, opts)
-
-
 def _check_config(repo):
     """[check] from the work tree's .gitperf.toml (defaults without one)."""
     cfg = config.load(repo.workdir) if repo.workdir else None
     return cfg.check if cfg else config.CheckConfig()
+
+
+def _stored_check(repo, rev, base=None, workloads=()):
+    """The check of REV from the stored profiles."""
+    from gitperf.checks import check as run_check
+    from gitperf.store.notes import NotesStore
+    return run_check(NotesStore(repo), rev, _check_config(repo), base, tuple(workloads))
 
 
 def _subject(repo, commit: str) -> str:
@@ -326,18 +345,20 @@ def _subject(repo, commit: str) -> str:
     return msg.splitlines()[0] if msg else ""
 
 
-@main.command(epilog=EXIT_CODES)
+CHECKS = (EXIT_DEGRADATION, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA)
+
+
+@main.command(epilog=epilog(0, *CHECKS, EXIT_CANNOT_COLLECT, EXIT_INTERRUPTED))
 @click.argument("rev", required=False, default="HEAD")
-@click.option("--base", help="Compare with this commit instead of the nearest profiled ancestor.")
-@click.option("--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@base_option()
+@workloads_option()
 @click.option("--all", "all_functions", is_flag=True, help="--json: every function, not only the changed ones.")
 @click.option("--collect", "collect_now", is_flag=True, help="Build REV and its base and profile both now, with one "
               "probe plan focused on what REV changed, in interleaved rounds (needs root); then check.")
 @click.option("--rounds", type=click.IntRange(min=2), help="--collect: this many rounds (default: until every "
               "changed function is decided, 3 to 60 rounds, rounds added for at most 90 s).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="--collect: the configuration for "
-              "commits without a .gitperf.toml (default: the working tree's).")
-@click.option("--json", "as_json", is_flag=True)
+@config_option("--collect: the configuration for commits without a .gitperf.toml (default: the working tree's).")
+@json_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages (--collect).")
 def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, as_json, quiet):
     """Degradations of REV (default HEAD) against its baseline and history.
@@ -348,50 +369,46 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
                                ancestor with profiles of the same configuration and probe plan
     Thresholds come from [check] in .gitperf.toml.
     """
-    from gitperf.checks import check as run_check
     from gitperf.views.report import check_text
     repo = _repo()
     if collect_now:
-        from gitperf.checks.paired import PairedOptions
-        opts = PairedOptions(base=base, workloads=tuple(workloads), rounds=rounds,
-                             config=str(Path(config_file).resolve()) if config_file else None)
-        result = _check_collect(repo, rev, opts, _progress(quiet or as_json))
+        from gitperf.checks.paired import PairedOptions, check_collect
+        opts = PairedOptions(rev=rev, base=base, workloads=tuple(workloads), rounds=rounds, config=config_file)
+        result = check_collect(repo, opts, _check_config(repo), _engine(), _progress(quiet or as_json))
     else:
         if rounds or config_file:
             raise click.UsageError("--rounds and --config go with --collect")
-        result = run_check(repo, rev, _check_config(repo), base, tuple(workloads))
+        result = _stored_check(repo, rev, base, workloads)
     if as_json:
-        click.echo(json.dumps(result.to_dict(all_functions), indent=2))
+        _echo_json(result.to_dict(all_functions))
     else:
         click.echo(check_text(result))
     sys.exit(result.exit_code)
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=epilog(0, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA))
 @click.argument("a")
 @click.argument("b", required=False, default="HEAD")
-@click.option("--workload", "workloads", multiple=True, help="Only this workload (repeatable).")
+@workloads_option()
 @click.option("--top", type=int, default=30, help="Functions per workload, by time; 0 = all.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def diff(a, b, workloads, top, as_json):
     """Per-function comparison of commits A and B (default HEAD): time per run, ratio, interval."""
-    from gitperf.checks import check as run_check
     from gitperf.views.report import diff_text
-    repo = _repo()
-    result = run_check(repo, b, _check_config(repo), a, tuple(workloads))
+    result = _stored_check(_repo(), b, a, workloads)
     if as_json:
-        click.echo(json.dumps(result.to_dict(all_functions=True), indent=2))
+        _echo_json(result.to_dict(all_functions=True))
     else:
         click.echo(diff_text(result, top))
-    if result.exit_code == 3:
-        sys.exit(3)
+    if result.exit_code == EXIT_NOT_ENOUGH_DATA:
+        sys.exit(EXIT_NOT_ENOUGH_DATA)
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=epilog(0, *CHECKS))
 @click.argument("rev", required=False, default="HEAD")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown")
 @click.option("-o", "--output", type=click.Path(), help="Write here instead of standard output (html: a directory).")
-@click.option("--base", help="Compare with this commit instead of the nearest profiled ancestor.")
+@base_option()
 def report(rev, fmt, output, base):
     """The check of REV as a report: markdown (for a pull-request comment) or JSON.
 
@@ -399,19 +416,12 @@ def report(rev, fmt, output, base):
     -o DIR` writes the dashboard's pages for the whole profiled history as static files (open
     DIR/index.html; no server, no network); its exit code is still REV's check.
     """
-    from gitperf.checks import check as run_check
     from gitperf.views.report import check_markdown
     repo = _repo()
-    result = run_check(repo, rev, _check_config(repo), base)
+    result = _stored_check(repo, rev, base)
     if fmt == "html":
-        if not output:
-            raise GitPerfError("--format html writes a directory of pages: name it with -o DIR")
-        if Path(output).exists() and not Path(output).is_dir():
-            raise GitPerfError(f"{output} is a file; --format html writes a directory of pages there")
-        from gitperf.web.export import export_site
-        files = export_site(repo.workdir or repo.path, output, lambda m: click.echo(m, err=True))
-        click.echo(f"wrote {len(files)} pages to {output} (open {Path(output) / 'index.html'}); "
-                   f"{result.commit[:12]}: {result.result}", err=True)
+        _export_html(repo, output)
+        click.echo(f"{result.commit[:12]}: {result.result}", err=True)
         sys.exit(result.exit_code)
     text = (check_markdown(result, _subject(repo, result.commit)) if fmt == "markdown"
             else json.dumps(result.to_dict(), indent=2) + "\n")
@@ -423,32 +433,39 @@ def report(rev, fmt, output, base):
     sys.exit(result.exit_code)
 
 
-@main.command(epilog=EXIT_CODES)
+def _export_html(repo, output) -> None:
+    if not output:
+        raise GitPerfError("--format html writes a directory of pages: name it with -o DIR")
+    if Path(output).exists() and not Path(output).is_dir():
+        raise GitPerfError(f"{output} is a file; --format html writes a directory of pages there")
+    from gitperf.web.export import export_site
+    files = export_site(repo.workdir or repo.path, output, lambda m: click.echo(m, err=True))
+    click.echo(f"wrote {len(files)} pages to {output} (open {Path(output) / 'index.html'})", err=True)
+
+
+@main.command(epilog=epilog(0, *COLLECTS))
 @click.argument("rev", required=False, default="HEAD")
-@click.option("--workload", "workloads", multiple=True, help="Workload (repeatable; default all).")
+@workloads_option("Workload (repeatable; default all).")
 @click.option("-k", "--sessions", type=click.IntRange(min=2), default=5, show_default=True,
               help="Collections of REV to compare with each other.")
-@click.option("--repeat", type=click.IntRange(min=1), help="Runs per collection (default: the workload's).")
+@repeat_option
 @click.option("--keep", is_flag=True, help="Store the profiles as notes (they are valid profiles of REV).")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+@json_option
+@quiet_option
 def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     """A/A: collect REV k times, check every collection against every other, and report the
     run-to-run noise per function, the smallest detectable change, and thresholds that fit.
     Needs the same privileges as collect."""
-    from gitperf.checks import noise as noise_mod
+    from gitperf.checks.noise import analyse
     from gitperf.collect.collection import collect as do_collect
     from gitperf.collect.context import CollectRequest
-    from gitperf.engine.bcc_engine import BccEngine
-    repo = _repo()
-    engine = BccEngine()
-    engine.check()
-    say = _progress(quiet or as_json)
+    from gitperf.views.render import noise_text
+    repo, engine, say = _repo(), _engine(), _progress(quiet or as_json)
     runs: dict[str, list[list]] = {}
     for k in range(sessions):
         say(f"session {k + 1}/{sessions}")
-        _, got = do_collect(repo, CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat), engine, say,
-                            keep=keep)
+        got = do_collect(repo, CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat), engine, say,
+                         keep=keep).profiles
         by_wl: dict[str, list] = {}
         for c in got:
             if not c.profile.header.partial:
@@ -456,14 +473,14 @@ def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
         for wl, ps in by_wl.items():
             runs.setdefault(wl, []).append(ps)
     cfg = _check_config(repo)
-    reports = [noise_mod.analyse(wl, s, cfg) for wl, s in runs.items() if len(s) >= 2]
+    reports = [analyse(wl, s, cfg) for wl, s in runs.items() if len(s) >= 2]
     if as_json:
-        click.echo(json.dumps([noise_mod.as_json(r) for r in reports], indent=2))
+        _echo_json([r.to_dict() for r in reports])
     else:
-        click.echo("\n\n".join(noise_mod.text(r) for r in reports))
+        click.echo("\n\n".join(noise_text(r) for r in reports))
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=epilog(0, EXIT_USAGE, EXIT_INTERRUPTED))
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on.  Anything but loopback shows your profiles to the network.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8642, show_default=True, help="0 = any free port.")
@@ -483,9 +500,13 @@ def serve(host, port, rebuild):
     from gitperf.views.index import Index
     from gitperf.web import LOOPBACK, create_app
     repo = _repo()
-    stats = Index(repo, _check_config(repo)).update(rebuild=rebuild, progress=lambda m: click.echo(m, err=True))
+    idx = Index(repo, _check_config(repo))
+    try:
+        stats = idx.update(rebuild=rebuild, progress=lambda m: click.echo(m, err=True))
+    finally:
+        idx.close()
     click.echo(f"index: {stats.notes} profiled commit(s), {stats.read} note(s) read in {stats.seconds:.1f} s", err=True)
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK:
         click.echo(f"warning: serving on {host}: anyone who can reach it sees your profiles and history", err=True)
     try:  # bind here: werkzeug would print its own message and exit 1 on a busy port
         sock = socket.create_server((host, port))
@@ -502,7 +523,7 @@ def serve(host, port, rebuild):
         click.echo("stopped", err=True)
 
 
-@main.group(epilog=EXIT_CODES)
+@main.group(epilog=epilog(0, EXIT_DEGRADATION, EXIT_USAGE))
 def hooks():
     """Install or uninstall the pre-push hook that stops a push making the program slower.
 
@@ -538,7 +559,7 @@ def hooks_run(name, remote, url):
     sys.exit(hooks_mod.run_pre_push(_repo(), remote, sys.stdin.read(), _progress(False)))
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=epilog(0, EXIT_USAGE))
 @click.argument("rev")
 @click.option("-m", "--message", "reason", default="", help="Why the change is intended.")
 def accept(rev, reason):
@@ -558,14 +579,14 @@ def accept(rev, reason):
     click.echo(f"accepted the performance of {commit[:12]} as the new baseline")
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=epilog(0, *COLLECTS))
 @click.argument("good")
 @click.argument("bad", required=False, default="HEAD")
 @click.option("--workload", required=True, help="Workload whose time to follow.")
 @click.option("--function", "function", default="main", show_default=True, help="Function whose time to follow.")
-@click.option("--repeat", type=click.IntRange(min=1), help="Runs per collected commit (default: the workload's).")
+@repeat_option
 @click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Pipeline for the collections.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def bisect(good, bad, workload, function, repeat, pipeline, as_json):
     """Find the first commit in GOOD..BAD where FUNCTION's time in WORKLOAD jumped to BAD's level.
 
@@ -577,24 +598,18 @@ def bisect(good, bad, workload, function, repeat, pipeline, as_json):
     from gitperf.checks.bisect import bisect as do_bisect
     from gitperf.collect.collection import collect as do_collect
     from gitperf.collect.context import CollectRequest
-    from gitperf.engine.bcc_engine import BccEngine
-    repo = _repo()
-    say = _progress(as_json)
+    repo, say = _repo(), _progress(as_json)
     engine = []
 
     def collect_one(c: str) -> None:
-        if not engine:
-            engine.append(BccEngine())
-            engine[0].check()
+        engine[:] = engine or [_engine()]  # only when a commit lacks profiles: reading needs no root
         say(f"collecting {c[:12]}")
         do_collect(repo, CollectRequest(rev=c, workloads=(workload,), repeat=repeat, pipeline=pipeline), engine[0],
                    lambda m: None)
 
-    r = do_bisect(repo, good, bad, Followed(workload, function), collect_one, say)
+    r = do_bisect(repo, good, bad, Followed(workload, function, collect_one), say)
     if as_json:
-        click.echo(json.dumps({"first_bad": r.first_bad, "good": r.good, "bad": r.bad, "function": r.metric,
-                               "values_ns": r.values, "collected": r.collected, "range": r.range_size}, indent=2))
-        return
+        return _echo_json(r.to_dict())
     vals = r.values
     click.echo(f"first slow commit: {r.first_bad[:12]} {_subject(repo, r.first_bad)}")
     click.echo(f"  {function}: {vals[r.good] / 1e6:.3f} ms at {r.good[:12]} (good), "

@@ -13,20 +13,19 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pygit2
 
 from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, CheckResult, check
 from gitperf.core import config
 from gitperf.core.errors import EnvironmentUnavailable, GitPerfError, InputError
+from gitperf.core.progress import Progress
 from gitperf.git.repo import first_parent, parent
 from gitperf.store.notes import NotesStore
 
 MARKER = "# git perf pre-push hook"
 CHAINED = "pre-push.gitperf-chained"
 ZERO = "0" * 40
-Progress = Callable[[str], None]
 
 SCRIPT = f"""#!/bin/sh
 {MARKER} (installed by `git perf hooks install`; `git perf hooks uninstall` removes it).
@@ -148,17 +147,17 @@ def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: 
     from gitperf.engine.bcc_engine import BccEngine
     if not parent(repo, commit):
         say(f"{commit[:12]} has no parent: nothing to compare with")
-        return check(repo, commit, cfg.check, workloads=workloads)
+        return check(NotesStore(repo), commit, cfg.check, workloads=workloads)
     try:
         say(f"checking {commit[:12]} against its parent: both built and profiled, interleaved")
-        opts = PairedOptions(workloads=workloads, rounds=cfg.hook.rounds or None)
-        return check_collect(repo, commit, cfg.check, BccEngine(), lambda m: say("  " + m), opts)
+        opts = PairedOptions(rev=commit, workloads=workloads, rounds=cfg.hook.rounds or None)
+        return check_collect(repo, opts, cfg.check, BccEngine(), lambda m: say("  " + m))
     except EnvironmentUnavailable as e:
         if cfg.hook.on_cannot_collect == "reject":
             say(f"cannot collect here ({e}); hook.on_cannot_collect = reject: push stopped")
             return None
         say(f"warning: cannot collect here ({e}); checking with the profiles there are")
-        return check(repo, commit, cfg.check, workloads=workloads)
+        return check(NotesStore(repo), commit, cfg.check, workloads=workloads)
 
 
 def _judge(repo: pygit2.Repository, commit: str, result: CheckResult, hook: config.HookConfig, say: Progress) -> int:

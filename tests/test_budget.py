@@ -127,7 +127,7 @@ def test_paired_plan_samples_what_its_probes_would_distort():
     entry into an emulated one, 22.7 us a probed call in the base and 1.6 us in the target; traced,
     12924 calls made every base run 4x longer and every sampled function's estimate followed.
     internshrstr's probes were 90% of its measured time."""
-    from gitperf.collect.paired import _Costs, _why_not
+    from gitperf.plan.focus import Costs as _Costs, why_not as _why_not
 
     def why(name: str, calls: float, share: float = 0.1, base: float = 1600.0, leaf: bool = False) -> str:
         c = _Costs(calls={name: calls}, own={name: calls * 1000.0}, probe_share={name: share},

@@ -62,7 +62,7 @@ def _change(name: str, kind: str, base_ns: float, relative: float, excl: float, 
 
 
 def _focus(**kw):
-    from gitperf.collect.paired import Focus
+    from gitperf.plan.focus import Focus
     return Focus(changed=("auxsort",), new=(), callers=("sort",), traced=("main", "sort"),
                  sampled={"auxsort": "probes were 59% of its measured time"}, **kw)
 

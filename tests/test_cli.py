@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from conftest import run_cli
@@ -20,8 +21,21 @@ def test_top_level_help_documents_exit_codes(empty_repo):
     # `git perf --help` makes git look for a man page; `git perf -h` reaches us, as for any git extension
     r = run_cli(empty_repo, "-h")
     assert r.returncode == 0
-    for code in ("0  success", "1  degradation", "2  usage", "3  not enough data", "4  this machine cannot collect"):
+    for code in ("0  success", "1  degradation", "2  usage", "3  not enough data", "4  this machine cannot collect",
+                 "130 interrupted"):
         assert code in r.stdout
+
+
+@pytest.mark.parametrize("cmd, codes, not_codes", [
+    ("check", ("0", "1", "2", "3", "4", "130"), ()),
+    ("show", ("0", "2"), ("1", "3", "4", "130")),
+    ("diff", ("0", "2", "3"), ("1", "4")),
+    ("collect", ("0", "2", "4", "130"), ("1", "3")),
+])
+def test_each_commands_help_lists_only_the_exit_codes_it_returns(empty_repo, cmd, codes, not_codes):
+    out = run_cli(empty_repo, cmd, "-h").stdout
+    listed = re.findall(r"^\s+(\d+)\s+\S", out.split("Exit codes:")[1], re.M)
+    assert set(codes) <= set(listed) and not set(not_codes) & set(listed), listed
 
 
 def test_bad_optimization_names_and_args_exit_2(demo_repo):

@@ -347,3 +347,35 @@ def test_index_keeps_modes_apart_one_series_each(empty_repo):
     with create_app(str(empty_repo)).test_client() as client:
         page = client.get("/").get_data(as_text=True)
     assert page.count('data-workload="w"') == 2 and "stack: 1 traced," in page and "trace all," in page
+
+
+def test_serve_answers_fifty_concurrent_requests_while_notes_are_appended(server):
+    """Each request opens its own index reader; only one request at a time updates the index (under a
+    lock), and only when the notes changed: no "database is locked", no error page."""
+    from concurrent.futures import ThreadPoolExecutor
+    url, root, commits, _port = server
+    paths = ["/", f"/commit/{commits[4]}", "/function/parse", "/regressions", "/api/commits",
+             f"/api/commit/{commits[2]}", "/static/app.css"]
+    repo = open_repo(root)
+    rng = np.random.default_rng(5)
+
+    def append_notes():
+        for k, c in enumerate(commits * 2):  # every note changes twice while the requests run
+            NotesStore(repo).add(c, profile(c, rng, {"parse": 1.0 + k / 100}))
+            time.sleep(0.05)
+
+    def get(path):
+        try:
+            with urllib.request.urlopen(url + path, timeout=120) as r:
+                return r.status, ""
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")[:300]
+
+    with ThreadPoolExecutor(max_workers=51) as pool:
+        writer = pool.submit(append_notes)
+        statuses = list(pool.map(get, [paths[i % len(paths)] for i in range(50)]))
+        writer.result()
+    assert [s for s in statuses if s[0] != 200] == []
+    # and the index caught up with every note appended
+    after = json.loads(urllib.request.urlopen(url + "/api/commits", timeout=120).read())
+    assert sum(c["profiles"] for c in after) == 6 * 3 + 12

@@ -67,7 +67,7 @@ def test_profiles_of_two_plans_give_no_verdict_and_say_how_to_get_one(empty_repo
     for k in range(3):
         store.add(base, _profile(base, {n: t * (1 + 0.01 * k) for n, t in base_totals.items()}))
         store.add(target, _profile(target, {n: t * (1 + 0.01 * k) for n, t in fast.items()}, ADVANCED))
-    r = checks.check(repo, target, CheckConfig())
+    r = checks.check(NotesStore(repo), target, CheckConfig())
     assert r.result == checks.NOT_ENOUGH_DATA and r.exit_code == 3
     assert not [c for c in r.changes if c.type in (checks.DEGRADATION, checks.OPTIMIZATION)]
     [pair] = r.pairs
@@ -77,7 +77,7 @@ def test_profiles_of_two_plans_give_no_verdict_and_say_how_to_get_one(empty_repo
     for k in range(3):
         store.add(base, _profile(base, {n: t * (1 + 0.01 * k) for n, t in base_totals.items()
                                         if n in ADVANCED.probed}, ADVANCED))
-    again = checks.check(repo, target, CheckConfig())
+    again = checks.check(NotesStore(repo), target, CheckConfig())
     assert again.result == checks.OPTIMIZATION and again.pairs[0].base_commit == base
 
 
@@ -349,7 +349,7 @@ def test_a_plain_check_pairs_a_target_with_its_own_partners_among_several_paired
         if pairing == "first":
             for p in tag(target):
                 store.add(commits["a"], p)
-    result = checks.check(open_repo(empty_repo), commits["a"], replace(CheckConfig(), min_relative=0.02))
+    result = checks.check(NotesStore(open_repo(empty_repo)), commits["a"], replace(CheckConfig(), min_relative=0.02))
     parse = next(c for c in result.changes if c.function == "parse")
     assert "paired rounds" in parse.method and result.pairs[0].base_profiles == 5, (parse.method, result.pairs)
 

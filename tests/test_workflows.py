@@ -125,3 +125,53 @@ def test_collect_range_interrupted_resumes_without_recollecting(demo_repo):
         assert len(ids) == 1, c  # one profile each: nothing collected twice, nothing half-written
         if first[c]:
             assert ids == first[c]
+
+
+@pytest.mark.ebpf
+def test_accept_makes_check_collect_and_the_pre_push_hook_pass(demo_repo, tmp_path):
+    """`check --collect` ends like every check: an accepted commit's degradation is `accepted`, exit 0
+    (test_paired_collect shows the same check without the acceptance: exit 1, checksum_block first)."""
+    root, commits = demo_repo
+    assert run_cli(root, "accept", commits[3], "-m", "stronger checksums").returncode == 0
+    r = run_cli(root, "check", commits[3], "--collect", "--workload", "gate", "--json", "-q", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["result"] == "accepted", out["changes"][:3]
+    assert out["changes"][0]["function"] == "checksum_block" and out["changes"][0]["type"] == "accepted"
+    assert any("stronger checksums" in w for w in out["warnings"])
+    # the hook runs the same paired check: the accepted commit goes through
+    _remote(root, tmp_path)
+    assert push(root, commits[2], "main", "--no-verify").returncode == 0
+    assert run_cli(root, "hooks", "install").returncode == 0
+    p = push(root, commits[3])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"{commits[3][:12]}: accepted" in p.stderr
+
+
+@pytest.mark.ebpf
+def test_collect_range_hands_every_option_to_each_commits_collection(demo_repo, tmp_path):
+    """--config, --no-build and --optimization-on reach each commit of the range: its profiles are those
+    of one `collect` of that commit with the same options."""
+    root, commits = demo_repo
+    prebuilt = tmp_path / "prebuilt"
+    git(root, "worktree", "add", "-q", "--detach", str(prebuilt), commits[0])
+    subprocess.run(["make", "-s"], cwd=prebuilt, check=True, capture_output=True)
+    cfg = tmp_path / "other.toml"
+    # the build command fails: were --no-build dropped, every commit of the range would fail
+    cfg.write_text(f'[build]\ncommand = "false"\nbinary = "{prebuilt / "wordstat"}"\n\n'
+                   f'[[workload]]\nname = "tiny"\ncommand = "{prebuilt / "wordstat"} 500 10"\ntimeout = 60\n')
+    opts = ("--config", str(cfg), "--no-build", "--optimization-on", "trim", "-q")
+    r = run_cli(root, "collect", "--range", f"{commits[0]}..{commits[2]}", *opts, "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["collected"] == [commits[1], commits[2]]
+    one = run_cli(root, "collect", commits[3], *opts, timeout=900)
+    assert one.returncode == 0, one.stderr[-3000:]
+    store = NotesStore(open_repo(root))
+
+    def shape(c):
+        [p] = [sp.profile for sp in store.read(c)[0]]
+        return p.header.workload, p.header.config.split(" ")[0], p.plan.methods, p.plan.pipeline, p.plan.probed
+
+    assert shape(commits[1]) == shape(commits[2]) == shape(commits[3])
+    workload, config_file, methods, _, _ = shape(commits[3])
+    assert (workload, config_file) == ("tiny", str(cfg)) and "trim" in methods

@@ -17,17 +17,17 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import networkx as nx
 
 from gitperf.core.errors import InputError
 from gitperf.core.model import ROOT
+from gitperf.core.progress import Progress
 
 CACHE_VERSION = 1
 CRITERIA = ("soft", "semi-strict", "strict")
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

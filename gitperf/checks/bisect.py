@@ -9,11 +9,10 @@ from typing import Callable
 import pygit2
 
 from gitperf.core.errors import InputError
+from gitperf.core.progress import Progress
 from gitperf.git.repo import first_parent_range, resolve_commit
 from gitperf.stats import inference
 from gitperf.store.notes import NotesStore
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -22,6 +21,7 @@ class Followed:
 
     workload: str
     function: str = "main"
+    collect: Callable[[str], None] = lambda _c: None  # profiles a commit that has none yet
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ class BisectResult:
     collected: list[str]
     range_size: int
 
+    def to_dict(self) -> dict:
+        return {"first_bad": self.first_bad, "good": self.good, "bad": self.bad, "function": self.metric,
+                "values_ns": self.values, "collected": self.collected, "range": self.range_size}
+
 
 def metric(store: NotesStore, commit: str, workload: str, function: str) -> float | None:
     vals = [float(f.total_ns) for p in store.read(commit)[0]
@@ -41,8 +45,7 @@ def metric(store: NotesStore, commit: str, workload: str, function: str) -> floa
     return inference.center(vals) if vals else None
 
 
-def bisect(repo: pygit2.Repository, good: str, bad: str, followed: Followed, collect_one: Callable[[str], None],
-           say: Progress) -> BisectResult:
+def bisect(repo: pygit2.Repository, good: str, bad: str, followed: Followed, say: Progress) -> BisectResult:
     """The first commit in good..bad (first parent) whose `function` time per run is nearer BAD's
     level than GOOD's (geometric midpoint).  Assumes a single step between them; collects only the
     commits the binary search visits."""
@@ -59,7 +62,7 @@ def bisect(repo: pygit2.Repository, good: str, bad: str, followed: Followed, col
         if c not in values:
             v = metric(store, c, workload, function)
             if v is None:
-                collect_one(c)
+                followed.collect(c)
                 collected.append(c)
                 v = metric(store, c, workload, function)
             if v is None:

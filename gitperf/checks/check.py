@@ -156,13 +156,14 @@ def result_of(pairs: list[WorkloadPair], changes: list[Change]) -> str:
     return NO_CHANGE
 
 
-def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | None = None,
-          workloads: tuple[str, ...] = (), store: NotesStore | None = None) -> CheckResult:
+def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = None,
+          workloads: tuple[str, ...] = ()) -> CheckResult:
     """Degradations of `rev` against its baseline (nearest first-parent ancestor with a comparable
-    profile, or `base_rev`) and its history.  `store` may be a caching store (the index checks
-    every commit, and each check reads its ten predecessors)."""
+    profile, or `base_rev`) and its history, from the profiles in `store` (a caching store for many
+    checks: the index checks every commit, and each check reads its ten predecessors)."""
+    repo = store.repo
     commit = resolve_commit(repo, rev)
-    req = Request(repo, store or NotesStore(repo), commit, cfg, ancestors(repo, commit))
+    req = Request(repo, store, commit, cfg, ancestors(repo, commit))
     forced = resolve_commit(repo, base_rev) if base_rev else None
     target_profiles, bad = req.store.read(req.commit)
     warnings = [str(b) for b in bad]
@@ -180,11 +181,18 @@ def check(repo: pygit2.Repository, rev: str, cfg: CheckConfig, base_rev: str | N
             pair = replace(pair, notes=(NO_BASELINE + f" at {base_rev}",))
         pairs.append(pair)
         changes.extend(found)
+    return conclude(req, pairs, changes, warnings)
+
+
+def conclude(req: Request, pairs: list[WorkloadPair], changes: list[Change], warnings: list[str]) -> CheckResult:
+    """The one ending of every check (stored profiles or `--collect`): an accepted commit's
+    degradations become `accepted`, changes in severity order, the verdict and what to do next."""
+    warnings = list(warnings)
     accepted = req.store.acceptance(req.commit)
     if accepted:
         changes = [replace(c, type=ACCEPTED) if c.type == DEGRADATION else c for c in changes]
         warnings.append(f"this commit's performance change was accepted as intended: {accepted.get('reason', '')}")
-    changes.sort(key=lambda c: c.severity)
+    changes = sorted(changes, key=lambda c: c.severity)
     result = result_of(pairs, changes)
     if result == NOT_ENOUGH_DATA:
         warnings.append(f"no comparable baseline: `git perf check {req.commit[:12]} --collect` profiles this commit "

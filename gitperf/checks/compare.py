@@ -39,10 +39,11 @@ differ.  Where probes are more than a fifth of a function's measured time (`CORR
 the estimate would be mostly error, and the function is compared on its probed time if its probes
 cost the same on both sides, else not at all: its verdict is withheld (see `_sides`).
 
-The steps: `_pair` (which functions have two sides) -> `_shift` (the common shift and the spreads
-shared by all functions) -> `_test_root` / `_test_function` / `_test_paired` / `_pooled` /
-`_call_tests` (a `Tested` statistic each) -> `_decide` (Holm) -> `_one_per_function` -> the verdict
-with its opinions.
+The steps (`compare_workload`): `_pair` (which functions have two comparable sides) -> `_shared`
+(what all tests share: the `Rounds`, the common shift and spreads, the history) -> `_tests` (one
+test per function, chosen by `DESIGN` from what its sides allow, and the changed functions' median
+calls: a `Tested` statistic each) -> `_decide` (Holm, intervals: a `Result` per function) ->
+`_change` (the verdict with its opinions).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT, FunctionStats, StoredProfile
 from gitperf.plan.costs import relative_sd
 from gitperf.stats import inference, models
+from gitperf.stats.estimate import Z95
 
 MIN_HISTORY = 4  # commits before the history's spread is trusted as a noise estimate
 HISTORY_Z = 3.5  # Iglewicz & Hoaglin's outlier cut-off for the modified z-score
@@ -147,8 +149,7 @@ def _totals(profiles: list[StoredProfile], name: str, native: bool) -> list[floa
 # demo's full-trace A/A test (90 pairs of sessions) had 8 false alarms, at a fifth it stays within its
 # level.  Beyond that share the estimate would be mostly error.  Such a function (a full trace of
 # ns-scale functions: up to 99% probe time) is compared on its probed time, which like-with-like plans
-# keep comparable.
-CORRECTABLE_SHARE = 0.2
+# keep comparable.  (`core.model.CORRECTABLE_SHARE`, `FunctionStats.correctable`.)
 # The calibration is measured once and serves runs taken hours later: its error against a run is the
 # drift of the probe cost, which the spread of its three back-to-back repetitions can understate.
 # 14 calibrations of each entry class within one hour on this VM: robust spread (MAD) 12-16% of the
@@ -160,10 +161,6 @@ CALIBRATION_DRIFT = 0.15
 # property of where each build landed, not of its code).  Each side's probe time carries its own
 # error of this relative size, independent of the other side's.
 PROBE_COST_SPREAD = 0.05
-
-
-def _correctable(f: FunctionStats) -> bool:
-    return f.probe_ns <= CORRECTABLE_SHARE * f.total_ns
 
 
 def _time(f: FunctionStats, native: bool) -> float:
@@ -187,8 +184,10 @@ def _side(profiles: list[StoredProfile], name: str, time_of: str = AUTO) -> _Sid
     var = 0.0
     for f in fs:
         if f.sampled and f.ci_low and f.ci_high and f.ci_low > 0:
-            var += ((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * 1.96)) ** 2 / len(fs) ** 2
-    native = time_of == AUTO and all(_correctable(f) for f in fs)
+            # stored intervals are 95% (Wilson for samples; bursts' t intervals are wider, so their
+            # variance is overstated here: conservative)
+            var += ((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * Z95)) ** 2 / len(fs) ** 2
+    native = time_of == AUTO and all(f.correctable for f in fs)
     # how much log(time) moves with a relative error of the probe cost: native = total - probe moves
     # by probe/native, a probed total by probe/total (at most all of it)
     shares = [f.probe_ns / max(f.native_ns, 1) if native else min(f.probe_ns / max(f.total_ns, 1), 1.0)
@@ -239,13 +238,15 @@ def _votes(t: _Side, b: _Side, cfg: CheckConfig) -> dict[str, str]:
             ib = mb_model.integral(lo, hi)
             if ib > 0:
                 out["integral"] = _vote(mt_model.integral(lo, hi) / ib - 1, cfg.min_relative)
-        out["local-statistics"] = _local_statistics(tx, np.array(ts, float), bx, np.array(bs, float), cfg)
+        out["local-statistics"] = _local_statistics((tx, np.array(ts, float)), (bx, np.array(bs, float)),
+                                                    cfg.min_relative)
     return out
 
 
-def _local_statistics(tx, ty, bx, by, cfg: CheckConfig, intervals: int = 4) -> str:
-    """Split the shared x range into sub-intervals and compare the medians inside each; the verdict
-    is the one a majority of intervals with data agree on."""
+def _local_statistics(target, base, threshold: float, intervals: int = 4) -> str:
+    """Split the shared x range of the two (x, y) series into sub-intervals and compare the medians
+    inside each; the verdict is the one a majority of intervals with data agree on."""
+    (tx, ty), (bx, by) = target, base
     lo, hi = max(tx.min(), bx.min()), min(tx.max(), bx.max())
     if hi <= lo:
         return UNKNOWN
@@ -256,7 +257,7 @@ def _local_statistics(tx, ty, bx, by, cfg: CheckConfig, intervals: int = 4) -> s
         b = by[(bx >= a) & (bx <= z)]
         if len(t) >= 3 and len(b) >= 3 and np.median(b) > 0:
             rel = float(np.median(t) / np.median(b) - 1)
-            votes.append(_vote(rel, cfg.min_relative))
+            votes.append(_vote(rel, threshold))
     if not votes:
         return UNKNOWN
     top = max(set(votes), key=votes.count)
@@ -301,11 +302,11 @@ def _pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[_Side, _Side]]]:
             # other - two different quantities, never a change
             continue
         if not any(b.totals):
-            simple.append(_simple(sides.workload, n, NEW, t, b, "present only in target"))
+            simple.append(_simple(sides.workload, n, NEW, (t, b), "present only in target"))
         elif not any(t.totals):
-            simple.append(_simple(sides.workload, n, REMOVED, t, b, "not called in target"))
+            simple.append(_simple(sides.workload, n, REMOVED, (t, b), "not called in target"))
         elif not like:
-            simple.append(_simple(sides.workload, n, UNKNOWN, t, b, WITHHELD))
+            simple.append(_simple(sides.workload, n, UNKNOWN, (t, b), WITHHELD))
         else:
             both[n] = (t, b)
     return simple, both
@@ -339,6 +340,14 @@ def _scale(t: _Side, b: _Side) -> float:
     return math.sqrt(inference.center_var(len(t.totals)) + inference.center_var(len(b.totals)))
 
 
+def moderate(s: float, df: float, s0: float | None) -> tuple[float, float]:
+    """A function's spread moderated towards the median spread of its kind (limma's moderated t):
+    `s0` weighs as MODERATION_DF degrees of freedom.  (spread, degrees of freedom)."""
+    if s0 is None:
+        return s, df
+    return math.sqrt((MODERATION_DF * s0 ** 2 + df * s ** 2) / (MODERATION_DF + df)), df + MODERATION_DF
+
+
 def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float]) -> Tested:
     """The workload total: against the session-to-session noise of the history (else the prior), or
     its replicates' spread when that is larger."""
@@ -359,11 +368,10 @@ def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, history: list[floa
     cross-section spread and its session-to-session spread in the history."""
     scale = _scale(t, b)
     w = shift.within[n]
+    se_rep, df_rep = 0.0, math.inf
     if w and shift.s0 is not None:
-        sig = math.sqrt((MODERATION_DF * shift.s0 ** 2 + w.df * w.sigma ** 2) / (MODERATION_DF + w.df))
-        se_rep, df_rep = sig * scale, w.df + MODERATION_DF
-    else:
-        se_rep, df_rep = 0.0, math.inf
+        sig, df_rep = moderate(w.sigma, w.df, shift.s0)
+        se_rep = sig * scale
     se_x = shift.cross.sigma if shift.cross else 0.0
     session = inference.history_sigma([inference.center(b.totals)] + history, MIN_HISTORY)
     se_h = session.sigma * math.sqrt(2) if session else 0.0  # two sessions' luck, as for the root
@@ -380,6 +388,31 @@ def rounds(profiles: list[StoredProfile]) -> dict[int, StoredProfile] | None:
     return out if out and len(out) == len(profiles) else None
 
 
+MIN_PAIRED_ROUNDS = 2  # per-round ratios need two rounds for a spread
+MIN_POOLED_ROUNDS = 3  # pooled samples: the run-time ratio's spread over the rounds needs three
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Both sides' profiles round by round (built once per comparison): only when each side recorded
+    distinct rounds and the two sides the same ones."""
+
+    target: dict[int, StoredProfile]
+    base: dict[int, StoredProfile]
+
+    @staticmethod
+    def of(sides: Sides) -> Rounds | None:
+        rt, rb = rounds(sides.target), rounds(sides.base)
+        return Rounds(rt, rb) if rt and rb and rt.keys() == rb.keys() else None
+
+    def __len__(self) -> int:
+        return len(self.target)
+
+    def pairs(self) -> list[tuple[StoredProfile, StoredProfile]]:
+        """(target, base) per round, in round order."""
+        return [(self.target[r], self.base[r]) for r in sorted(self.target)]
+
+
 def _value(p: StoredProfile, name: str, native: bool) -> float | None:
     f = p.profile.function(name)
     if f is not None:
@@ -387,14 +420,13 @@ def _value(p: StoredProfile, name: str, native: bool) -> float | None:
     return 0.0 if _absent_is_zero(p, name) else None
 
 
-def _paired_diffs(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, list[float]]:
+def _paired_diffs(rs: Rounds | None, both: dict[str, tuple[_Side, _Side]]) -> dict[str, list[float]]:
     """Per function, the log ratio target/base of each round (only when the rounds pair up)."""
-    rt, rb = rounds(sides.target), rounds(sides.base)
-    if not rt or not rb or rt.keys() != rb.keys() or len(rt) < 2:
+    if not rs or len(rs) < MIN_PAIRED_ROUNDS:
         return {}
     out = {}
     for n, (t, _b) in both.items():
-        pairs = [(_value(rt[r], n, t.native), _value(rb[r], n, t.native)) for r in sorted(rt)]
+        pairs = [(_value(pt, n, t.native), _value(pb, n, t.native)) for pt, pb in rs.pairs()]
         if all(t is not None and b is not None for t, b in pairs):
             out[n] = [math.log(max(t, 1.0) / max(b, 1.0)) for t, b in pairs]
     return out
@@ -402,21 +434,14 @@ def _paired_diffs(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[st
 
 def _test_paired(n: str, d: list[float], s0: float | None, t: _Side, b: _Side) -> Tested:
     """A function's per-round log ratios: their center against their moderated spread."""
-    k = len(d)
-    s, df = inference.spread(d)
-    if s0 is not None:
-        s = math.sqrt((MODERATION_DF * s0 ** 2 + df * s ** 2) / (MODERATION_DF + df))
-        df += MODERATION_DF
-    se = max(s, NOISE_FLOOR) * math.sqrt(inference.center_var(k))
+    s, df = moderate(*inference.spread(d), s0)
+    se = max(s, NOISE_FLOOR) * math.sqrt(inference.center_var(len(d)))
     return Tested(n, inference.center(d), math.sqrt(se ** 2 + _extra_var(t, b)), df,
                   f"paired rounds ±{s * 100:.1f}%")
 
 
 # A changed function's median call is tested beside its time a run where every run recorded at least
-# this many of its calls.  A run's total can be a few calls' (Lua's luaH_resize: of 72 calls, the three
-# that grow the largest tables took 0.2-1.2 ms each in page faults, so its total spread 0.9-3.4 ms a
-# run and hid +124 us injected), while the median call (2.0 us) moved by what every call gained:
-# 3.6-5.5 us in all fifteen rounds.
+# this many of its calls (why: ARCHITECTURE.md §10, "Median call").
 MIN_CALLS_SEEN = 5
 
 
@@ -428,18 +453,17 @@ def _median_call(f: FunctionStats | None) -> tuple[float, float] | None:
     return statistics.median(durations), min(durations)
 
 
-def _call_tests(sides: Sides, both: dict[str, tuple[_Side, _Side]], changed: frozenset[str]) -> list[Tested]:
+def _call_tests(rs: Rounds | None, both: dict[str, tuple[_Side, _Side]], changed: frozenset[str]) -> list[Tested]:
     """Paired rounds, changed functions traced on both sides: per round, the log ratio of the two
     sides' median calls; their center against their spread.  The calls are probed time; the probes
     cost alike on both sides, except for each side's own deviation (PROBE_COST_SPREAD), whose share of
     a median call is at most the fastest call's."""
-    rt, rb = rounds(sides.target), rounds(sides.base)
-    if not rt or not rb or rt.keys() != rb.keys() or len(rt) < 2:
+    if not rs or len(rs) < MIN_PAIRED_ROUNDS:
         return []
     out = []
     for n in sorted(changed & both.keys()):
         t, b = both[n]
-        calls = [(_median_call(rt[r].profile.function(n)), _median_call(rb[r].profile.function(n))) for r in sorted(rt)]
+        calls = [(_median_call(pt.profile.function(n)), _median_call(pb.profile.function(n))) for pt, pb in rs.pairs()]
         if t.sampled or b.sampled or not all(mt and mb for mt, mb in calls):
             continue
         d = [math.log(max(mt[0], 1.0) / max(mb[0], 1.0)) for mt, mb in calls]
@@ -455,33 +479,144 @@ def _call_tests(sides: Sides, both: dict[str, tuple[_Side, _Side]], changed: fro
     return out
 
 
-def _one_per_function(tested: list[Tested], p: list[tuple[float, float]]) -> list[tuple[Tested, tuple[float, float]]]:
-    """A function tested twice (time a run, median call) keeps the test with the smaller p-value."""
-    best: dict[str, tuple[Tested, tuple[float, float]]] = {}
-    for x, q in zip(tested, p):
-        if x.name not in best or min(q) < min(best[x.name][1]):
-            best[x.name] = (x, q)
-    return list(best.values())
+# Identical machine code can still run at a different speed in another build: where its code landed
+# (pages, cache sets) is not its code.  A function the diff did not change is compared with this much
+# more spread between the two builds: only a change well beyond it is a verdict (the A/A figures:
+# ARCHITECTURE.md §10, "Paired rounds").
+PLACEMENT_SPREAD = 0.2
 
 
-def _decide(tested: list[Tested], changed: frozenset[str], sign: int) -> list[tuple[float, float]]:
-    """Holm-adjusted one-sided p-values of each statistic (worse, better), with the weighted budget."""
+def _own_samples(profiles: list[StoredProfile], n: str) -> int:
+    return sum(f.stack_samples - f.library_samples for p in profiles if (f := p.profile.function(n)))
+
+
+def _pooled(sides: Sides, rs: Rounds | None, both: dict[str, tuple[_Side, _Side]],
+            changed: frozenset[str]) -> dict[str, Tested]:
+    """Paired rounds, functions only stack samples cover on both sides: a few samples a run make
+    per-round ratios useless, so each side's samples are pooled over its runs.  Own time = share of
+    the samples x run time: the log ratio of the pooled shares (multinomial: variance 1/k_t + 1/k_b)
+    plus the center of the per-round log ratios of run time (its spread over the rounds).  Only the
+    samples in the function's own code count: which function a sample in a library goes to depends
+    on the stack above it, and two builds' stacks differ (`FunctionStats.library_samples`).  A
+    function the diff did not change carries PLACEMENT_SPREAD besides."""
+    if not rs or len(rs) < MIN_POOLED_ROUNDS:
+        return {}
+    n_t = sum(p.profile.metrics.stack_samples for p in sides.target)
+    n_b = sum(p.profile.metrics.stack_samples for p in sides.base)
+    walls = [math.log(max(pt.profile.metrics.PRT, 1e-9) / max(pb.profile.metrics.PRT, 1e-9)) for pt, pb in rs.pairs()]
+    wall, wall_var = inference.center(walls), inference.spread(walls)[0] ** 2 * inference.center_var(len(walls))
+    out = {}
+    for n, (t, b) in both.items():
+        if not (t.sampled and b.sampled) or not n_t or not n_b:
+            continue
+        k_t, k_b = _own_samples(sides.target, n), _own_samples(sides.base, n)
+        if k_t + k_b < 10 or not k_t or not k_b:
+            continue  # too few samples to say anything; the unpaired test (with its intervals) decides
+        stat = math.log((k_t / n_t) / (k_b / n_b)) + wall
+        placement = 0.0 if n in changed else PLACEMENT_SPREAD
+        out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var + placement ** 2), math.inf,
+                        f"pooled samples {k_b} -> {k_t}" + ("" if n in changed else
+                                                            f", ±{placement:.0%} between builds"))
+    return out
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every function's test and verdict in one comparison share, built once."""
+
+    sides: Sides
+    cfg: CheckConfig
+    rounds: Rounds | None
+    shift: _Shift
+    history: dict[str, list[tuple[str, float]]]  # per function: (commit, center) of the history, nearest first
+    paired: dict[str, list[float]]  # per function: its per-round log ratios (paired rounds)
+    sign: int  # 1: lower is better ("higher": a larger value is better)
+    opinions: bool
+
+    def values(self, n: str) -> list[float]:
+        return [v for _, v in self.history[n]]
+
+
+def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, opinions: bool) -> _Shared:
+    # the history enters only through each commit's center (noise of the total, robust z, change points)
+    # (a commit the function is missing from is skipped, so each value keeps its commit for `since`)
+    commits = sides.history_commits + [""] * (len(sides.history) - len(sides.history_commits))
+    history = {n: [(c, inference.center(v)) for c, h in zip(commits, sides.history)
+                   if (v := _totals(h, n, t.native)) and any(v)] for n, (t, _b) in both.items()}
+    rs = Rounds.of(sides)
+    return _Shared(sides, cfg, rs, _shift(both, cfg), history, _paired_diffs(rs, both),
+                   1 if cfg.direction == "lower" else -1, opinions)
+
+
+def _s0(sh: _Shared, both: dict[str, tuple[_Side, _Side]]) -> dict[bool, float | None]:
+    """The moderation prior of paired spreads, per kind (sampled or not): the median spread of the
+    functions above min_absolute_ns measured the same way.  Traced with traced, sampled with sampled:
+    a sampled one's per-round values carry its few samples' noise (on Lua, a paired check's `main`
+    went from ±2% to ±10% when they were mixed)."""
+    out = {}
+    for kind in (False, True):
+        big = [n for n, (t, b) in both.items() if n in sh.paired and (t.sampled or b.sampled) == kind and
+               min(inference.center(t.totals), inference.center(b.totals)) >= sh.cfg.min_absolute_ns]
+        sds = [inference.spread(sh.paired[n])[0] for n in big]
+        out[kind] = float(np.median(sds)) if len(sds) >= 3 else None
+    return out
+
+
+# Which test a function gets, from what its two sides allow: (pooled samples on both sides, per-round
+# values on both sides, the workload total).  Pooled samples take precedence: a sampled function's
+# per-round values are a few samples each.
+DESIGN = {(True, True, True): "pooled", (True, True, False): "pooled", (True, False, True): "pooled",
+          (True, False, False): "pooled", (False, True, True): "paired", (False, True, False): "paired",
+          (False, False, True): "session", (False, False, False): "residual"}
+
+
+def _tests(sh: _Shared, both: dict[str, tuple[_Side, _Side]], changed: frozenset[str]) -> list[Tested]:
+    """Each function's test (DESIGN), and the changed functions' median-call tests beside them."""
+    pooled, s0 = _pooled(sh.sides, sh.rounds, both, changed), _s0(sh, both)
+    run = {"pooled": lambda n, t, b: pooled[n],
+           "paired": lambda n, t, b: _test_paired(n, sh.paired[n], s0[t.sampled or b.sampled], t, b),
+           "session": lambda n, t, b: _test_root(t, b, sh.shift, sh.values(n)),
+           "residual": lambda n, t, b: _test_function(n, t, b, sh.shift, sh.values(n))}
+    out = [run[DESIGN[n in pooled, n in sh.paired, n == ROOT]](n, t, b) for n, (t, b) in both.items()]
+    return out + _call_tests(sh.rounds, both, changed)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One test's outcome, scipy-style: the statistic (log ratio), its Holm-adjusted one-sided
+    p-values, and the interval of the relative change at the check's confidence."""
+
+    tested: Tested
+    p_worse: float
+    p_better: float
+    ci: tuple[float, float]
+
+    def pvalue(self, sign: int) -> float:
+        """The p-value of the direction the statistic points to."""
+        return self.p_worse if sign * self.tested.statistic > 0 else self.p_better
+
+
+def _decide(tested: list[Tested], changed: frozenset[str], cfg: CheckConfig, sign: int) -> list[Result]:
+    """Holm-adjusted one-sided p-values (with the weighted budget) and intervals; a function tested
+    twice (time a run, median call) keeps the test with the smaller p-value."""
     weights = error_budget([x.name for x in tested], changed)
     worse = inference.holm([inference.p_slower(sign * x.statistic, x.se, x.df) for x in tested], weights)
     better = inference.holm([inference.p_slower(-sign * x.statistic, x.se, x.df) for x in tested], weights)
-    return list(zip(worse, better))
+    best: dict[str, Result] = {}
+    for x, pw, pb in zip(tested, worse, better):
+        if x.name not in best or min(pw, pb) < min(best[x.name].p_worse, best[x.name].p_better):
+            best[x.name] = Result(x, pw, pb, inference.interval(x.statistic, x.se, x.df, cfg.confidence))
+    return list(best.values())
 
 
-def _verdict(x: Tested, base_ns: float, p: tuple[float, float], cfg: CheckConfig, sign: int) -> tuple[str, float]:
+def _verdict(r: Result, base_ns: float, cfg: CheckConfig, sign: int) -> tuple[str, float]:
     """Degradation or optimization when significant and large enough; the confidence of the direction."""
-    pw, pb = p
+    x, p = r.tested, r.pvalue(sign)
     rel, absolute = math.expm1(x.statistic), base_ns * math.expm1(x.statistic)
     large = abs(rel) >= cfg.min_relative and abs(absolute) >= cfg.min_absolute_ns
-    if large and sign * x.statistic > 0 and pw <= 1 - cfg.confidence:
-        return DEGRADATION, 1 - pw
-    if large and sign * x.statistic < 0 and pb <= 1 - cfg.confidence:
-        return OPTIMIZATION, 1 - pb
-    return NO_CHANGE, 1 - (pw if sign * x.statistic > 0 else pb)
+    if large and p <= 1 - cfg.confidence:
+        return (DEGRADATION if sign * x.statistic > 0 else OPTIMIZATION if sign * x.statistic < 0 else NO_CHANGE), 1 - p
+    return NO_CHANGE, 1 - p
 
 
 def _opinions(t: _Side, b: _Side, z: float | None, cfg: CheckConfig, sign: int):
@@ -510,114 +645,47 @@ def _since(history: list[tuple[str, float]], now: float, alpha: float, sign: int
     return (order[shifts[-1].index] or None) if shifts else None
 
 
-# Identical machine code can still run at a different speed in another build: where its code landed
-# (pages, cache sets) is not its code.  On Lua, an identical-code A/A commit's `lua_type` (0.7 ms a
-# run) had 365 own-code samples in the base and 194 in the target over 60 interleaved rounds, lower in
-# the target round after round (and `lua_compare`, unchanged, fell 29-46% in three checks of a commit
-# that changed only its callee `index2value`).  A function the diff did not change is compared with
-# this much more spread between the two builds: only a change well beyond it is a verdict.
-PLACEMENT_SPREAD = 0.2
+def _method(sh: _Shared, r: Result, tested: list[Tested], changed: frozenset[str]) -> str:
+    k = len({x.name for x in tested if x.name in changed})
+    how = f", Holm over {len(tested)} tests" + (f" ({k} functions changed in the diff)" if k else "")
+    what = ("workload total vs session noise" if r.tested.name == ROOT and not sh.paired else
+            "median call x calls, paired rounds" if r.tested.per_call else
+            "paired rounds" if sh.paired else f"residual vs common shift {math.expm1(sh.shift.common):+.1%}")
+    return what + how
 
 
-def _pooled(sides: Sides, both: dict[str, tuple[_Side, _Side]], changed: frozenset[str]) -> dict[str, Tested]:
-    """Paired rounds, functions only stack samples cover on both sides: a few samples a run make
-    per-round ratios useless, so each side's samples are pooled over its runs.  Own time = share of
-    the samples x run time: the log ratio of the pooled shares (multinomial: variance 1/k_t + 1/k_b)
-    plus the center of the per-round log ratios of run time (its spread over the rounds).  Only the
-    samples in the function's own code count: which function a sample in a library goes to depends
-    on the stack above it, and two builds' stacks differ (`FunctionStats.library_samples`).  A
-    function the diff did not change carries PLACEMENT_SPREAD besides."""
-    rt, rb = rounds(sides.target), rounds(sides.base)
-    if not rt or not rb or rt.keys() != rb.keys() or len(rt) < 3:
-        return {}
-    n_t = sum(p.profile.metrics.stack_samples for p in sides.target)
-    n_b = sum(p.profile.metrics.stack_samples for p in sides.base)
-    walls = [math.log(max(rt[r].profile.metrics.PRT, 1e-9) / max(rb[r].profile.metrics.PRT, 1e-9)) for r in sorted(rt)]
-    wall, wall_var = inference.center(walls), inference.spread(walls)[0] ** 2 * inference.center_var(len(walls))
-    out = {}
-    for n, (t, b) in both.items():
-        if not (t.sampled and b.sampled) or not n_t or not n_b:
-            continue
-        k_t = sum(f.stack_samples - f.library_samples for p in sides.target if (f := p.profile.function(n)))
-        k_b = sum(f.stack_samples - f.library_samples for p in sides.base if (f := p.profile.function(n)))
-        if k_t + k_b < 10 or not k_t or not k_b:
-            continue  # too few samples to say anything; the unpaired test (with its intervals) decides
-        stat = math.log((k_t / n_t) / (k_b / n_b)) + wall
-        placement = 0.0 if n in changed else PLACEMENT_SPREAD
-        out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var + placement ** 2), math.inf,
-                        f"pooled samples {k_b} -> {k_t}" + ("" if n in changed else
-                                                            f", ±{placement:.0%} between builds"))
-    return out
-
-
-def _tests(both: dict[str, tuple[_Side, _Side]], shift: _Shift, hist: dict[str, list[float]],
-           paired: dict[str, list[float]], cfg: CheckConfig, pooled: dict[str, Tested]) -> list[Tested]:
-    # Each function's paired spread is moderated by the median spread of the functions measured the
-    # same way: traced with traced, sampled with sampled (a sampled one's per-round values carry its
-    # few samples' noise: on Lua, a paired check's `main` went from ±2% to ±10% when they were mixed).
-    sampled = {n: t.sampled or b.sampled for n, (t, b) in both.items()}
-    s0 = {}
-    for kind in (False, True):
-        big = [n for n, (t, b) in both.items() if n in paired and sampled[n] == kind and
-               min(inference.center(t.totals), inference.center(b.totals)) >= cfg.min_absolute_ns]
-        sds = [inference.spread(paired[n])[0] for n in big]
-        s0[kind] = float(np.median(sds)) if len(sds) >= 3 else None
-    out = []
-    for n, (t, b) in both.items():
-        if n in pooled:
-            out.append(pooled[n])
-        elif n in paired:
-            out.append(_test_paired(n, paired[n], s0[sampled[n]], t, b))
-        elif n == ROOT:
-            out.append(_test_root(t, b, shift, hist[n]))
-        else:
-            out.append(_test_function(n, t, b, shift, hist[n]))
-    return out
+def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, changed: bool) -> Change:
+    """One function's verdict with its interval, the history's opinion and the other methods' votes."""
+    (t, b), x = sides, r.tested
+    run_t = inference.center(t.totals)  # the time a run, for the history's z-score and change points
+    mb, mt = x.per_call or (inference.center(b.totals), run_t)
+    kind, conf = _verdict(r, mb, sh.cfg, sh.sign)
+    h = sh.values(x.name)
+    z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
+    votes, per_call = _opinions(t, b, z, sh.cfg, sh.sign) if sh.opinions else ({}, None)
+    since = _since(sh.history[x.name], run_t, 1 - sh.cfg.confidence, sh.sign) if kind == DEGRADATION else None
+    return Change(
+        workload=sh.sides.workload, function=x.name, type=kind, relative=math.expm1(x.statistic),
+        absolute_ns=mb * math.expm1(x.statistic),
+        exclusive_delta_ns=inference.center(t.exclusive) - inference.center(b.exclusive), confidence=conf,
+        ci_low=r.ci[0], ci_high=r.ci[1], method=method, location=t.location or b.location, base_ns=mb, target_ns=mt,
+        base_calls=inference.center(b.counts), target_calls=inference.center(t.counts),
+        noise=x.noise + ("" if t.native else "; probed time"), history_z=z, since=since, votes=votes,
+        changed=changed, statistic=x.statistic, per_call_ci=per_call)
 
 
 def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = frozenset(),
                      opinions: bool = True) -> list[Change]:
     """Every function of one workload: target runs vs base runs, with the history for the
     workload's noise, the robust z-score and change points (see the module's docstring)."""
-    simple, both = _pair(sides)
+    simple, both = _pair(sides)  # 1. which functions have two comparable sides
     if not both:
         return simple
-    shift = _shift(both, cfg)
-    # the history enters only through each commit's center (noise of the total, robust z, change points)
-    # (a commit the function is missing from is skipped, so each value keeps its commit for `since`)
-    commits = sides.history_commits + [""] * (len(sides.history) - len(sides.history_commits))
-    at = {n: [(c, inference.center(v)) for c, h in zip(commits, sides.history) if (v := _totals(h, n, t.native))
-              and any(v)] for n, (t, _b) in both.items()}
-    hist = {n: [v for _, v in pairs] for n, pairs in at.items()}
-    paired = _paired_diffs(sides, both)
-    tested = _tests(both, shift, hist, paired, cfg, _pooled(sides, both, changed)) + _call_tests(sides, both, changed)
-    sign = 1 if cfg.direction == "lower" else -1  # "higher": a larger value is better
-    k = len({x.name for x in tested if x.name in changed})
-    how = f", Holm over {len(tested)} tests" + (f" ({k} functions changed in the diff)" if k else "")
-    common = ("paired rounds" if paired else f"residual vs common shift {math.expm1(shift.common):+.1%}")
-    out = []
-    for x, p in _one_per_function(tested, _decide(tested, changed, sign)):
-        t, b = both[x.name]
-        run_t = inference.center(t.totals)  # the time a run, for the history's z-score and change points
-        mb, mt = x.per_call or (inference.center(b.totals), run_t)
-        kind, conf = _verdict(x, mb, p, cfg, sign)
-        lo, hi = inference.interval(x.statistic, x.se, x.df, cfg.confidence)
-        h = hist[x.name]
-        z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
-        votes, per_call = _opinions(t, b, z, cfg, sign) if opinions else ({}, None)
-        method = ("workload total vs session noise" if x.name == ROOT and not paired else
-                  "median call x calls, paired rounds" if x.per_call else common)
-        out.append(Change(
-            workload=sides.workload, function=x.name, type=kind, relative=math.expm1(x.statistic),
-            absolute_ns=mb * math.expm1(x.statistic),
-            exclusive_delta_ns=inference.center(t.exclusive) - inference.center(b.exclusive), confidence=conf,
-            ci_low=lo, ci_high=hi, method=method + how,
-            location=t.location or b.location, base_ns=mb, target_ns=mt, base_calls=inference.center(b.counts),
-            target_calls=inference.center(t.counts), noise=x.noise + ("" if t.native else "; probed time"),
-            history_z=z,
-            since=_since(at[x.name], run_t, 1 - cfg.confidence, sign) if kind == DEGRADATION else None,
-            votes=votes, changed=x.name in changed, statistic=x.statistic, per_call_ci=per_call))
-    return simple + out
+    sh = _shared(sides, both, cfg, opinions)  # 2. what all tests share: rounds, common shift, history
+    tested = _tests(sh, both, changed)  # 3. one test per function (and median calls)
+    results = _decide(tested, changed, cfg, sh.sign)  # 4. Holm, intervals, one result per function
+    return simple + [_change(sh, both[r.tested.name], r, _method(sh, r, tested, changed), r.tested.name in changed)
+                     for r in results]  # 5. verdicts with opinions
 
 
 def error_budget(names: list[str], changed: frozenset[str]) -> list[float]:
@@ -637,7 +705,8 @@ def error_budget(names: list[str], changed: frozenset[str]) -> list[float]:
     return [share[of[n]] / len(groups[of[n]]) / times[n] if share[of[n]] > 0 else 1e-12 for n in names]
 
 
-def _simple(workload: str, name: str, kind: str, t: _Side, b: _Side, why: str) -> Change:
+def _simple(workload: str, name: str, kind: str, sides: tuple[_Side, _Side], why: str) -> Change:
+    t, b = sides
     mt, mb = inference.center(t.totals), inference.center(b.totals)
     relative = {NEW: math.inf, REMOVED: -1.0}.get(kind, math.nan)
     return Change(workload=workload, function=name, type=kind, relative=relative,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats as sps
@@ -46,6 +46,9 @@ class NoiseReport:
     functions: tuple[FunctionNoise, ...]
     recommended_min_relative: float
     recommended_repeat: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, commit: str = "0" * 40) -> NoiseReport:
@@ -98,23 +101,3 @@ def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, comm
     rec_repeat = max(3, runs) if any(r.run_cv > 0.05 for r in big) else max(1, runs)
     return NoiseReport(workload, len(sessions), runs, len(pairs), bad_pairs, len(consecutive), bad_consecutive,
                        tuple(rows), rec, rec_repeat)
-
-
-def text(r: NoiseReport, top: int = 20) -> str:
-    from gitperf.core.fmt import fmt_ns
-    lines = [f"workload {r.workload}: {r.sessions} sessions x {r.runs_per_session} run(s); each against the one "
-             f"before: {r.consecutive_with_false_alarm} false alarm(s) in {r.consecutive_checks} checks; all "
-             f"{r.pairs} ordered pairs: {r.pairs_with_false_alarm}",
-             f"  {'function':32s} {'time/run':>10s} {'between sessions':>17s} {'between runs':>13s} "
-             f"{'detectable':>11s} {'false alarms':>13s}"]
-    for f in r.functions[:top or None]:
-        lines.append(f"  {f.name[:32]:32s} {fmt_ns(f.time_ns):>10s} {f.session_cv:>16.1%} {f.run_cv:>13.1%} "
-                     f"{f.detectable:>+11.0%} {f.false_alarms:>13d}")
-    lines.append(f"  recommended: [check] min_relative = {r.recommended_min_relative:.2f}; "
-                 f"[[workload]] repeat = {r.recommended_repeat}")
-    return "\n".join(lines)
-
-
-def as_json(r: NoiseReport) -> dict:
-    from dataclasses import asdict
-    return asdict(r)

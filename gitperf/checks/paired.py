@@ -11,34 +11,28 @@ decides with what it has, at its ordinary level).
 
 from __future__ import annotations
 
-import time
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
 import pygit2
 
-from gitperf.checks.change import DEGRADATION, NOT_ENOUGH_DATA, OPTIMIZATION, Change, CheckResult
-from gitperf.checks.check import Baseline, Request, check_workload, result_of
+from gitperf.checks.change import DEGRADATION, OPTIMIZATION, Change, CheckResult
+from gitperf.checks.check import Baseline, Request, check_workload, conclude
 from gitperf.checks.compare import Sides, compare_workload
 from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
-from gitperf.core import codec
 from gitperf.core.config import CheckConfig
-from gitperf.core.errors import CollectionAborted, InputError
-from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key, content_id
+from gitperf.core.errors import InputError
+from gitperf.core.model import Profile, StoredProfile, comparison_key
 from gitperf.engine.base import Engine
 from gitperf.git.repo import ancestors, parent, resolve_commit
-from gitperf.git.worktree import sweep_worktrees
+from gitperf.plan.focus import Focus
 from gitperf.store.notes import NotesStore
 
 # A caller's degradation is located in its one changed callee when the caller's own (exclusive) time
 # took at most this share of what its inclusive time gained: the rest went into its callees.
 LOCATED_EXCLUSIVE = 0.25
 MIN_ROUNDS = 3  # medians need three runs a side to shrug off one disturbed run
-# A function only stack samples cover is measured by its share of them: 13k calls of Lua's auxsort
-# (1 ms of a 30 ms run) got ~5 samples a run at 4999 Hz, ~300 a side over 60 rounds, too few for +30%
-# (the pooled samples' noise is 1/sqrt of them); at 9999 Hz it was found after 24-60 rounds.  A round
-# of that workload takes ~0.8 s (two runs and the engine's per-run work); most checks stop earlier.
+# Enough rounds for a sampled function's +30% on Lua (ARCHITECTURE.md §10a, "Rounds"); most checks stop earlier.
 MAX_ROUNDS = 60
 TIME_LIMIT_S = 90.0  # rounds stop being added after this long; with the set-up a check stays within 2 min
 # Stopping as soon as a change is significant looks at the data after every round, and each look is
@@ -51,16 +45,13 @@ EARLY_STOP_SHARE = 0.05
 
 @dataclass(frozen=True)
 class PairedOptions:
+    rev: str = "HEAD"  # the commit to check
     base: str | None = None  # default: the first parent
     workloads: tuple[str, ...] = ()
     rounds: int | None = None  # a fixed number of rounds (else: until decided)
     depth: int = 1  # callers of changed functions traced, levels up
     config: str | None = None  # --config FILE for commits without a .gitperf.toml
     time_limit_s: float = TIME_LIMIT_S
-
-
-def _wrap(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
-    return [StoredProfile(commit, i, content_id(codec.encode(p)), p) for i, p in enumerate(profiles)]
 
 
 def undecided(changes: list[Change], focus: set[str], cfg: CheckConfig) -> list[str]:
@@ -78,30 +69,19 @@ def undecided(changes: list[Change], focus: set[str], cfg: CheckConfig) -> list[
     return sorted(out)
 
 
-def _rounds(pair: paired.Pair, cfg: CheckConfig, opts: PairedOptions, say: Progress):
-    """Rounds of the pair until decided (or the limits); returns the base and target profiles."""
-    spec = paired.spec_of(pair.focus)
-    focus = {*pair.focus.changed, *pair.focus.new, ROOT}  # callers inform; they need not be decided
-    base, target = [], []
-    t0 = time.perf_counter()
-    limit = opts.rounds or MAX_ROUNDS
-    for r in range(limit):
-        b, t = paired.run_round(pair, r, spec)
-        base.append(b)
-        target.append(t)
-        if opts.rounds or r + 1 < MIN_ROUNDS:
-            say(f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s")
-            continue
-        sides = Sides(pair.workload.name, _wrap("t", target), _wrap("b", base))
-        open_ = undecided(compare_workload(sides, cfg, frozenset(pair.focus.changed), opinions=False), focus, cfg)
-        say(f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s; "
-            + (f"undecided: {', '.join(open_)}" if open_ else "every focus function decided"))
-        if not open_ or time.perf_counter() - t0 > opts.time_limit_s:
-            break
-    return base, target
+def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
+    """Profiles of the rounds so far, as the statistics take them (ids are not read there)."""
+    return [StoredProfile(commit, i, f"{commit}{i}", p) for i, p in enumerate(profiles)]
 
 
-def focus_note(focus: paired.Focus, rounds: int) -> str:
+def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
+    """After a round: the focus functions the rounds so far leave undecided."""
+    sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
+    changes = compare_workload(sides, cfg, frozenset(runs.focus.changed), opinions=False)
+    return undecided(changes, runs.focus.decisive, cfg)
+
+
+def focus_note(focus: Focus, rounds: int) -> str:
     """What the paired check looked at, for the report (text and JSON)."""
     names = lambda xs: ", ".join(xs) or "-"  # noqa: E731
     sampled = "; ".join(f"{n}: {why}" for n, why in focus.sampled.items())
@@ -110,7 +90,7 @@ def focus_note(focus: paired.Focus, rounds: int) -> str:
             + (f"; only stack-sampled: {sampled}" if sampled else ""))
 
 
-def locate(changes: list[Change], focus: paired.Focus) -> list[Change]:
+def locate(changes: list[Change], focus: Focus) -> list[Change]:
     """A changed function left to the stack samples has few of them: a slowdown of it may show only
     in a traced caller's inclusive time.  When that caller degraded, its own time did not grow
     (exclusive delta at most LOCATED_EXCLUSIVE of the gain), and of everything it calls only this one
@@ -138,45 +118,31 @@ def locate(changes: list[Change], focus: paired.Focus) -> list[Change]:
     return out
 
 
-def _store(store: NotesStore, commit: str, profiles: list[Profile]) -> list[StoredProfile]:
-    out = []
-    for p in profiles:
-        line = codec.encode(p)
-        out.append(StoredProfile(commit, 0, store.add_line(commit, line), p))
-    return out
-
-
-def check_collect(repo: pygit2.Repository, rev: str, cfg: CheckConfig, engine: Engine, progress: Progress,
-                  opts: PairedOptions) -> CheckResult:
+def _commits(repo: pygit2.Repository, rev: str, base_rev: str | None) -> tuple[str, str]:
     commit = resolve_commit(repo, rev)
-    base = resolve_commit(repo, opts.base) if opts.base else parent(repo, commit)
+    base = resolve_commit(repo, base_rev) if base_rev else parent(repo, commit)
     if not base:
         raise InputError(f"{commit[:12]} has no parent to compare with: name a base with --base")
-    engine.check()
-    for path in sweep_worktrees(repo):
-        progress(f"removed {path}: the worktree of a collection that was killed")
-    req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config)
-    collected = []
-    try:
-        with ExitStack() as stack:
-            bctx = paired.open_side(repo, req, base, engine, progress, stack)
-            tctx = paired.open_side(repo, req, commit, engine, progress, stack)
-            for wl in tctx.workloads():
-                progress(f"workload {wl.name}: {base[:12]} (base) against {commit[:12]}, interleaved")
-                pair = paired.prepare(bctx, tctx, wl, opts.depth)
-                with ExitStack() as programs:
-                    collected.append((*_rounds(paired.load(pair, programs), cfg, opts, progress), pair.focus))
-    except KeyboardInterrupt:
-        raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
+    if base == commit:
+        raise InputError(f"--base {base_rev} is {commit[:12]} itself: a paired check compares two commits "
+                         "(git perf noise compares a commit with itself)")
+    return commit, base
+
+
+def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig, engine: Engine,
+                  progress: Progress) -> CheckResult:
+    """Collect REV and its base in interleaved rounds (`collect.paired`), store both sides, and
+    check REV against them; the result ends like every check (`checks.check.conclude`)."""
+    commit, base = _commits(repo, opts.rev, opts.base)
+    stop = paired.Stop(opts.rounds, MIN_ROUNDS, MAX_ROUNDS, opts.time_limit_s)
+    preq = paired.PairedRequest(CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config), base,
+                                opts.depth, stop)
+    runs = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     store = NotesStore(repo)
     request = Request(repo, store, commit, cfg, ancestors(repo, commit))
     pairs, changes = [], []
-    for base_profiles, target_profiles, focus in collected:
-        b, t = _store(store, base, base_profiles), _store(store, commit, target_profiles)
+    for run, (b, t) in zip(runs, paired.store_runs(store, base, commit, runs)):
         pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
-        found = locate(found, focus)
-        pairs.append(replace(pair, notes=pair.notes + (focus_note(focus, len(t)),)))
-        changes.extend(found)
-    changes.sort(key=lambda c: c.severity)
-    result = result_of(pairs, changes) if pairs else NOT_ENOUGH_DATA
-    return CheckResult(commit, base, result, tuple(changes), tuple(pairs))
+        pairs.append(replace(pair, notes=pair.notes + (focus_note(run.focus, len(t)),)))
+        changes.extend(locate(found, run.focus))
+    return conclude(request, pairs, changes, [])

@@ -7,8 +7,10 @@ interrupted collection writes nothing."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterator
 
 import pygit2
 
@@ -16,8 +18,9 @@ from gitperf.collect.budgeted import budgeted
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.profile import profile_run
 from gitperf.core import codec
-from gitperf.core.config import Config, Workload, load_file
+from gitperf.core.config import Config, Workload
 from gitperf.core.config import load as load_config
+from gitperf.core.config import load_file
 from gitperf.core.errors import CollectionAborted, ConfigError, InputError
 from gitperf.core.model import ROOT, Mode, Profile, content_id
 from gitperf.engine.base import Engine
@@ -46,8 +49,18 @@ class Collected:
                 "metrics": p.metrics.as_dict(), "plan": plan}
 
 
+@dataclass(frozen=True)
+class CollectResult:
+    commit: str
+    profiles: list[Collected]
+
+    def to_dict(self) -> dict:
+        """The stable shape of `collect --json` (ARCHITECTURE.md §12)."""
+        return {"commit": self.commit, "profiles": [c.to_dict() for c in self.profiles]}
+
+
 def collect(repo: pygit2.Repository, req: CollectRequest, engine: Engine, progress: Progress,
-            store: NotesStore | None = None, keep: bool = True) -> tuple[str, list[Collected]]:
+            keep: bool = True) -> CollectResult:
     """Collect and store profiles of `req.rev`; returns the commit and what was stored
     (with keep=False: what was collected, nothing is written)."""
     commit = resolve_commit(repo, req.rev)
@@ -59,12 +72,9 @@ def collect(repo: pygit2.Repository, req: CollectRequest, engine: Engine, progre
         profiles = _collect_adhoc(target) if req.adhoc and req.no_build else _collect_checkout(target)
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workload killed, nothing was stored") from None
-    store = store or NotesStore(repo)
-    stored = []
-    for p in profiles:
-        line = codec.encode(p)
-        stored.append(Collected(store.add_line(commit, line) if keep else content_id(line), p, len(line)))
-    return commit, stored
+    lines = [codec.encode(p) for p in profiles]
+    ids = NotesStore(repo).add_lines({commit: lines})[commit] if keep else [content_id(ln) for ln in lines]
+    return CollectResult(commit, [Collected(i, p, len(ln)) for i, p, ln in zip(ids, profiles, lines)])
 
 
 def _collect_adhoc(target: Target) -> list[Profile]:
@@ -98,15 +108,22 @@ def project_config(target: Target, root: Path) -> Config:
     return cfg
 
 
-def _collect_checkout(target: Target) -> list[Profile]:
-    """The commit in a temporary worktree: its configuration, built by its build command."""
+@contextmanager
+def built(target: Target) -> Iterator[CollectContext]:
+    """The commit in a temporary worktree (for as long as the context lasts), built by its build
+    command, and its collection context."""
     with checkout(target.repo, target.commit) as root:
         cfg = project_config(target, root)
         if cfg.build.command and not target.req.no_build:
             target.progress(f"building {target.commit[:12]}: {cfg.build.command}")
             run_build(cfg.build, root, target.commit, target.cache_dir)
         binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
-        return _run_workloads(CollectContext.build(target, cfg, root, binary))
+        yield CollectContext.build(target, cfg, root, binary)
+
+
+def _collect_checkout(target: Target) -> list[Profile]:
+    with built(target) as ctx:
+        return _run_workloads(ctx)
 
 
 def _plan_for(ctx: CollectContext, wl: Workload) -> Optimized:

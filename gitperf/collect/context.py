@@ -5,13 +5,13 @@ calibration, environment and header fields.  Every later step takes the context.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import shlex
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import pygit2
 
@@ -20,11 +20,10 @@ from gitperf.analysis import elf
 from gitperf.core.config import CollectConfig, Config, Workload
 from gitperf.core.errors import ConfigError, InputError
 from gitperf.core.model import Header, Mode
+from gitperf.core.progress import Progress
 from gitperf.engine import calibrate, workload
 from gitperf.engine.base import Engine, RunWorkload
 from gitperf.plan.optimize import PipelineChoice, Subject
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,16 @@ class CollectRequest:
     base: str | None = None  # diff tracing and baseline statistics against this commit
     max_overhead: float | None = None  # fraction of native run time (0.05 = 5%); None = collect.max_overhead
     config: str | None = None  # --config FILE: for commits without a .gitperf.toml of their own
+    per_probe: bool = False  # one uprobe per function instead of uprobe_multi links
+
+    def to_json(self) -> str:
+        """The request as JSON (`collect --range` hands it to each commit's worker process)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> CollectRequest:
+        d = json.loads(text)
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
     @property
     def adhoc(self) -> bool:

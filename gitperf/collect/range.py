@@ -1,4 +1,5 @@
-"""Workflows over many commits: `collect --range` (parallel, resumable) and `bisect`."""
+"""`collect --range`: every first-parent commit of a range that lacks profiles, `jobs` at a time,
+each in its own worker process (`collect.worker`) given the user's request for that commit."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from dataclasses import dataclass, field, replace
 
 import pygit2
 
+from gitperf.collect.context import CollectRequest
 from gitperf.core.errors import CollectionAborted
+from gitperf.core.progress import Progress
 from gitperf.store.notes import NotesStore
-
-Progress = Callable[[str], None]
 
 
 def has_profiles(store: NotesStore, commit: str, workloads: tuple[str, ...]) -> bool:
@@ -21,54 +22,77 @@ def has_profiles(store: NotesStore, commit: str, workloads: tuple[str, ...]) -> 
     return bool(have) and all(w in have for w in workloads)
 
 
-def collect_range(repo: pygit2.Repository, commits: list[str], workloads: tuple[str, ...], jobs: int,
-                  extra_args: tuple[str, ...], say: Progress) -> tuple[list[str], list[str], list[str]]:
-    """Collect every commit that lacks profiles of `workloads`, `jobs` at a time, each in its own
-    `git perf collect` process (and so its own temporary worktree and probes).  A commit's profiles
-    are stored when its collection ends, so an interrupted range resumes where it stopped.
-    Returns (collected, skipped, failed).  Parallel collections share the CPUs: their times are
-    noisier than one at a time (the default)."""
-    store = NotesStore(repo)
-    todo = [c for c in commits if not has_profiles(store, c, workloads)]
-    skipped = [c for c in commits if c not in todo]
-    if skipped:
-        say(f"{len(skipped)} of {len(commits)} commits already have profiles: skipped")
-    done, failed = [], []
-    procs: set[subprocess.Popen] = set()
-    lock = threading.Lock()
-    stop = threading.Event()
-    cwd = repo.workdir or repo.path
-    wl_args = [a for w in workloads for a in ("--workload", w)]
+@dataclass
+class RangeResult:
+    collected: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already profiled
+    failed: list[str] = field(default_factory=list)
 
-    def one(k_c):
-        k, c = k_c
-        if stop.is_set():
+    def to_dict(self) -> dict:
+        return {"collected": self.collected, "skipped": self.skipped, "failed": self.failed}
+
+
+@dataclass
+class _Workers:
+    """The worker processes under way, so that an interrupt reaches each of them."""
+
+    repo: pygit2.Repository
+    req: CollectRequest
+    say: Progress
+    procs: set[subprocess.Popen] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, commit: str) -> tuple[int, str]:
+        """One commit's collection: (exit code, its last error line)."""
+        p = subprocess.Popen([sys.executable, "-m", "gitperf.collect.worker"], cwd=self.repo.workdir or self.repo.path,
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        with self.lock:
+            self.procs.add(p)
+        _, err = p.communicate(replace(self.req, rev=commit).to_json())
+        with self.lock:
+            self.procs.discard(p)
+        return p.returncode, (err.strip().splitlines() or [""])[-1]
+
+    def interrupt(self) -> None:
+        self.stop.set()
+        with self.lock:
+            for p in self.procs:
+                p.send_signal(2)  # SIGINT: each collection detaches its probes and stores nothing
+
+
+def collect_range(repo: pygit2.Repository, commits: list[str], req: CollectRequest, jobs: int,
+                  say: Progress) -> RangeResult:
+    """Collect every commit that lacks profiles of `req.workloads` (names, resolved by the caller).
+    A commit's profiles are stored when its collection ends, so an interrupted range resumes where
+    it stopped.  Parallel collections share the CPUs: their times are noisier than one at a time."""
+    store = NotesStore(repo)
+    out = RangeResult()
+    todo = [c for c in commits if not has_profiles(store, c, req.workloads)]
+    out.skipped = [c for c in commits if c not in todo]
+    if out.skipped:
+        say(f"{len(out.skipped)} of {len(commits)} commits already have profiles: skipped")
+    workers = _Workers(repo, req, say)
+
+    def one(k: int, c: str) -> None:
+        if workers.stop.is_set():
             return
-        subject = repo.get(c).message.splitlines()[0][:60]
-        say(f"[{k}/{len(todo)}] {c[:12]} {subject}: collecting")
-        p = subprocess.Popen([sys.executable, "-m", "gitperf", "collect", c, "-q", *wl_args, *extra_args], cwd=cwd,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        with lock:
-            procs.add(p)
-        _, err = p.communicate()
-        with lock:
-            procs.discard(p)
-            (done if p.returncode == 0 else failed).append(c)
-        if p.returncode == 0:
+        say(f"[{k}/{len(todo)}] {c[:12]} {repo.get(c).message.splitlines()[0][:60]}: collecting")
+        code, err = workers.run(c)
+        (out.collected if code == 0 else out.failed).append(c)
+        if code == 0:
             say(f"[{k}/{len(todo)}] {c[:12]}: stored")
-        elif not stop.is_set():
-            say(f"[{k}/{len(todo)}] {c[:12]}: failed (exit {p.returncode}): {err.strip().splitlines()[-1] if err.strip() else ''}")
+        elif not workers.stop.is_set():
+            say(f"[{k}/{len(todo)}] {c[:12]}: failed (exit {code}): {err}")
 
     pool = ThreadPoolExecutor(max_workers=max(jobs, 1))
     try:
-        list(pool.map(one, enumerate(todo, start=1)))
+        list(pool.map(one, range(1, len(todo) + 1), todo))
     except KeyboardInterrupt:
-        stop.set()
-        with lock:
-            for p in procs:
-                p.send_signal(2)  # SIGINT: each collection detaches its probes and stores nothing
+        workers.interrupt()
         pool.shutdown(wait=True, cancel_futures=True)
-        raise CollectionAborted(f"interrupted after {len(done)} of {len(todo)} commits; finished commits are "
-                                "stored, run the same command again to resume") from None
+        raise CollectionAborted(f"interrupted after {len(out.collected)} of {len(todo)} commits; finished commits "
+                                "are stored, run the same command again to resume") from None
     pool.shutdown()
-    return done, skipped, failed
+    return out

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-# Exit codes (documented in `git perf --help`).
+# Exit codes (ARCHITECTURE.md §12; each command's --help lists the ones it returns).
 EXIT_OK = 0
 EXIT_DEGRADATION = 1
 EXIT_USAGE = 2
 EXIT_NOT_ENOUGH_DATA = 3
 EXIT_CANNOT_COLLECT = 4
+EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (143 only when git perf is killed before it can handle it)
+
+EXIT_MEANINGS = {
+    EXIT_OK: "success / no degradation",
+    EXIT_DEGRADATION: "degradation found",
+    EXIT_USAGE: "usage, configuration or input error",
+    EXIT_NOT_ENOUGH_DATA: "not enough data to decide",
+    EXIT_CANNOT_COLLECT: "this machine cannot collect (no eBPF, no privileges)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): probes detached, nothing stored",
+}
+
+
+def epilog(*codes: int) -> str:
+    """The "Exit codes" paragraph of a command's --help (click keeps lines after a \\b)."""
+    return "\b\nExit codes:\n" + "".join(f"  {str(c).ljust(2)} {EXIT_MEANINGS[c]}\n" for c in sorted(codes))
 
 
 class GitPerfError(Exception):
@@ -46,7 +61,7 @@ class EnvironmentUnavailable(GitPerfError):
 class CollectionAborted(GitPerfError):
     """Collection was interrupted (Ctrl-C); probes are detached and nothing was stored."""
 
-    exit_code = 130
+    exit_code = EXIT_INTERRUPTED
 
 
 class StoreConflict(GitPerfError):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from tabulate import tabulate
+
 
 def fmt_ns(ns: float) -> str:
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
@@ -20,3 +24,12 @@ def fmt_bytes(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence], align: str, indent: str = "  ") -> str:
+    """A plain text table, one character of `align` per column ("l" left, "r" right); names are cut to
+    40 characters so that the columns stay readable."""
+    cut = [[c[:40] if isinstance(c, str) and i == 0 else c for i, c in enumerate(r)] for r in rows]
+    colalign = ["left" if a == "l" else "right" for a in align]
+    text = tabulate(cut, headers=list(headers), tablefmt="plain", colalign=colalign, disable_numparse=True)
+    return "\n".join(indent + line.rstrip() for line in text.splitlines())

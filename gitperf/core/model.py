@@ -136,6 +136,16 @@ class FunctionStats:
         """Inclusive time with the calibrated probe time taken out: an estimate of the native time."""
         return max(self.total_ns - self.probe_ns, 0)
 
+    @property
+    def correctable(self) -> bool:
+        """Whether `native_ns` is a usable estimate (probes at most CORRECTABLE_SHARE of the time)."""
+        return self.probe_ns <= CORRECTABLE_SHARE * self.total_ns
+
+
+# Probe time is taken out of a function's measured time only up to this share of it; beyond, the
+# estimate would be mostly calibration error (why a fifth: ARCHITECTURE.md §10, "Native estimates").
+CORRECTABLE_SHARE = 0.2
+
 
 @dataclass(frozen=True)
 class PlanRecord:

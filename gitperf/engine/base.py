@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Protocol
 
 from gitperf.analysis.elf import BinaryInfo
+from gitperf.core.progress import Progress
 from gitperf.engine.workload import RunResult, Scope
 from gitperf.plan.probes import ProbePlan
 
@@ -54,7 +55,6 @@ class RawCollection:
 
 # The workload runner an engine calls once its probes are in place.
 RunWorkload = Callable[[Scope], RunResult]
-Progress = Callable[[str], None]
 
 
 class Engine(Protocol):

@@ -327,28 +327,12 @@ class BccEngine:
             if k.kstackid >= 0 and k.kstackid not in in_probe:
                 in_probe[k.kstackid] = probe_handling(b.ksym(a).decode(errors="replace")
                                                       for a in kstacks.walk(k.kstackid))
-            if k.xol or in_probe.get(k.kstackid, False):
-                got.probe += v.value
-                continue
             bias = bases.get(k.tgid, 0 if not binary.pie else None)
-            # at a probed entry or just after it; or in the optimized nop5's trampoline, which the
-            # entry called: the return address above the stack pointer is then the one after the NOP
-            if bias is not None and ((k.kstackid < 0 and next(iter(stacks.walk(k.stackid)), 0) - bias in points)
-                                     or (k.ret and k.ret - bias in points)):
+            if k.xol or in_probe.get(k.kstackid, False) or _at_probe(k, bias, stacks, points):
                 got.probe += v.value
                 continue
-            fn, first = None, True
-            if bias is not None and k.ret and calls.after_call(k.ret - bias):
-                # -1: a call's return address may start the next function
-                fn, first = binary.symbolize(k.ret - 1 - bias), False
-            if bias is not None and fn is None:
-                for addr in stacks.walk(k.stackid):
-                    got.nbytes += 8
-                    sym = binary.symbolize(addr - bias)
-                    if sym is not None:
-                        fn = sym
-                        break
-                    first = False
+            fn, first, walked = _sampled_function(k, bias, binary, stacks, calls)
+            got.nbytes += 8 * walked
             if fn is None or fn.name not in index:
                 got.unknown += v.value
             else:
@@ -357,6 +341,36 @@ class BccEngine:
                 if not first:
                     got.library[i] = got.library.get(i, 0) + v.value
         return got
+
+
+def _at_probe(k, bias: int | None, stacks, points: set[int]) -> bool:
+    """A user sample at a probed entry or just after it; or in the optimized nop5's trampoline, which
+    the entry called: the return address above the stack pointer is then the one after the NOP."""
+    if bias is None:
+        return False
+    return ((k.kstackid < 0 and next(iter(stacks.walk(k.stackid)), 0) - bias in points)
+            or bool(k.ret and k.ret - bias in points))
+
+
+def _sampled_function(k, bias: int | None, binary: BinaryInfo, stacks, calls: CallSites):
+    """(the innermost function of the binary a sample is in, whether that is the sampled frame itself,
+    how many stack words were read)."""
+    if bias is None:
+        return None, True, 0
+    first, walked = True, 0
+    if k.ret and calls.after_call(k.ret - bias):
+        # -1: a call's return address may start the next function
+        fn = binary.symbolize(k.ret - 1 - bias)
+        if fn is not None:
+            return fn, False, 0
+        first = False
+    for addr in stacks.walk(k.stackid):
+        walked += 1
+        sym = binary.symbolize(addr - bias)
+        if sym is not None:
+            return sym, first, walked
+        first = False
+    return None, first, walked
 
 
 class _Session:

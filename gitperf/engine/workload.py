@@ -130,8 +130,7 @@ def scope() -> Iterator[Scope]:
         _remove(path)
 
 
-def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | None = None,
-        quiet: bool = True) -> RunResult:
+def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | None = None) -> RunResult:
     """Run one workload to completion (or timeout).  KeyboardInterrupt kills it and propagates."""
     procs = str(where.path / "cgroup.procs") if where.path else None
 
@@ -141,8 +140,7 @@ def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | Non
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
 
-    out = subprocess.DEVNULL if quiet else None
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=enter_scope)
     # The clock starts when Popen returns, i.e. once the child has exec'd (fork and the move into
     # the cgroup are not the program's run time).  The wait blocks in waitpid with a timer thread for

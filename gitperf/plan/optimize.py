@@ -8,7 +8,7 @@ the cache when its build id was seen before, else built in a temporary worktree.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -19,14 +19,13 @@ from gitperf.core.config import Config
 from gitperf.core.config import load as load_config
 from gitperf.core.errors import GitPerfError
 from gitperf.core.model import ROOT, FunctionStats, Mode, Profile
+from gitperf.core.progress import Progress
 from gitperf.git import sourcediff
 from gitperf.git.repo import ancestors, parent, resolve_commit
 from gitperf.git.worktree import checkout, run_build
 from gitperf.plan import pipelines
 from gitperf.plan.probes import ProbePlan, narrow
 from gitperf.store.notes import NotesStore
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -92,10 +91,10 @@ def diff_base(repo: pygit2.Repository, commit: str, base_rev: str | None) -> str
     return parent(repo, commit)
 
 
-def base_callgraph(repo: pygit2.Repository, base: str, cfg: Config, binary_rel: str, cache_dir: Path,
-                   progress: Progress) -> callgraph.CallGraph:
+def base_callgraph(subject: Subject, base: str, progress: Progress) -> callgraph.CallGraph:
     """The base commit's call graph: from the cache when that commit was analysed before (by an
     earlier pipeline collection), else by building it in a temporary worktree."""
+    repo, cfg, binary_rel, cache_dir = subject.repo, subject.config, subject.binary.path, subject.cache_dir
     name = _binary_name(binary_rel)
     alias = f"{base}-{name}"
     if callgraph.cached_build_id(cache_dir, alias):
@@ -139,7 +138,7 @@ def _diff(subject: Subject, base: str, cg: callgraph.CallGraph, criterion: str,
           progress: Progress) -> difftrace.DiffResult | None:
     """Diff tracing against `base`: its call graph (cached, or built in a worktree) against ours."""
     try:
-        base_cg = base_callgraph(subject.repo, base, subject.config, subject.binary.path, subject.cache_dir, progress)
+        base_cg = base_callgraph(subject, base, progress)
         touched = frozenset(sourcediff.changed_functions(subject.repo, base, subject.commit, subject.locations))
         diff = difftrace.diff(base_cg, cg, criterion, touched)
     except GitPerfError as e:
@@ -182,7 +181,8 @@ def optimize(subject: Subject, plan: ProbePlan, config_key: str, choice: Pipelin
     stats_commit, stats, dropped = _statistics(subject, config_key, base, bool(choice.base_rev))
     params = {**pipelines.predict(choice.pipeline if choice.pipeline != "none" else "advanced", cg, stats),
               **overrides}
-    change = pipelines.run(chosen, params, pipelines.start(chosen, cg, frozenset(plan.names), stats, diff, dropped))
+    first = replace(pipelines.start(chosen, cg, frozenset(plan.names), stats, diff), dropped_before=dropped)
+    change = pipelines.run(chosen, params, first)
     removed = {m: tuple(sorted(r)) for m, r in change.removed.items()}
     reasons = {n: why for r in change.removed.values() for n, why in r.items()}
     narrowed = narrow(plan, change.keep, removed, change.changed, change.sample_every)

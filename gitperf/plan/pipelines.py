@@ -124,11 +124,12 @@ STEPS: dict[str, Callable[[methods.Context, dict], methods.Removal]] = {
 
 
 def start(chosen: tuple[str, ...], cg: CallGraph, candidates: frozenset[str], stats: dict[str, FunctionStats],
-          diff: DiffResult | None, dropped_before: dict[str, str] | None = None) -> methods.Context:
+          diff: DiffResult | None) -> methods.Context:
     """What the first method sees: every candidate, and as protected what diff tracing found changed
-    (only when diff tracing is one of the chosen methods)."""
+    (only when diff tracing is one of the chosen methods).  (The baseline's own drops, for the dynamic
+    baseline, are the caller's to add: `dropped_before`.)"""
     protected = diff.protected if diff and "diff-tracing" in chosen else frozenset()
-    return methods.Context(cg, candidates, protected, stats, ROOT, dropped_before or {})
+    return methods.Context(cg, candidates, protected, stats, ROOT)
 
 
 def run(chosen: tuple[str, ...], params: dict[str, object], start: methods.Context) -> PlanChange:

@@ -131,19 +131,25 @@ class NotesStore:
         return self.add_line(commit, line)
 
     def add_line(self, commit: str, line: str) -> str:
-        if "\n" in line:
+        return self.add_lines({commit: [line]})[commit][0]
+
+    def add_lines(self, lines: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Append lines to several commits' notes under one lock, one note rewrite per commit; returns
+        each line's id.  A line already in the note is not added twice (identity is the content hash)."""
+        if any("\n" in line for ls in lines.values() for line in ls):
             raise ValueError("a profile line cannot contain a newline")
         with self._lock():
             # Re-read inside the lock: another process may have written since we last looked.
             self.repo = pygit2.Repository(self.repo.path)
-            text = self.note_text(commit)
-            existing = text.splitlines()
-            if line not in existing:
-                new_text = text if text.endswith("\n") or not text else text + "\n"
-                new_text += line + "\n"
-                sig = _signature(self.repo)
-                self.repo.create_note(new_text, sig, sig, commit, self.ref, True)
-        return content_id(line)
+            sig = _signature(self.repo)
+            for commit, new in lines.items():
+                text = self.note_text(commit)
+                existing = set(text.splitlines())
+                fresh = [ln for ln in dict.fromkeys(new) if ln not in existing]
+                if fresh:
+                    text = text if text.endswith("\n") or not text else text + "\n"
+                    self.repo.create_note(text + "".join(ln + "\n" for ln in fresh), sig, sig, commit, self.ref, True)
+        return {c: [content_id(ln) for ln in ls] for c, ls in lines.items()}
 
     # -- sync with a remote ------------------------------------------------------------------------
     def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:

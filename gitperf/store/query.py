@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pygit2
 
@@ -17,6 +17,9 @@ class LogRow:
     profiles: int
     unreadable: int
     workloads: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def first_parent_log(repo: pygit2.Repository, rev: str = "HEAD", limit: int = 20) -> list[LogRow]:

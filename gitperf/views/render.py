@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from gitperf.checks.noise import NoiseReport
 from gitperf.core.config import PROBE_PAD_FLAG
-from gitperf.core.fmt import fmt_bytes, fmt_ns
-from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
+from gitperf.core.fmt import fmt_bytes, fmt_ns, table
+from gitperf.core.model import CORRECTABLE_SHARE, ROOT, Profile, StoredProfile, comparison_key
 
 
 def metrics_line(p: Profile) -> str:
@@ -44,7 +45,7 @@ def probe_share(p: Profile) -> str:
         return (head + f"the calibrated probe time ({fmt_ns(root.probe_ns)}) exceeds the measured time: the "
                 "calibration overstates what the probes cost in this run, and these times measure the probes, not "
                 "the program (`git perf check --collect` probes only what changed)")
-    if share > 0.2:  # checks.compare.CORRECTABLE_SHARE
+    if share > CORRECTABLE_SHARE:
         return (head + f"~{share:.0%} of it is the probes' own time, too much to take out reliably; these times "
                 "measure the probes as much as the program (`git perf check --collect` probes only what changed)")
     return head + f"~{fmt_ns(root.probe_ns)} ({share:.0%}) probe time, native estimate {fmt_ns(root.native_ns)}"
@@ -130,16 +131,16 @@ def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models:
         funcs = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)
         if top:
             funcs = funcs[:top]
-        lines.append(f"  {'function':<32} {'calls':>10} {'total':>11} {'native est.':>11} {'exclusive':>11} "
-                     f"{'mean':>10}  ")
+        rows = []
         for f in funcs:
             calls = (f"~{f.count}" if f.count else "-") if f.sampled else str(f.count)  # "-": only stack-sampled
-            est = f"  [{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
-            native = fmt_ns(f.native_ns) if 0 < f.probe_ns <= f.total_ns * 0.2 else "-"
-            lines.append(f"  {f.name[:32]:<32} {calls:>10} {fmt_ns(f.total_ns):>11} {native:>11} "
-                         f"{fmt_ns(f.exclusive_ns):>11} {fmt_ns(f.mean_ns) if f.count else '-':>10}{est}")
-            if models and (m := model_summary(f)):
-                lines.append(f"      model: {m}")
+            est = f"[{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
+            native = fmt_ns(f.native_ns) if f.probe_ns > 0 and f.correctable else "-"
+            rows.append([f.name, calls, fmt_ns(f.total_ns), native, fmt_ns(f.exclusive_ns),
+                         fmt_ns(f.mean_ns) if f.count else "-", est])
+        lines.append(table(["function", "calls", "total", "native est.", "exclusive", "mean", ""], rows, "lrrrrrl"))
+        if models:
+            lines += [f"  model of {f.name}: {m}" for f in funcs if (m := model_summary(f))]
     return "\n".join(lines)
 
 
@@ -164,3 +165,17 @@ def profile_json(sp: StoredProfile) -> dict:
 
 def show_json(commit: str, profiles: list[StoredProfile]) -> dict:
     return {"commit": commit, "profiles": [profile_json(sp) for sp in profiles]}
+
+
+def noise_text(r: NoiseReport, top: int = 20) -> str:
+    """`git perf noise`: one workload's A/A figures and the thresholds that fit."""
+    rows = [[f.name, fmt_ns(f.time_ns), f"{f.session_cv:.1%}", f"{f.run_cv:.1%}", f"{f.detectable:+.0%}",
+             str(f.false_alarms)] for f in r.functions[:top or None]]
+    return "\n".join([
+        f"workload {r.workload}: {r.sessions} sessions x {r.runs_per_session} run(s); each against the one before: "
+        f"{r.consecutive_with_false_alarm} false alarm(s) in {r.consecutive_checks} checks; all {r.pairs} ordered "
+        f"pairs: {r.pairs_with_false_alarm}",
+        table(["function", "time/run", "between sessions", "between runs", "detectable", "false alarms"], rows,
+              "lrrrrr"),
+        f"  recommended: [check] min_relative = {r.recommended_min_relative:.2f}; "
+        f"[[workload]] repeat = {r.recommended_repeat}"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
-from gitperf.core.fmt import fmt_confidence, fmt_ns
+from gitperf.core.fmt import fmt_confidence, fmt_ns, table
 
 HEADLINE = {
     DEGRADATION: "slower", OPTIMIZATION: "faster", NO_CHANGE: "no significant change",
@@ -118,12 +118,9 @@ def diff_text(r: CheckResult, top: int = 30) -> str:
         by_workload.setdefault(c.workload, []).append(c)
     for wl, cs in by_workload.items():
         cs = sorted(cs, key=lambda c: -max(c.base_ns, c.target_ns))[:top or None]
+        rows = [[c.function, f"{c.base_calls:.0f}", f"{c.target_calls:.0f}", fmt_ns(c.base_ns), fmt_ns(c.target_ns),
+                 f"{c.target_ns / c.base_ns if c.base_ns else math.inf:.2f}", _interval(c), c.type] for c in cs]
         lines += ["", f"workload {wl}",
-                  f"  {'function':32s} {'calls A':>9s} {'calls B':>9s} {'A':>10s} {'B':>10s} {'ratio':>7s} "
-                  f"{'interval':>15s}  verdict"]
-        for c in cs:
-            ratio = c.target_ns / c.base_ns if c.base_ns else math.inf
-            lines.append(f"  {c.function[:32]:32s} {c.base_calls:9.0f} {c.target_calls:9.0f} {fmt_ns(c.base_ns):>10s} "
-                         f"{fmt_ns(c.target_ns):>10s} {ratio:7.2f} {_interval(c):>15s}  {c.type}")
+                  table(["function", "calls A", "calls B", "A", "B", "ratio", "interval", "verdict"], rows, "lrrrrrrl")]
     lines += [f"warning: {w}" for w in r.warnings]
     return "\n".join(lines)

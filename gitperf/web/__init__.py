@@ -1,20 +1,20 @@
 """The git perf dashboard (ARCHITECTURE.md §11): a Flask app over the sqlite index.
 
-`create_app(path)` serves the repository at `path`.  Every page request first brings the index up to
-date with the notes (a no-op costs ~1 ms), so a collection that just finished shows on reload.  The
-app reads the repository and writes only its index; it runs no command and needs no privileges.
+`create_app(path)` wires the configuration and the blueprints.  A view's first look at the index
+(`db.get_index`) brings it up to date with the notes when they moved, so a collection that just
+finished shows on reload.  The app reads the repository and writes only its index; it runs no
+command and needs no privileges.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pygit2
-from flask import Flask, abort, g, render_template, request
+from flask import Flask, abort, render_template, request
 
 from gitperf.core import config
 from gitperf.git.repo import open_repo
-from gitperf.views.index import Index
+from gitperf.views import index
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # The pages load only their own scripts and styles (plotly sets inline styles); no frames, no plugins.
@@ -42,10 +42,11 @@ def create_app(repo_path: str | Path = ".", index_path: str | Path | None = None
     repo = open_repo(repo_path)
     cfg = config.load(repo.workdir) if repo.workdir else None
     app.config.update(REPO_PATH=str(repo.path), CHECK=cfg.check if cfg else config.CheckConfig(),
-                      INDEX_PATH=str(index_path) if index_path else None, EXPORT=export)
+                      INDEX_PATH=str(index_path or index.index_path(repo)), EXPORT=export)
     app.json.sort_keys = False  # the API keeps the index's column order
 
-    from gitperf.web import api, links, pages
+    from gitperf.web import api, db, links, pages
+    db.init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp, url_prefix="/api")
     app.jinja_env.globals.update(link=links.link, static=links.static, commit_url_template=links.commit_url_template)
@@ -62,13 +63,6 @@ def create_app(repo_path: str | Path = ".", index_path: str | Path | None = None
     def _headers(response):
         response.headers.update(SECURITY_HEADERS)
         return response
-
-    @app.before_request
-    def _index():
-        g.repo = pygit2.Repository(app.config["REPO_PATH"])
-        g.index = Index(g.repo, app.config["CHECK"], app.config["INDEX_PATH"])
-        if not app.config["EXPORT"] and request.endpoint != "pages.static_file":
-            g.index.update()
 
     @app.errorhandler(404)
     def _not_found(e):

@@ -26,10 +26,13 @@ def export_site(repo_path: str | Path, out: str | Path, progress: Callable[[str]
     with app.app_context():
         repo = pygit2.Repository(app.config["REPO_PATH"])
         idx = Index(repo, app.config["CHECK"], app.config["INDEX_PATH"])
-        idx.update(progress=say)
-        # every commit of HEAD's line (pages link parents and level-shift starts) and every noted one
-        commits = list(dict.fromkeys([c["sha"] for c in idx.commits()] + idx.noted_commits()))
-        functions = idx.function_names()
+        try:
+            idx.update(progress=say)
+            # every commit of HEAD's line (pages link parents and level-shift starts) and every noted one
+            commits = list(dict.fromkeys([c["sha"] for c in idx.commits()] + idx.noted_commits()))
+            functions = idx.function_names()
+        finally:
+            idx.close()
     pages = [("pages.overview", "/", {}), ("pages.regressions", "/regressions", {})]
     pages += [("pages.commit", f"/commit/{c}", {"sha": c}) for c in commits]
     pages += [("pages.function", None, {"name": n}) for n in functions]

@@ -1,20 +1,23 @@
 """The dashboard's pages: overview, commit, function, compare, regressions.
 
-Each view asks the index (or, for one commit's details, its note) and hands plain rows and figure
-dicts to a template; Jinja autoescapes every string, and figures go in through `tojson`."""
+Each view asks the index (`db.get_index`) and hands plain rows and figure dicts to a template; Jinja
+autoescapes every string, and figures go in through `tojson`.  The one view computed on demand is
+`/compare/A/B` (any two commits: a check between them, which no index can hold for every pair)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import plotly
-from flask import Blueprint, abort, current_app, g, render_template, request, send_from_directory
+import pygit2
+from flask import Blueprint, abort, current_app, render_template, request, send_from_directory
 
 from gitperf import checks
 from gitperf.core.model import ROOT
 from gitperf.stats import models
 from gitperf.store.notes import NotesStore
 from gitperf.web import plots
+from gitperf.web.db import get_index
 
 bp = Blueprint("pages", __name__)
 STATIC = Path(__file__).parent / "static"
@@ -30,8 +33,8 @@ def static_file(filename: str):
     return send_from_directory(STATIC, filename, max_age=3600)
 
 
-def _commit_or_404(sha: str) -> str:
-    full = g.index.resolve(sha)
+def commit_or_404(sha: str) -> str:
+    full = get_index().resolve(sha)
     if full is None:
         abort(404, f"no commit {sha!r} in the profiled history (is it on HEAD's first-parent line, "
                    "and has `git perf collect` run on it?)")
@@ -40,7 +43,7 @@ def _commit_or_404(sha: str) -> str:
 
 def overview_data(workload: str | None = None) -> dict:
     """Per configuration: the total's timeline with its marks, and the top functions' timelines."""
-    idx = g.index
+    idx = get_index()
     configs = idx.configurations()
     if workload is not None:
         configs = [c for c in configs if c["workload"] == workload]
@@ -64,7 +67,7 @@ def overview_data(workload: str | None = None) -> dict:
 
 @bp.route("/")
 def overview():
-    commits = g.index.commits()
+    commits = get_index().commits()
     data = overview_data(request.args.get("workload"))
     return render_template("overview.html", shas=[c["sha"] for c in commits], commits=commits,
                            latest=[c for c in commits if c["profiles"]][-10:][::-1], **data)
@@ -72,9 +75,9 @@ def overview():
 
 @bp.route("/commit/<sha>")
 def commit(sha: str):
-    sha = _commit_or_404(sha)
-    idx = g.index
-    info = idx.commit_info(sha) or {"sha": sha, "subject": _subject(sha), "author": "", "date": None, "parent": ""}
+    sha = commit_or_404(sha)
+    idx = get_index()
+    info = idx.commit_info(sha) or {"sha": sha, "subject": idx.subject(sha), "author": "", "date": None, "parent": ""}
     check = idx.check(sha)
     changes = check["changes"] if check else []
     by_fn = {(c["workload"], c["function"]): c for c in changes}
@@ -82,9 +85,7 @@ def commit(sha: str):
     for f in functions:
         f["change"] = by_fn.get((f["workload"], f["name"]))
     profiles = idx.profiles(sha)
-    stored, _ = NotesStore(g.repo).read(sha)
-    diff_traced = sorted({n for p in stored for n in p.profile.plan.changed} |
-                         {c["function"] for c in changes if c["changed"]})
+    diff_traced = sorted(set(idx.diff_traced(sha)) | {c["function"] for c in changes if c["changed"]})
     figures = []
     for wl in sorted({f["workload"] for f in functions}):
         types = {c["function"]: c["type"] for c in changes if c["workload"] == wl}
@@ -96,14 +97,9 @@ def commit(sha: str):
                            unreadable=idx.bad_lines(sha))
 
 
-def _subject(sha: str) -> str:
-    c = g.repo.get(sha)
-    return c.message.splitlines()[0] if c is not None and c.message else ""
-
-
 @bp.route("/function/<path:name>")
 def function(name: str):
-    idx = g.index
+    idx = get_index()
     history = idx.function_history(name)
     if not history:
         abort(404, f"no function {name!r} in any profile")
@@ -115,40 +111,41 @@ def function(name: str):
         if rows:
             figures.append(plots.function_timeline(f"{name} ({wl})", rows,
                                                    [c for c in changes if c["workload"] == wl]))
-    model = _model_figure(name, [h["commit"] for h in history if h["seq"] is not None][::-1])
+    model = _model_figure(name)
     return render_template("function.html", name=name, history=history[::-1], changes=changes,
                            figures=figures, model=model,
                            location=next((h["location"] for h in history if h["location"]), ""))
 
 
-def _model_figure(name: str, newest_first: list[str]) -> dict | None:
-    """Models of the sampled calls in the newest commit whose profile kept a series of them."""
-    store = NotesStore(g.repo)
-    for sha in newest_first[:20]:
-        for p in store.read(sha)[0]:
-            f = p.profile.function(name)
-            if f and len(f.series) >= 10 and len({o for o, _ in f.series}) >= 3:
-                ms = models.fit_all([o for o, _ in f.series], [d for _, d in f.series])
-                fig = plots.model_plot(f"{name} in {sha[:12]}", list(f.series), ms)
-                return {"figure": fig, "commit": sha, "models": [(m.kind, m.r2, m.reliable) for m in ms]}
-    return None
+def _model_figure(name: str) -> dict | None:
+    """Models of the sampled calls in the newest commit whose profiles kept a series of them."""
+    found = get_index().newest_series(name)
+    if found is None:
+        return None
+    sha, series = found
+    ms = models.fit_all([o for o, _ in series], [d for _, d in series])
+    fig = plots.model_plot(f"{name} in {sha[:12]}", series, ms)
+    return {"figure": fig, "commit": sha, "models": [(m.kind, m.r2, m.reliable) for m in ms]}
 
 
-def compare_data(a: str, b: str) -> dict:
-    a, b = _commit_or_404(a), _commit_or_404(b)
-    result = checks.check(g.repo, b, current_app.config["CHECK"], base_rev=a)
-    changes = [c.to_dict() for c in result.changes]
-    return {"a": a, "b": b, "result": result, "changes": changes,
-            "figure": plots.change_bars(f"{b[:12]} vs {a[:12]}", changes)}
+def compare_result(a: str, b: str) -> checks.CheckResult:
+    """B checked against A, now (both must be indexed commits; the result names them in full)."""
+    a, b = commit_or_404(a), commit_or_404(b)
+    return checks.check(NotesStore(pygit2.Repository(current_app.config["REPO_PATH"])), b, current_app.config["CHECK"],
+                        base_rev=a)
 
 
 @bp.route("/compare/<a>/<b>")
 def compare(a: str, b: str):
-    data = compare_data(a, b)
-    return render_template("compare.html", info_a=g.index.commit_info(data["a"]) or {"sha": data["a"]},
-                           info_b=g.index.commit_info(data["b"]) or {"sha": data["b"]}, **data)
+    result = compare_result(a, b)
+    a, b = commit_or_404(a), result.commit
+    changes = [c.to_dict() for c in result.changes]
+    idx = get_index()
+    return render_template("compare.html", info_a=idx.commit_info(a) or {"sha": a},
+                           info_b=idx.commit_info(b) or {"sha": b}, a=a, b=b, result=result, changes=changes,
+                           figure=plots.change_bars(f"{b[:12]} vs {a[:12]}", changes))
 
 
 @bp.route("/regressions")
 def regressions():
-    return render_template("regressions.html", rows=g.index.regressions())
+    return render_template("regressions.html", rows=get_index().regressions())
