@@ -528,8 +528,9 @@ def hooks():
     """Install or uninstall the pre-push hook that stops a push making the program slower.
 
     \b
-    The hook collects the pushed tip (and its parent) when they lack profiles, checks it, and
-    rejects the push on a degradation, printing the report.  [hook] in .gitperf.toml sets which
+    The hook checks each pushed commit against its parent as `git perf check --collect` does (both
+    built and profiled now, in interleaved rounds), and rejects the push on a degradation that was
+    not accepted (`git perf accept`), printing the report.  [hook] in .gitperf.toml sets which
     commits and workloads, and what to do when this machine cannot collect or there is not enough
     data (default: warn and allow).  Bypass: git push --no-verify, or GITPERF_SKIP=1 git push.
     """

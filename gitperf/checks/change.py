@@ -6,11 +6,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
-DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED = (
-    "degradation", "optimization", "no-change", "unknown", "new", "removed")
-NOT_ENOUGH_DATA = "not-enough-data"
-ACCEPTED = "accepted"  # a degradation recorded as intended with `git perf accept`
+from gitperf.core.errors import EXIT_DEGRADATION, EXIT_NOT_ENOUGH_DATA, EXIT_OK
+
+
+class Verdict(StrEnum):
+    """What a check says of a function (`Change.type`) and of a commit (`CheckResult.result`).  A
+    `str`: JSON, sqlite and templates see the plain value."""
+
+    DEGRADATION = "degradation"
+    OPTIMIZATION = "optimization"
+    NO_CHANGE = "no-change"
+    UNKNOWN = "unknown"  # measured on both sides, but not comparably: the verdict is withheld
+    NEW = "new"
+    REMOVED = "removed"
+    NOT_ENOUGH_DATA = "not-enough-data"  # a commit with no comparable baseline
+    ACCEPTED = "accepted"  # a degradation recorded as intended with `git perf accept`
+
+
+DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, NOT_ENOUGH_DATA, ACCEPTED = Verdict
 
 
 def _num(v):
@@ -86,7 +101,7 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return {DEGRADATION: 1, NOT_ENOUGH_DATA: 3}.get(self.result, 0)
+        return {DEGRADATION: EXIT_DEGRADATION, NOT_ENOUGH_DATA: EXIT_NOT_ENOUGH_DATA}.get(self.result, EXIT_OK)
 
     def notable(self) -> list[Change]:
         return [c for c in self.changes if c.type != NO_CHANGE]

@@ -32,7 +32,7 @@ from gitperf.store.notes import NotesStore
 # took at most this share of what its inclusive time gained: the rest went into its callees.
 LOCATED_EXCLUSIVE = 0.25
 MIN_ROUNDS = 3  # medians need three runs a side to shrug off one disturbed run
-# Enough rounds for a sampled function's +30% on Lua (ARCHITECTURE.md §10a, "Rounds"); most checks stop earlier.
+# Enough rounds for a sampled function's +30% on Lua (ARCHITECTURE.md §10a, "Sixty, not fifteen"); most checks stop earlier.
 MAX_ROUNDS = 60
 TIME_LIMIT_S = 90.0  # rounds stop being added after this long; with the set-up a check stays within 2 min
 # Stopping as soon as a change is significant looks at the data after every round, and each look is

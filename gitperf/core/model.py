@@ -143,7 +143,7 @@ class FunctionStats:
 
 
 # Probe time is taken out of a function's measured time only up to this share of it; beyond, the
-# estimate would be mostly calibration error (why a fifth: ARCHITECTURE.md §10, "Native estimates").
+# estimate would be mostly calibration error (why a fifth: ARCHITECTURE.md §10, "Which time").
 CORRECTABLE_SHARE = 0.2
 
 

@@ -1,5 +1,5 @@
 """The engine interface (after the thesis' common engine interface) and the raw data an engine
-returns.  `collect.py` turns a `RawCollection` into a `Profile`; engines know nothing of git."""
+returns.  `collect.profile` turns a `RawCollection` into a `Profile`; engines know nothing of git."""
 
 from __future__ import annotations
 

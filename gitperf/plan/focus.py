@@ -35,7 +35,7 @@ from gitperf.plan.probes import ProbePlan, make_plan
 
 # The shared timer for everything not traced: as fast as SAMPLING_SHARE of a run allows at the
 # calibrated cost of a sample, between STACK_HZ (also the pilot runs' rate) and MAX_STACK_HZ.  Why
-# so fast, with the figures: ARCHITECTURE.md §10a ("Sampling rate").
+# so fast, with the figures: ARCHITECTURE.md §10a ("The rate is as high as ...").
 STACK_HZ = 1999
 MAX_STACK_HZ = 9999
 SAMPLING_SHARE = 0.15

@@ -1,5 +1,5 @@
 """Estimates from sampled data, each with a confidence interval from its sampling variance
-(ARCHITECTURE.md §9, "sampling unbiasedness").  Pure functions; `collect.build_functions` applies them.
+(ARCHITECTURE.md §9, "sampling unbiasedness").  Pure functions; `collect.profile.build_functions` applies them.
 
 Two sampling processes produce estimates in a profile:
 

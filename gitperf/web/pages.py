@@ -61,7 +61,7 @@ def overview_data(workload: str | None = None) -> dict:
         sections.append({"workload": wl, "config_key": key, "plan": c["plan"], "commits": c["commits"],
                          "total": plots.timeline(f"{title}: total time per run", lines.pop(ROOT, []), marks),
                          "functions": plots.functions_timeline(f"{title}: top functions by exclusive time", lines),
-                         "degradations": [m for m in marks if m["type"] == "degradation"][-5:][::-1]})
+                         "degradations": [m for m in marks if m["type"] == checks.DEGRADATION][-5:][::-1]})
     return {"sections": sections}
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 from html import escape
 
+from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION
+
 RED, GREEN, BLUE, GREY = "#c0392b", "#1e8449", "#1f77b4", "#7f8c8d"
 MS = 1e6
 
@@ -54,7 +56,7 @@ def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main
         "x": [r["seq"] for r in total], "y": [r["total_ns"] / MS for r in total], "text": text,
         "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>", "line": {"color": BLUE}, "marker": {"size": 6}}]
     shapes = []
-    for kind, symbol, color in (("degradation", "triangle-up", RED), ("optimization", "triangle-down", GREEN)):
+    for kind, symbol, color in ((DEGRADATION, "triangle-up", RED), (OPTIMIZATION, "triangle-down", GREEN)):
         found: dict[int, list[str]] = {}
         for m in marks:
             if m["type"] == kind and m["seq"] in by_seq:
@@ -105,7 +107,7 @@ def exclusive_bars(title: str, functions: list[dict], types: dict[str, str], top
     """Where the time goes in one commit: exclusive time of the top functions, coloured by the
     check's verdict (red slower, green faster than the baseline)."""
     rows = sorted(functions, key=lambda f: -f["exclusive_ns"])[:top][::-1]
-    color = {"degradation": RED, "optimization": GREEN, "accepted": "#e67e22"}
+    color = {DEGRADATION: RED, OPTIMIZATION: GREEN, ACCEPTED: "#e67e22"}
     return {"data": [{"type": "bar", "orientation": "h", "x": [f["exclusive_ns"] / MS for f in rows],
                       "y": [escape(f["name"]) for f in rows],
                       "marker": {"color": [color.get(types.get(f["name"], ""), BLUE) for f in rows]},
@@ -119,7 +121,7 @@ def change_bars(title: str, changes: list[dict], top: int = 25) -> dict:
     """Relative change per function with its interval, the largest first."""
     rows = sorted([c for c in changes if c.get("relative") is not None],
                   key=lambda c: -abs(c["relative"]))[:top][::-1]
-    color = {"degradation": RED, "optimization": GREEN}
+    color = {DEGRADATION: RED, OPTIMIZATION: GREEN}
     return {"data": [{"type": "bar", "orientation": "h", "x": [c["relative"] * 100 for c in rows],
                       "y": [escape(c["function"]) for c in rows],
                       "error_x": {"type": "data", "symmetric": False,
