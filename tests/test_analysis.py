@@ -307,3 +307,42 @@ def test_tail_calls_are_calls_in_the_call_graph_of_the_diff(tmp_path):
     assert code.calls["f"] == {"g"}
     assert "loop" not in code.calls["loop"] and code.calls["g"] == set()
     assert bindiff.Code({}, code.calls).callers({"g"}) == {"f"}
+
+
+def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
+    """The user built the clean HEAD in the work tree without the pad; a check that wants padded entries
+    (`check --collect` by default, or build.probe_pad) builds in a fresh worktree: make in the work
+    tree would find its objects up to date and leave them unpadded (a check once compared a padded base
+    with an unpadded target and called all 737 functions changed)."""
+    from gitperf.collect.collection import _fresh
+    from gitperf.collect.context import CollectRequest, Target
+    from gitperf.core.config import BuildConfig
+    from gitperf.git.repo import open_repo
+    from gitperf.git.worktree import checkout, run_build
+    root = tmp_path / "w"
+    root.mkdir()
+    (root / "p.c").write_text("__attribute__((noinline)) long leaf(long x) { return x * 3 + 1; }\n"
+                              "int main(int c, char **v) { (void)v; return (int)leaf(c); }\n")
+    (root / "Makefile").write_text("CFLAGS ?= -O2 -g\np: p.c\n\t$(CC) $(CFLAGS) -o $@ $<\n")
+    (root / ".gitignore").write_text("p\n")
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("-c", "user.name=t", "-c", "user.email=t@t",
+                                                               "commit", "-qm", "one")):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    subprocess.run(["make", "-s"], cwd=root, check=True)  # the user's own, unpadded build
+    assert elf.load(root / "p").by_name()["leaf"].entry == "singlestep"
+    repo = open_repo(root)
+    head = str(repo.head.target)
+    perf = tmp_path / "perf"
+    perf.mkdir()
+
+    def target(**req) -> Target:
+        return Target(repo, CollectRequest(rev=head, **req), head, None, lambda _m: None, perf)
+
+    assert not _fresh(target())  # nothing asks for the pad: the work tree's build is this commit's
+    for t in (target(probe_pad=True), target(fresh=True)):
+        assert _fresh(t)
+    with checkout(repo, head, fresh=_fresh(target(probe_pad=True))) as tree:
+        assert tree != root
+        run_build(BuildConfig(command="make -s", binary="p", probe_pad=True), tree, head, perf)
+        assert elf.load(tree / "p").by_name()["leaf"].entry == "nop"
+    assert elf.load(root / "p").by_name()["leaf"].entry == "singlestep"  # the user's tree untouched

@@ -11,11 +11,12 @@ decides with what it has, at its ordinary level).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import pygit2
 
-from gitperf.checks.change import DEGRADATION, OPTIMIZATION, Change, CheckResult
+from gitperf.checks.change import DEGRADATION, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
 from gitperf.checks.compare import Sides, compare_workload
 from gitperf.collect import paired
@@ -54,31 +55,49 @@ class PairedOptions:
     time_limit_s: float = TIME_LIMIT_S
 
 
-def undecided(changes: list[Change], focus: set[str], cfg: CheckConfig) -> list[str]:
-    """The focus functions whose change is neither significant at the early-stopping level nor
-    bounded inside ±min_relative."""
-    out = []
+def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig) -> list[str]:
+    """The focus functions more rounds could still decide: their change is neither significant at the
+    early-stopping level nor bounded inside ±min_relative (or below min_absolute_ns), or they have no
+    comparison yet although the workload calls them (too few samples so far).  New and removed
+    functions have nothing to decide; a withheld comparison (`unknown`) stays withheld."""
     early = 1 - (1 - cfg.confidence) * EARLY_STOP_SHARE
+    out, seen = [], set()
     for c in changes:
-        if c.function not in focus or (c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early):
+        if c.function not in focus.decisive:
+            continue
+        seen.add(c.function)
+        if c.type in (NEW, REMOVED, UNKNOWN) or (c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early):
             continue
         inside = -cfg.min_relative < c.ci_low and c.ci_high < cfg.min_relative
         small = max(abs(c.ci_low), abs(c.ci_high)) * c.base_ns < cfg.min_absolute_ns  # cannot reach min_absolute_ns
         if not (inside or small):
             out.append(c.function)
+    out += [n for n in focus.decisive - seen if focus.resolvable(n)]
     return sorted(out)
 
 
-def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
-    """Profiles of the rounds so far, as the statistics take them (ids are not read there)."""
-    return [StoredProfile(commit, i, f"{commit}{i}", p) for i, p in enumerate(profiles)]
+def unresolved_note(changes: list[Change], focus: Focus, cfg: CheckConfig) -> str:
+    """The focus functions the rounds left undecided, and what size of change each could hide."""
+    by_name = {c.function: c for c in changes}
+    parts = []
+    for n in undecided(changes, focus, cfg):
+        c = by_name.get(n)
+        if c is None or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
+            parts.append(f"{n} (not measured: too few samples; a change of any size would go unseen)")
+        else:
+            parts.append(f"{n} (a change between {c.ci_low:+.0%} and {c.ci_high:+.0%} cannot be told from noise)")
+    return ("unresolved when the rounds ended: " + "; ".join(parts)) if parts else ""
 
 
 def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
     """After a round: the focus functions the rounds so far leave undecided."""
     sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
-    changes = compare_workload(sides, cfg, frozenset(runs.focus.changed), opinions=False)
-    return undecided(changes, runs.focus.decisive, cfg)
+    return undecided(compare_workload(sides, cfg, frozenset(runs.focus.changed), opinions=False), runs.focus, cfg)
+
+
+def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
+    """Profiles of the rounds so far, as the statistics take them (ids are not read there)."""
+    return [StoredProfile(commit, i, f"{commit}{i}", p) for i, p in enumerate(profiles)]
 
 
 def focus_note(focus: Focus, rounds: int) -> str:
@@ -135,14 +154,16 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     check REV against them; the result ends like every check (`checks.check.conclude`)."""
     commit, base = _commits(repo, opts.rev, opts.base)
     stop = paired.Stop(opts.rounds, MIN_ROUNDS, MAX_ROUNDS, opts.time_limit_s)
-    preq = paired.PairedRequest(CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config), base,
-                                opts.depth, stop)
+    # both sides built alike, from scratch, by the check itself (CheckConfig.probe_pad)
+    req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config, probe_pad=cfg.probe_pad, fresh=True)
+    preq = paired.PairedRequest(req, base, opts.depth, stop)
     runs = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     store = NotesStore(repo)
     request = Request(repo, store, commit, cfg, ancestors(repo, commit))
     pairs, changes = [], []
     for run, (b, t) in zip(runs, paired.store_runs(store, base, commit, runs)):
         pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
-        pairs.append(replace(pair, notes=pair.notes + (focus_note(run.focus, len(t)),)))
+        notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg))
+        pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
         changes.extend(locate(found, run.focus))
     return conclude(request, pairs, changes, [])

@@ -11,6 +11,7 @@ from gitperf.analysis.elf import BinaryInfo
 from gitperf.collect.context import CollectContext, Progress
 from gitperf.core.config import Workload
 from gitperf.core.errors import GitPerfError
+from gitperf.core.fmt import names
 from gitperf.core.model import Mode
 from gitperf.engine.base import Engine, RunWorkload
 from gitperf.git import sourcediff
@@ -92,7 +93,7 @@ def _baseline(ctx: CollectContext, wl: Workload):
 def _counting_run(ctx: CollectContext, plan: ProbePlan, todo: tuple[str, ...], wl: Workload,
                   pilot: hybrid.Pilot) -> tuple[dict[str, float], dict[str, str]]:
     deadline = min(hybrid.counting_deadline(pilot.native_s, ctx.max_overhead), wl.timeout)
-    ctx.progress(f"  counting pass: calls of {', '.join(todo)} (changed or watched; no earlier profile counted "
+    ctx.progress(f"  counting pass: calls of {names(todo)} (changed or watched; no earlier profile counted "
                  f"{'it' if len(todo) == 1 else 'them'}), stopped after {deadline:.2f} s")
     counted = count_pass(ctx, plan, todo, ctx.runner(wl, deadline), pilot.budget_ns(ctx.max_overhead))
     return counted.calls, counted.why

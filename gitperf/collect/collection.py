@@ -108,14 +108,31 @@ def project_config(target: Target, root: Path) -> Config:
     return cfg
 
 
+def _fresh(target: Target) -> bool:
+    """Whether the build needs a new worktree: asked for, or padded entries wanted (the work tree's
+    objects may have been compiled without them, and make would not rebuild them)."""
+    if target.req.fresh or target.req.no_build:  # without a build only the work tree has the binary
+        return target.req.fresh
+    if target.req.probe_pad is not None:
+        return target.req.probe_pad
+    try:  # the commit is the clean HEAD when the work tree is used: its configuration is the commit's
+        cfg = load_config(target.repo.workdir) if target.repo.workdir else None
+    except ConfigError:
+        return False  # the commit's own configuration is read (and judged) after checkout
+    return bool(cfg and cfg.build.probe_pad)
+
+
 @contextmanager
 def built(target: Target) -> Iterator[CollectContext]:
     """The commit in a temporary worktree (for as long as the context lasts), built by its build
     command, and its collection context."""
-    with checkout(target.repo, target.commit) as root:
+    with checkout(target.repo, target.commit, fresh=_fresh(target)) as root:
         cfg = project_config(target, root)
+        if target.req.probe_pad is not None:
+            cfg = replace(cfg, build=replace(cfg.build, probe_pad=target.req.probe_pad))
         if cfg.build.command and not target.req.no_build:
-            target.progress(f"building {target.commit[:12]}: {cfg.build.command}")
+            target.progress(f"building {target.commit[:12]}: {cfg.build.command}"
+                            + (" (NOP-padded entries)" if cfg.build.probe_pad else ""))
             run_build(cfg.build, root, target.commit, target.cache_dir)
         binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
         yield CollectContext.build(target, cfg, root, binary)

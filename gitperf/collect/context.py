@@ -46,6 +46,8 @@ class CollectRequest:
     max_overhead: float | None = None  # fraction of native run time (0.05 = 5%); None = collect.max_overhead
     config: str | None = None  # --config FILE: for commits without a .gitperf.toml of their own
     per_probe: bool = False  # one uprobe per function instead of uprobe_multi links
+    probe_pad: bool | None = None  # build with NOP-padded entries (None: the configuration's build.probe_pad)
+    fresh: bool = False  # build in a new worktree even when REV is the clean checked-out HEAD
 
     def to_json(self) -> str:
         """The request as JSON (`collect --range` hands it to each commit's worker process)."""

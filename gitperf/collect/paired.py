@@ -33,6 +33,7 @@ from gitperf.collect.profile import profile_run
 from gitperf.core import codec
 from gitperf.core.config import Workload
 from gitperf.core.errors import CollectionAborted
+from gitperf.core.fmt import names
 from gitperf.core.model import ROOT, Mode, Profile, StoredProfile
 from gitperf.engine.base import Engine, Session
 from gitperf.git.repo import perf_dir
@@ -44,6 +45,7 @@ from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan
 from gitperf.store.notes import NotesStore
 
+SAMPLED_SHOWN = 6  # progress lines: the first few sampled focus functions and why
 PILOT_RUNS = 3  # stack-sampled runs that estimate each function's own native time before planning
 
 
@@ -132,11 +134,13 @@ def prepare(base: CollectContext, target: CollectContext, wl: Workload, cands: C
     t0 = time.perf_counter()
     base_per_call = call_costs(planning.counting_plan(base.binary), base.cost_ns)
     f = planning.focus(cands, measure(target, wl, cands, base_per_call), planning.stack_hz(base.cost_ns))
-    for n, why in f.sampled.items():
+    for n, why in list(f.sampled.items())[:SAMPLED_SHOWN]:  # the report lists them all
         target.progress(f"  {n}: stack-sampled, not traced: {why}")
+    if len(f.sampled) > SAMPLED_SHOWN:
+        target.progress(f"  ... and {len(f.sampled) - SAMPLED_SHOWN} more stack-sampled focus functions")
     base_commit = base.target.commit
     sides = [Side(ctx, planning.side_plan(ctx.binary, ctx.collect, ctx.cost_ns, f, base_commit)) for ctx in (base, target)]
-    target.progress(f"plan: {len(f.traced)} traced ({', '.join(f.traced)}), the rest stack-sampled at "
+    target.progress(f"plan: {len(f.traced)} traced ({names(f.traced)}), the rest stack-sampled at "
                     f"{f.stack_hz} Hz; prepared in {time.perf_counter() - t0:.1f} s")
     return Pair(sides[0], sides[1], f, wl)
 
@@ -178,7 +182,7 @@ def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRun
             say(line)
             continue
         still = until(runs)
-        say(line + "; " + (f"undecided: {', '.join(still)}" if still else "every focus function decided"))
+        say(line + "; " + (f"undecided: {names(still)}" if still else "every focus function decided"))
         if not still or time.perf_counter() - t0 > stop.time_limit_s:
             break
     return runs
@@ -202,8 +206,8 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
             bctx = stack.enter_context(built(_side(repo, preq, preq.base, engine, progress)))
             tctx = stack.enter_context(built(_side(repo, preq, commit, engine, progress)))
             cands = planning.candidates(bctx.binary, tctx.binary, preq.depth)
-            progress(f"focus: changed {', '.join(sorted(cands.changed)) or '-'}; new {', '.join(sorted(cands.new)) or '-'}; "
-                     f"callers {', '.join(sorted(cands.callers)) or '-'}")
+            progress(f"focus: changed {names(sorted(cands.changed))}; new {names(sorted(cands.new))}; "
+                     f"callers {names(sorted(cands.callers))}")
             for wl in tctx.workloads():
                 progress(f"workload {wl.name}: {preq.base[:12]} (base) against {commit[:12]}, interleaved")
                 pair = prepare(bctx, tctx, wl, cands)

@@ -76,6 +76,10 @@ class CheckConfig:
     # the other methods' votes and the bootstrap of the mean call beside each verdict: they never
     # change it and cost ~90% of a check's time (the dashboard's index turns them off)
     votes: bool = True
+    # `check --collect` builds both sides itself, in fresh worktrees, with NOP-padded function entries
+    # (build.probe_pad): a traced call then costs ~1 us instead of ~10 (ARCHITECTURE.md §6), whatever
+    # the user's own builds do, and the two sides can never differ in instrumentation
+    probe_pad: bool = True
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,7 @@ min_absolute_ns = 10000         # nor are absolute changes below this
 confidence = 0.99
 direction = "lower"             # lower | higher is better
 votes = true                    # other methods' opinions beside each verdict (slower; never change it)
+probe_pad = true                # check --collect builds both sides with NOP-padded entries (cheaper probes)
 
 [hook]                          # the pre-push hook runs `git perf check --collect` on each pushed commit
 commits = "tip"                 # tip | all (up to max_commits): which pushed commits to check

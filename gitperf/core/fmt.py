@@ -26,6 +26,15 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def names(xs, shown: int = 6) -> str:
+    """A list of names for a progress line: the first few and how many more ("-" for none)."""
+    xs = list(xs)
+    if not xs:
+        return "-"
+    more = len(xs) - shown
+    return ", ".join(xs[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence], align: str, indent: str = "  ") -> str:
     """A plain text table, one character of `align` per column ("l" left, "r" right); names are cut to
     40 characters so that the columns stay readable."""

@@ -51,9 +51,10 @@ def sweep_worktrees(repo: pygit2.Repository) -> list[str]:
 
 
 @contextmanager
-def checkout(repo: pygit2.Repository, commit: str) -> Iterator[Path]:
-    """A directory holding `commit`'s tree: the work tree when it is clean at that commit."""
-    if _is_clean_head(repo, commit):
+def checkout(repo: pygit2.Repository, commit: str, fresh: bool = False) -> Iterator[Path]:
+    """A directory holding `commit`'s tree: the work tree when it is clean at that commit (and not
+    `fresh`: its build products were made with whatever flags the user's last build had)."""
+    if not fresh and _is_clean_head(repo, commit):
         yield Path(repo.workdir)
         return
     tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))

@@ -61,11 +61,18 @@ class Focus:
     # per caller: the changed and new functions it calls, directly or within the depth it was traced for
     reaches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     stack_hz: int = STACK_HZ  # the shared sampling rate
+    calls: dict[str, float] = field(default_factory=dict)  # the counting run's calls a run (absent: not counted)
 
     @property
     def decisive(self) -> set[str]:
         """The functions a paired check must decide (callers only inform)."""
         return {*self.changed, *self.new, ROOT}
+
+    def resolvable(self, name: str) -> bool:
+        """Whether more rounds can measure `name`: it is traced, or the workload calls it (a function
+        the counting run saw no call of gets no sample either; one it could not count is called so
+        often that counting cost too much)."""
+        return name in self.traced or self.calls.get(name, 1.0) > 0
 
 
 @dataclass(frozen=True)
@@ -174,7 +181,7 @@ def choose(cands: Candidates, c: Costs) -> tuple[tuple[str, ...], dict[str, str]
 def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
     traced, sampled = choose(cands, c)
     return Focus(tuple(sorted(cands.changed)), tuple(sorted(cands.new)), tuple(sorted(cands.callers)), traced,
-                 sampled, cands.reaches(), hz)
+                 sampled, cands.reaches(), hz, dict(c.calls))
 
 
 def spec_of(f: Focus) -> str:

@@ -18,6 +18,7 @@ from gitperf.analysis import callgraph, difftrace, elf
 from gitperf.core.config import Config
 from gitperf.core.config import load as load_config
 from gitperf.core.errors import GitPerfError
+from gitperf.core.fmt import names
 from gitperf.core.model import ROOT, FunctionStats, Mode, Profile
 from gitperf.core.progress import Progress
 from gitperf.git import sourcediff
@@ -144,9 +145,8 @@ def _diff(subject: Subject, base: str, cg: callgraph.CallGraph, criterion: str,
     except GitPerfError as e:
         progress(f"diff tracing skipped: cannot analyse the base {base[:12]}: {e}")
         return None
-    progress(f"diff tracing against {base[:12]} ({criterion}): changed {', '.join(diff.changed) or '-'}; "
-             f"new {', '.join(diff.new) or '-'}; renamed "
-             f"{', '.join(f'{a}->{b}' for a, b in diff.renamed.items()) or '-'}")
+    progress(f"diff tracing against {base[:12]} ({criterion}): changed {names(diff.changed)}; "
+             f"new {names(diff.new)}; renamed {names(f'{a}->{b}' for a, b in diff.renamed.items())}")
     return diff
 
 
