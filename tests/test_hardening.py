@@ -198,3 +198,46 @@ def _get_when_up(url: str, proc: subprocess.Popen) -> bytes:
                 raise AssertionError(f"git perf serve exited: {proc.stderr.read()}") from None
             time.sleep(0.1)
     raise AssertionError("git perf serve did not answer within 60 s")
+
+
+def _orphan_note(root: Path) -> str:
+    """A note on a commit the repository no longer holds: collected, amended, gc'd."""
+    (root / "a.txt").write_text("orphan\n")
+    git(root, "commit", "-qam", "to be amended")
+    old = git(root, "rev-parse", "HEAD")
+    line = git(root, "notes", "--ref=perf", "show", "HEAD~1").splitlines()[0]
+    git(root, "notes", "--ref=perf", "add", "-m", line, old)
+    git(root, "commit", "-q", "--amend", "-m", "amended")
+    git(root, "reflog", "expire", "--expire=now", "--all")
+    git(root, "gc", "-q", "--prune=now")
+    return old
+
+
+def test_hostile_pulled_notes_leave_every_read_command_and_page_up(empty_repo, tmp_path):
+    """Issue #28's reproductions: a 100,000-deep JSON line, a name that is a lone surrogate, accept
+    records with a non-numeric time, a note on a blob and on a commit gone from the repository."""
+    commits = history(empty_repo, 3)
+    deep = '{"v":1,"x":' + "[" * 100_000 + "]" * 100_000 + "}"
+    surrogate = ISSUE_LINE.replace('"workload":"w"', '"workload":"\\ud800x"').replace('"f":[1]', '"f":[]')
+    lines = [deep, surrogate, 'gitperf-accept {"time":"abc"}', 'gitperf-accept {"time":5, "reason": "\\ud800"}',
+             "gitperf-accept " + "[" * 100_000]
+    (tmp_path / "lines").write_text("\n".join(lines) + "\n")
+    git(empty_repo, "notes", "--ref=perf", "append", "-F", str(tmp_path / "lines"), "HEAD")
+    blob = git(empty_repo, "hash-object", "-w", "a.txt")
+    git(empty_repo, "notes", "--ref=perf", "add", "-m", "x", blob)
+    orphan = _orphan_note(empty_repo)
+    for args in (("log",), ("show", commits[-1]), ("check", commits[-1], "--json"), ("diff", commits[0], commits[-1]),
+                 ("report", commits[-1]), ("report", commits[-1], "--format", "html", "-o", str(tmp_path / "site"))):
+        r = run_cli(empty_repo, *args)
+        assert "Traceback" not in r.stderr and r.returncode in (0, 1, 3), (args, r.returncode, r.stderr[-2000:])
+    r = run_cli(empty_repo, "show", commits[-1])
+    assert "nested too deeply" in r.stderr and "lone surrogate" in r.stderr, r.stderr[-2000:]
+    assert json.loads(run_cli(empty_repo, "check", commits[-1], "--json").stdout)["result"] != "accepted"
+    said = []
+    stats = Index(open_repo(empty_repo), CheckConfig()).update(rebuild=True, progress=said.append)
+    assert stats.notes == 5 and any("2 note(s) on objects that are not commits" in s for s in said), said
+    from gitperf.web import create_app
+    client = create_app(empty_repo).test_client()
+    for url in ("/", f"/commit/{commits[-1]}", f"/commit/{orphan}", "/function/parse", "/regressions", "/api/commits"):
+        assert client.get(url).status_code in (200, 404), url
+    assert (tmp_path / "site" / "index.html").exists()

@@ -105,7 +105,31 @@ def decode(line: str) -> Profile:
             raise NoteFormatError(f"unknown encoding (expected '{PREFIX}' or a JSON object)")
     except (binascii.Error, zlib.error, ValueError) as e:
         raise NoteFormatError(f"cannot decode: {e}") from None
+    except RecursionError:  # json nests by recursion: a pulled line of 100,000 brackets
+        raise NoteFormatError("nested too deeply to be a profile") from None
     return from_json(data)
+
+
+def _text(v: str, where: str) -> str:
+    """A string JSON may carry but no terminal, file or database takes: a lone surrogate (`"\\ud800"`)."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise NoteFormatError(f"field '{where}' is not valid text (a lone surrogate)") from None
+    return v
+
+
+def _all_text(v, where: str) -> None:
+    """Every string inside an untyped object or list (plan parameters, reasons) is valid text."""
+    if isinstance(v, str):
+        _text(v, where)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            _text(k, where)
+            _all_text(x, where)
+    elif isinstance(v, list):
+        for x in v:
+            _all_text(x, where)
 
 
 def _no_constant(name: str):
@@ -149,11 +173,12 @@ def _value(v, typ, where: str):
     if origin is dict:
         if not isinstance(v, dict):
             raise NoteFormatError(f"field '{where}' should be an object, not {type(v).__name__}")
-        return {k: _value(x, args[1], f"{where}.{k}") for k, x in v.items()}
+        return {_text(k, where): _value(x, args[1], f"{where}.{k}") for k, x in v.items()}
     if typ in (dict, list):
         if not isinstance(v, typ):
             raise NoteFormatError(f"field '{where}' should be {'an object' if typ is dict else 'a list'}, "
                                   f"not {type(v).__name__}")
+        _all_text(v, where)
         return v
     if typ is bool:
         if not isinstance(v, (bool, int)):
@@ -170,7 +195,7 @@ def _value(v, typ, where: str):
     if issubclass(typ, str):
         if not isinstance(v, str):
             raise NoteFormatError(f"field '{where}' should be a string, not {type(v).__name__}")
-        return v
+        return _text(v, where)
     raise AssertionError(f"no reader for {typ!r}")  # a model field of a new type: add it here
 
 

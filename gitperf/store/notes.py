@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import subprocess
 import time
 from contextlib import contextmanager
@@ -29,6 +30,21 @@ from gitperf.git.repo import perf_dir
 NOTES_REF = "refs/notes/perf"
 SIDE_REF = "refs/notes/perf-remote"  # where `pull` fetches the remote's notes before merging
 ACCEPT_PREFIX = "gitperf-accept "  # a note line recording that this commit's performance change was intended
+
+
+def _valid_acceptance(rec) -> bool:
+    """An accept record as `accept` writes it: a time, and text for the reason and who (a pulled note
+    may hold anything; an invalid record is ignored like an unreadable profile line)."""
+    if not isinstance(rec, dict) or isinstance(rec.get("time"), bool) or not isinstance(rec.get("time"), (int, float)):
+        return False
+    texts = [rec.get(k, "") for k in ("reason", "by")]
+    if not math.isfinite(rec["time"]) or not all(isinstance(t, str) for t in texts):
+        return False
+    try:
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -81,9 +97,9 @@ class NotesStore:
             if line.startswith(ACCEPT_PREFIX):
                 try:
                     rec = json.loads(line[len(ACCEPT_PREFIX):])
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
-                if isinstance(rec, dict) and (found is None or rec.get("time", 0) >= found.get("time", 0)):
+                if _valid_acceptance(rec) and (found is None or rec["time"] >= found["time"]):
                     found = rec
         return found
 

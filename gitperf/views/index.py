@@ -285,7 +285,10 @@ class IndexQuery:
         return rows[0]["bad_lines"] if rows else 0
 
     def noted_commits(self) -> list[str]:
-        return [r["commit"] for r in self.db.query("select [commit] from notes")]
+        """Commits whose note holds something (profiles, or lines that could not be read)."""
+        return [r["commit"] for r in self.db.query(
+            "select n.[commit] from notes n where n.bad_lines > 0 or exists "
+            "(select 1 from profiles p where p.[commit] = n.[commit])")]
 
     def resolve(self, prefix: str) -> str | None:
         """A full commit id from a unique prefix of 4+ hex digits among indexed commits."""
@@ -438,13 +441,18 @@ class Index(IndexQuery):
             for c in todo.removed + todo.changed:
                 for t in ("notes", "profiles", "functions", "series", "checks", "changes"):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
+            orphans = set()
             for i, c in enumerate(todo.changed):
                 if len(todo.changed) > 50 and i % 100 == 0:
                     say(f"reading notes: {i}/{len(todo.changed)}")
-                self._insert_note(c, todo.current[c], store)
+                if not self._insert_note(c, todo.current[c], store):
+                    orphans.add(c)
+            if orphans:
+                say(f"warning: {len(orphans)} note(s) on objects that are not commits of this repository (an amended "
+                    f"and collected commit, or notes pulled for a branch not fetched), e.g. {min(orphans)[:12]}: skipped")
             to_check = set(todo.current) if todo.recheck_all else self._affected(todo.changed + todo.removed, line,
                                                                                 set(todo.current))
-            to_check &= set(todo.current)
+            to_check &= {c for c in todo.current if c not in orphans and isinstance(self.repo.get(c), pygit2.Commit)}
             for i, c in enumerate(sorted(to_check)):
                 if len(to_check) > 50 and i % 100 == 0:
                     say(f"checking commits: {i}/{len(to_check)}")
@@ -459,14 +467,19 @@ class Index(IndexQuery):
             {"sha": str(c.id), "seq": i, "subject": _first_line(c), "author": c.author.name, "date": c.commit_time,
              "parent": str(c.parents[0].id) if c.parents else ""} for i, c in enumerate(line)])
 
-    def _insert_note(self, c: str, oid: str, store: NotesStore) -> None:
-        good, bad = store.read(c)
+    def _insert_note(self, c: str, oid: str, store: NotesStore) -> bool:
+        """One note's rows; False (and only the note's id, so that it is not read again) when it is on
+        an object that is not a commit of this repository."""
         commit = self.repo.get(c)
-        self._insert("notes", [{"commit": c, "oid": oid, "bad_lines": len(bad),
-                                "subject": _first_line(commit) if isinstance(commit, pygit2.Commit) else ""}])
+        if not isinstance(commit, pygit2.Commit):
+            self._insert("notes", [{"commit": c, "oid": oid, "bad_lines": 0, "subject": ""}])
+            return False
+        good, bad = store.read(c)
+        self._insert("notes", [{"commit": c, "oid": oid, "bad_lines": len(bad), "subject": _first_line(commit)}])
         self._insert("profiles", [_profile_row(p, good) for p in good])
         self._insert("functions", _summaries(c, good))
         self._insert("series", _series_rows(c, good))
+        return True
 
     def _insert(self, table: str, rows: list[dict]) -> None:
         """INSERT OR REPLACE inside the caller's transaction (sqlite-utils' insert_all commits each
