@@ -24,6 +24,7 @@ from gitperf.core.errors import (
     GitPerfError,
     epilog,
 )
+from gitperf.core.fmt import printable
 
 COLLECTS = (EXIT_USAGE, EXIT_CANNOT_COLLECT, EXIT_INTERRUPTED)  # what every collecting command can return
 
@@ -46,8 +47,13 @@ def config_option(what: str):
     return click.option("--config", "config_file", type=click.Path(dir_okay=False, resolve_path=True), help=what)
 
 
+def _echo(text, **kw) -> None:
+    """Everything git perf prints: names from pulled notes cannot send control sequences to a terminal."""
+    click.echo(printable(str(text)), **kw)
+
+
 def _echo_json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2))
+    _echo(json.dumps(obj, indent=2))
 
 
 def _terminated(_signum, _frame):
@@ -80,12 +86,12 @@ class PerfGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GitPerfError as e:
-            click.echo(f"git perf: error: {e}", err=True)
+            _echo(f"git perf: error: {e}", err=True)
             ctx.exit(e.exit_code)
         except OSError as e:
             if not e.filename:  # not about a file the user can fix: a bug, keep the traceback
                 raise
-            click.echo(f"git perf: error: {e.filename}: {e.strerror or e} (check the path and its permissions)",
+            _echo(f"git perf: error: {e.filename}: {e.strerror or e} (check the path and its permissions)",
                        err=True)
             ctx.exit(EXIT_USAGE)
 
@@ -100,15 +106,16 @@ class Seconds(click.ParamType):
             v = float(value)
         except ValueError:
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(v) or v <= 0:
-            self.fail(f"{value!r}: expected a finite number of seconds > 0", param, ctx)
+        if not math.isfinite(v) or not 0 < v <= config.DAY_S:
+            self.fail(f"{value!r}: expected a finite number of seconds > 0 and at most {config.DAY_S:g} (a day)",
+                      param, ctx)
         return v
 
 
 def _progress(quiet: bool):
     def say(msg: str) -> None:
         if not quiet:
-            click.echo(f"git perf: {msg}", err=True)
+            _echo(f"git perf: {msg}", err=True)
     return say
 
 
@@ -145,10 +152,10 @@ def init(binary, command, force, with_hooks):
     text = config.template(binary, command or f"./{binary}")
     config.parse(text, str(path))  # the template must always be valid
     path.write_text(text)
-    click.echo(f"wrote {path}")
+    _echo(f"wrote {path}")
     if with_hooks:
         from gitperf import hooks as hooks_mod
-        click.echo(hooks_mod.install(repo))
+        _echo(hooks_mod.install(repo))
 
 
 @main.command(epilog=epilog(0, *COLLECTS))
@@ -202,7 +209,7 @@ def collect(rev, command, rev_range, jobs, as_json, quiet, **opts):
     if as_json:
         return _echo_json(result.to_dict())
     from gitperf.views.render import collect_summary
-    click.echo(collect_summary(result.commit, result.profiles))
+    _echo(collect_summary(result.commit, result.profiles))
 
 
 def _collect_request(rev: str, command: tuple[str, ...], opts: dict):
@@ -247,7 +254,7 @@ def _collect_range(spec, req, jobs, as_json, quiet):
     if as_json:
         _echo_json(result.to_dict())
     else:
-        click.echo(f"collected {len(result.collected)}, skipped {len(result.skipped)} (already profiled), failed "
+        _echo(f"collected {len(result.collected)}, skipped {len(result.skipped)} (already profiled), failed "
                    f"{len(result.failed)} of {len(commits)} commits")
     if result.failed:
         sys.exit(EXIT_USAGE)
@@ -282,7 +289,7 @@ def log(max_count, as_json, rev):
     for r in rows:
         mark = f"{r.profiles:3d} profile{'s' if r.profiles != 1 else ' '}" if r.profiles else "  -         "
         bad = f"  ({r.unreadable} unreadable)" if r.unreadable else ""
-        click.echo(f"{r.commit[:12]} {mark}  {r.subject}{bad}")
+        _echo(f"{r.commit[:12]} {mark}  {r.subject}{bad}")
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
@@ -302,11 +309,11 @@ def show(rev, workload, top, models, as_json):
     if workload:
         profiles = [p for p in profiles if p.profile.header.workload == workload]
     for b in bad:
-        click.echo(f"git perf: warning: {b}", err=True)
+        _echo(f"git perf: warning: {b}", err=True)
     if as_json:
         _echo_json(show_json(commit, profiles))
     else:
-        click.echo(show_text(commit, profiles, top, models))
+        _echo(show_text(commit, profiles, top, models))
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
@@ -315,7 +322,7 @@ def push(remote):
     """Push the profiles (refs/notes/perf) to REMOTE without force; merges first if needed."""
     from gitperf.store.notes import NotesStore
     NotesStore(_repo()).push(remote)
-    click.echo(f"pushed refs/notes/perf to {remote}")
+    _echo(f"pushed refs/notes/perf to {remote}")
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
@@ -324,7 +331,7 @@ def pull(remote):
     """Fetch REMOTE's profiles and merge them into ours by union (nothing is lost)."""
     from gitperf.store.notes import NotesStore
     NotesStore(_repo()).pull(remote)
-    click.echo(f"merged refs/notes/perf from {remote}")
+    _echo(f"merged refs/notes/perf from {remote}")
 
 
 def _check_config(repo):
@@ -382,7 +389,7 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     if as_json:
         _echo_json(result.to_dict(all_functions))
     else:
-        click.echo(check_text(result))
+        _echo(check_text(result))
     sys.exit(result.exit_code)
 
 
@@ -399,7 +406,7 @@ def diff(a, b, workloads, top, as_json):
     if as_json:
         _echo_json(result.to_dict(all_functions=True))
     else:
-        click.echo(diff_text(result, top))
+        _echo(diff_text(result, top))
     if result.exit_code == EXIT_NOT_ENOUGH_DATA:
         sys.exit(EXIT_NOT_ENOUGH_DATA)
 
@@ -421,15 +428,15 @@ def report(rev, fmt, output, base):
     result = _stored_check(repo, rev, base)
     if fmt == "html":
         _export_html(repo, output)
-        click.echo(f"{result.commit[:12]}: {result.result}", err=True)
+        _echo(f"{result.commit[:12]}: {result.result}", err=True)
         sys.exit(result.exit_code)
     text = (check_markdown(result, _subject(repo, result.commit)) if fmt == "markdown"
             else json.dumps(result.to_dict(), indent=2) + "\n")
     if output:
         Path(output).write_text(text)
-        click.echo(f"wrote {output}", err=True)
+        _echo(f"wrote {output}", err=True)
     else:
-        click.echo(text, nl=False)
+        _echo(text, nl=False)
     sys.exit(result.exit_code)
 
 
@@ -439,11 +446,11 @@ def _export_html(repo, output) -> None:
     if Path(output).exists() and not Path(output).is_dir():
         raise GitPerfError(f"{output} is a file; --format html writes a directory of pages there")
     from gitperf.web.export import export_site
-    files = export_site(repo.workdir or repo.path, output, lambda m: click.echo(m, err=True))
-    click.echo(f"wrote {len(files)} pages to {output} (open {Path(output) / 'index.html'})", err=True)
+    files = export_site(repo.workdir or repo.path, output, lambda m: _echo(m, err=True))
+    _echo(f"wrote {len(files)} pages to {output} (open {Path(output) / 'index.html'})", err=True)
 
 
-@main.command(epilog=epilog(0, *COLLECTS))
+@main.command(epilog=epilog(0, EXIT_NOT_ENOUGH_DATA, *COLLECTS))
 @click.argument("rev", required=False, default="HEAD")
 @workloads_option("Workload (repeatable; default all).")
 @click.option("-k", "--sessions", type=click.IntRange(min=2), default=5, show_default=True,
@@ -462,22 +469,31 @@ def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     from gitperf.views.render import noise_text
     repo, engine, say = _repo(), _engine(), _progress(quiet or as_json)
     runs: dict[str, list[list]] = {}
+    failed: dict[str, str] = {}  # workload -> why a run of it did not count (crash, timeout)
     for k in range(sessions):
         say(f"session {k + 1}/{sessions}")
         got = do_collect(repo, CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat), engine, say,
                          keep=keep).profiles
         by_wl: dict[str, list] = {}
         for c in got:
-            if not c.profile.header.partial:
-                by_wl.setdefault(c.profile.header.workload, []).append(c.profile)
+            wl = c.profile.header.workload
+            if c.profile.header.partial:
+                failed[wl] = c.profile.header.partial
+            else:
+                by_wl.setdefault(wl, []).append(c.profile)
         for wl, ps in by_wl.items():
             runs.setdefault(wl, []).append(ps)
     cfg = _check_config(repo)
     reports = [analyse(wl, s, cfg) for wl, s in runs.items() if len(s) >= 2]
+    # every workload is reported: one whose runs failed in all but one session has no figures, and says why
+    missing = {wl: f"fewer than two sessions with complete runs (a run ended: {why})" for wl, why in failed.items()
+               if len(runs.get(wl, [])) < 2}
     if as_json:
-        _echo_json([r.to_dict() for r in reports])
+        _echo_json([r.to_dict() for r in reports] + [{"workload": wl, "error": why} for wl, why in missing.items()])
     else:
-        click.echo("\n\n".join(noise_text(r) for r in reports))
+        _echo("\n\n".join([noise_text(r) for r in reports] + [f"workload {wl}: {why}" for wl, why in missing.items()]))
+    if missing:
+        sys.exit(EXIT_NOT_ENOUGH_DATA)
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE, EXIT_INTERRUPTED))
@@ -502,12 +518,12 @@ def serve(host, port, rebuild):
     repo = _repo()
     idx = Index(repo, _check_config(repo))
     try:
-        stats = idx.update(rebuild=rebuild, progress=lambda m: click.echo(m, err=True))
+        stats = idx.update(rebuild=rebuild, progress=lambda m: _echo(m, err=True))
     finally:
         idx.close()
-    click.echo(f"index: {stats.notes} profiled commit(s), {stats.read} note(s) read in {stats.seconds:.1f} s", err=True)
+    _echo(f"index: {stats.notes} profiled commit(s), {stats.read} note(s) read in {stats.seconds:.1f} s", err=True)
     if host not in LOOPBACK:
-        click.echo(f"warning: serving on {host}: anyone who can reach it sees your profiles and history", err=True)
+        _echo(f"warning: serving on {host}: anyone who can reach it sees your profiles and history", err=True)
     try:  # bind here: werkzeug would print its own message and exit 1 on a busy port
         sock = socket.create_server((host, port))
     except OSError as e:
@@ -516,11 +532,11 @@ def serve(host, port, rebuild):
     names = () if host in ("0.0.0.0", "::", "") else (*LOOPBACK, host)
     server = make_server(host, sock.getsockname()[1], create_app(repo.workdir or repo.path, hosts=names), threaded=True,
                          fd=sock.fileno())
-    click.echo(f"git perf dashboard on http://{host}:{server.port}/  (Ctrl-C stops)", err=True)
+    _echo(f"git perf dashboard on http://{host}:{server.port}/  (Ctrl-C stops)", err=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        click.echo("stopped", err=True)
+        _echo("stopped", err=True)
 
 
 @main.group(epilog=epilog(0, EXIT_DEGRADATION, EXIT_USAGE))
@@ -540,14 +556,14 @@ def hooks():
 def hooks_install():
     """Install .git/hooks/pre-push (an existing hook is kept and runs first)."""
     from gitperf import hooks as hooks_mod
-    click.echo(hooks_mod.install(_repo()))
+    _echo(hooks_mod.install(_repo()))
 
 
 @hooks.command("uninstall")
 def hooks_uninstall():
     """Remove the git perf hook (restoring a hook it had chained)."""
     from gitperf import hooks as hooks_mod
-    click.echo(hooks_mod.uninstall(_repo()))
+    _echo(hooks_mod.uninstall(_repo()))
 
 
 @hooks.command("run", hidden=True)
@@ -577,7 +593,7 @@ def accept(rev, reason):
     except Exception:  # noqa: BLE001 - no identity configured: record without it
         pass
     NotesStore(repo).accept(commit, reason, who)
-    click.echo(f"accepted the performance of {commit[:12]} as the new baseline")
+    _echo(f"accepted the performance of {commit[:12]} as the new baseline")
 
 
 @main.command(epilog=epilog(0, *COLLECTS))
@@ -612,10 +628,10 @@ def bisect(good, bad, workload, function, repeat, pipeline, as_json):
     if as_json:
         return _echo_json(r.to_dict())
     vals = r.values
-    click.echo(f"first slow commit: {r.first_bad[:12]} {_subject(repo, r.first_bad)}")
-    click.echo(f"  {function}: {vals[r.good] / 1e6:.3f} ms at {r.good[:12]} (good), "
+    _echo(f"first slow commit: {r.first_bad[:12]} {_subject(repo, r.first_bad)}")
+    _echo(f"  {function}: {vals[r.good] / 1e6:.3f} ms at {r.good[:12]} (good), "
                f"{vals[r.first_bad] / 1e6:.3f} ms at {r.first_bad[:12]}, {vals[r.bad] / 1e6:.3f} ms at {r.bad[:12]} (bad)")
-    click.echo(f"  collected {len(r.collected)} commit(s); the range holds {r.range_size}; assumes a single step")
+    _echo(f"  collected {len(r.collected)} commit(s); the range holds {r.range_size}; assumes a single step")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import pygit2
 from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, CheckResult, check
 from gitperf.core import config
 from gitperf.core.errors import EnvironmentUnavailable, GitPerfError, InputError
+from gitperf.core.fmt import printable
 from gitperf.core.progress import Progress
 from gitperf.git.repo import first_parent, parent
 from gitperf.store.notes import NotesStore
@@ -164,7 +165,7 @@ def _judge(repo: pygit2.Repository, commit: str, result: CheckResult, hook: conf
     """1 when the result stops the push."""
     if result.result == DEGRADATION:
         from gitperf.views.report import check_markdown
-        print(check_markdown(result, repo.get(commit).message.splitlines()[0]), file=sys.stderr)
+        print(printable(check_markdown(result, repo.get(commit).message.splitlines()[0])), file=sys.stderr)
         say(f"push stopped: {commit[:12]} makes the program slower (bypass: git push --no-verify, or "
             f"git perf accept {commit[:12]} if it is intended)")
         return 1

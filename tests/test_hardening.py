@@ -80,6 +80,12 @@ def test_a_corrupt_index_is_rebuilt_from_the_notes(empty_repo):
     ("collect", "stack_hz = -5", "collect.stack_hz: expected a value >= 0"),
     ("check", "confidence = 7", "check.confidence: expected a value below 1"),
     ("check", "min_relative = -3", "check.min_relative: expected a value >= 0"),
+    # large finite numbers that passed and failed later (an OverflowError in the timer thread, a BPF
+    # compile error reported as "cannot collect", detection silently off)
+    ("workload", "timeout = 9223372036854775807", "workload[0].timeout: expected at most 86400"),
+    ("collect", "period_ms = 1e308", "collect.period_ms: expected at most 3.6e+06"),
+    ("collect", "stack_hz = 9223372036854775807", "collect.stack_hz: expected at most 100000"),
+    ("check", "min_relative = 1e308", "check.min_relative: expected at most 10"),
 ])
 def test_values_that_pass_the_type_check_and_would_fail_later_exit_2(empty_repo, section, line, key):
     history(empty_repo, 2)
@@ -93,7 +99,13 @@ def test_values_that_pass_the_type_check_and_would_fail_later_exit_2(empty_repo,
 @pytest.mark.parametrize("args, words", [
     (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "nan", "--", "/bin/true"), "finite number"),
     (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "inf", "--", "/bin/true"), "finite number"),
-    (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "-1", "--", "/bin/true"), "finite number"),
+    (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "-1", "--", "/bin/true"), "seconds > 0"),
+    (("collect", "--binary", "/bin/true", "--no-build", "--timeout", "1e10", "--", "/bin/true"), "at most 86400"),
+    (("collect", "--optimization-arg", "keep_top=abc"), "keep_top=abc: expected a whole number from 0 to 10000"),
+    (("collect", "--optimization-arg", "keep_top=-5"), "keep_top=-5: expected a whole number"),
+    (("collect", "--optimization-arg", "call_limit=-1"), "call_limit=-1: expected a whole number from 1"),
+    (("collect", "--optimization-arg", "iqr_ratio=nan"), "iqr_ratio=nan: expected a number from 0 to 1000"),
+    (("collect", "--optimization-arg", "criterion=loose"), "expected one of soft, semi-strict, strict"),
     (("collect", "nosuchrev", "--binary", "/bin/true", "--no-build", "--", "/bin/true"),
      "unknown revision 'nosuchrev'"),
     (("collect", "--binary", "/bin/true", "--no-build", "--workload", "a|b", "--", "/bin/true"), "without '|'"),
@@ -241,3 +253,23 @@ def test_hostile_pulled_notes_leave_every_read_command_and_page_up(empty_repo, t
     for url in ("/", f"/commit/{commits[-1]}", f"/commit/{orphan}", "/function/parse", "/regressions", "/api/commits"):
         assert client.get(url).status_code in (200, 404), url
     assert (tmp_path / "site" / "index.html").exists()
+
+
+def test_names_from_pulled_notes_cannot_drive_the_terminal(empty_repo):
+    """A function or workload name holding an OSC title sequence, a bell and a bidi override reaches
+    the terminal as escapes (`\\x1b`), in every text command and in the progress and error lines."""
+    import numpy as np
+
+    from conftest import profile as make
+    commits = history(empty_repo, 2)
+    evil = "evil\x1b]0;pwned\x07\u202e"
+    p = make(commits[-1], np.random.default_rng(3), {"parse": 2.0})
+    from dataclasses import replace as dc_replace
+    p = dc_replace(p, functions=tuple(dc_replace(f, name=evil) if f.name == "parse" else f for f in p.functions))
+    NotesStore(open_repo(empty_repo)).add(commits[-1], p)
+    for args in (("show", "HEAD", "--top", "0"), ("check", "HEAD"), ("diff", "HEAD~1", "HEAD", "--top", "0"),
+                 ("report", "HEAD")):
+        r = run_cli(empty_repo, *args)
+        out = r.stdout + r.stderr
+        assert "evil" in out and "\x1b" not in out and "\x07" not in out and "\u202e" not in out, (args, out[-500:])
+        assert "evil\\x1b]0;pwned\\x07\\u202e" in out, args

@@ -55,8 +55,8 @@ def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, comm
     """A/A analysis of `sessions` (each a list of runs' profiles of one workload, same commit)."""
     wrap = [[StoredProfile(commit, i, f"s{k}r{i}", p) for i, p in enumerate(s)] for k, s in enumerate(sessions)]
     alarms: dict[str, int] = {}
-    resid: dict[str, list[float]] = {}
-    rel: dict[str, list[float]] = {}
+    resid: dict[str, list[float]] = {}  # per function: its statistics and relative changes, where it has
+    rel: dict[str, list[float]] = {}  # one (a withheld, new or removed function has none: NaN)
     bad_pairs = bad_consecutive = 0
     pairs = list(itertools.permutations(range(len(wrap)), 2))
     consecutive = {((i - 1) % len(wrap), i) for i in range(len(wrap))} if len(wrap) > 2 else {(0, 1)}
@@ -70,7 +70,7 @@ def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, comm
         for c in found:
             if c.type == checks.DEGRADATION:
                 alarms[c.function] = alarms.get(c.function, 0) + 1
-            if c.base_ns > 0 and c.target_ns > 0:
+            if c.base_ns > 0 and c.target_ns > 0 and math.isfinite(c.relative) and math.isfinite(c.statistic):
                 resid.setdefault(c.function, []).append(c.statistic)
                 rel.setdefault(c.function, []).append(abs(c.relative))
     names = sorted({f.name for s in sessions for p in s for f in p.functions})

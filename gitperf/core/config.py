@@ -121,6 +121,15 @@ _POSITIVE = {"workload.repeat", "workload.timeout", "collect.sample_every", "col
              "hook.max_commits", "check.history"}
 _NOT_NEGATIVE = {"collect.stack_hz", "check.min_relative", "check.min_absolute_ns", "hook.rounds"}
 _BELOW_ONE = {"check.confidence"}  # a probability
+# Upper bounds: a value past them is a typo, and some (a timeout past ~292 years of ns, a period past
+# what a BPF constant holds) fail far from the file that set them.
+DAY_S = 86_400.0
+_AT_MOST = {"workload.timeout": DAY_S, "workload.repeat": 1_000, "collect.sample_every": 10 ** 6,
+            "collect.record_limit": 10 ** 9, "collect.period_ms": 3_600_000.0, "collect.window_ms": 3_600_000.0,
+            "collect.stack_hz": 100_000,  # the kernel's default perf_event_max_sample_rate
+            "collect.series_limit": 10 ** 6, "collect.max_overhead": 10_000.0, "check.min_relative": 10.0,
+            "check.min_absolute_ns": 3_600 * 10 ** 9, "check.history": 1_000, "hook.max_commits": 1_000,
+            "hook.rounds": 1_000}
 
 
 def _typename(t) -> str:
@@ -164,6 +173,8 @@ def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
             raise ConfigError(path, key, f"expected a value > 0, got {value!r}")
         if generic in _NOT_NEGATIVE and value < 0:
             raise ConfigError(path, key, f"expected a value >= 0, got {value!r}")
+        if generic in _AT_MOST and value > _AT_MOST[generic]:
+            raise ConfigError(path, key, f"expected at most {_AT_MOST[generic]:g}, got {value!r}")
         if generic in _BELOW_ONE and value >= 1:
             raise ConfigError(path, key, f"expected a value below 1 (0.99 = 99%), got {value!r}")
         kwargs[name] = value

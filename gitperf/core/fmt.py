@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from tabulate import tabulate
@@ -24,6 +25,17 @@ def fmt_bytes(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+# What a name from a pulled note could use to take over a terminal: C0 and C1 controls (ESC starts
+# title and colour sequences) but newline and tab, and the bidirectional overrides.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: every control character shown as an escape (`\\x1b`), not obeyed."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        text)
 
 
 def names(xs, shown: int = 6) -> str:

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from gitperf.analysis.callgraph import CallGraph
+from gitperf.analysis.callgraph import CRITERIA, CallGraph
 from gitperf.analysis.difftrace import DiffResult
 from gitperf.core.errors import InputError
 from gitperf.core.model import ROOT, FunctionStats
@@ -67,6 +67,31 @@ def predict(pipeline: str, cg: CallGraph, stats: dict[str, FunctionStats]) -> di
     }
 
 
+# What each --optimization-arg may be: a kind and, for numbers, the range that makes sense.
+_BOOL, _INT, _NUM = "true or false", "a whole number", "a number"
+PARAM_RANGES: dict[str, tuple[str, float, float]] = {
+    "keep_top": (_INT, 0, 10_000), "keep_leaf": (_BOOL, 0, 0), "min_functions": (_INT, 0, 10_000_000),
+    "strict": (_BOOL, 0, 0), "chain_length": (_INT, 1, 10_000), "call_limit": (_INT, 1, 10 ** 12),
+    "iqr_ratio": (_NUM, 0, 1_000), "resolution_ns": (_NUM, 0, 3.6e12), "wrappers": (_BOOL, 0, 0),
+    "step": (_NUM, 1, 1_000), "threshold": (_INT, 1, 10 ** 9), "standalone": (_BOOL, 0, 0),
+}
+def _checked(name: str, value: str):
+    """`value` of parameter `name`, parsed and in range; an InputError that says the range otherwise."""
+    if name == "criterion":
+        if value not in CRITERIA:
+            raise InputError(f"--optimization-arg criterion={value}: expected one of {', '.join(CRITERIA)}")
+        return value
+    kind, lo, hi = PARAM_RANGES[name]
+    v = _parse(value)
+    ok = (isinstance(v, bool) if kind == _BOOL else
+          not isinstance(v, bool) and isinstance(v, int if kind == _INT else (int, float))
+          and math.isfinite(v) and lo <= v <= hi)
+    if not ok:
+        what = kind if kind == _BOOL else f"{kind} from {lo:g} to {hi:g}"
+        raise InputError(f"--optimization-arg {name}={value}: expected {what}")
+    return v
+
+
 def _parse(value: str):
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
@@ -90,7 +115,7 @@ def resolve(pipeline: str, on: tuple[str, ...] = (), off: tuple[str, ...] = (), 
         name, sep, value = a.partition("=")
         if not sep or name not in PARAMS:
             raise InputError(f"--optimization-arg expects NAME=VALUE with NAME one of {', '.join(PARAMS)}; got {a!r}")
-        overrides[name] = _parse(value)
+        overrides[name] = _checked(name, value)
     return tuple(chosen), overrides
 
 
