@@ -50,8 +50,13 @@ def browser_missing() -> str:
     return ""
 
 
+def valgrind_missing() -> str:
+    return "" if shutil.which("valgrind") else "valgrind is not installed (run scripts/setup.sh as root)"
+
+
 GATES = {"ebpf": (ebpf_missing, "GITPERF_REQUIRE_EBPF", "needs eBPF"),
-         "browser": (browser_missing, "GITPERF_REQUIRE_BROWSER", "needs a headless browser")}
+         "browser": (browser_missing, "GITPERF_REQUIRE_BROWSER", "needs a headless browser"),
+         "valgrind": (valgrind_missing, "GITPERF_REQUIRE_VALGRIND", "needs valgrind")}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -72,6 +77,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def _fail_without_ebpf(request):
     pytest.fail(f"GITPERF_REQUIRE_EBPF=1 but this machine cannot collect: {ebpf_missing()}")
+
+
+@pytest.fixture
+def _fail_without_valgrind(request):
+    pytest.fail(f"GITPERF_REQUIRE_VALGRIND=1 but {valgrind_missing()}")
 
 
 @pytest.fixture

@@ -23,9 +23,12 @@ class Verdict(StrEnum):
     REMOVED = "removed"
     NOT_ENOUGH_DATA = "not-enough-data"  # a commit with no comparable baseline
     ACCEPTED = "accepted"  # a degradation recorded as intended with `git perf accept`
+    # a function the diff changed whose time the check could not resolve, but whose instructions grew
+    # beyond their A/A spread (checks.witness): named, never failing the check
+    INSTRUCTIONS = "instructions"
 
 
-DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, NOT_ENOUGH_DATA, ACCEPTED = Verdict
+DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, NOT_ENOUGH_DATA, ACCEPTED, INSTRUCTIONS = Verdict
 
 
 def _num(v):
@@ -57,12 +60,14 @@ class Change:
     changed: bool = False  # the commit's diff touches this function
     statistic: float = 0.0  # what was tested: log ratio (root) or log ratio minus the common shift
     per_call_ci: tuple[float, float] | None = None  # bootstrap 95% interval of the mean call's change
+    instructions: tuple[float, float] | None = None  # inclusive instructions a run (base, target): callgrind
 
     @property
     def severity(self) -> tuple:
         """Degradations first; among them, where the most time was added (exclusive time first, so
         the function that got slower comes before its callers whose inclusive time merely follows)."""
-        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, NEW: 2, REMOVED: 3, UNKNOWN: 4, NO_CHANGE: 5}[self.type]
+        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, NEW: 3, REMOVED: 4, UNKNOWN: 5,
+                NO_CHANGE: 6}[self.type]
         if self.type == OPTIMIZATION:
             return rank, self.exclusive_delta_ns, self.absolute_ns
         return rank, -max(self.exclusive_delta_ns, 0.0), -abs(self.absolute_ns)
@@ -70,6 +75,7 @@ class Change:
     def to_dict(self) -> dict:
         d = {k: _num(v) for k, v in asdict(self).items() if k != "statistic"}
         d["per_call_ci"] = list(self.per_call_ci) if self.per_call_ci else None
+        d["instructions"] = list(self.instructions) if self.instructions else None
         return d
 
 

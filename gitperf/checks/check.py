@@ -20,6 +20,7 @@ from gitperf.checks.change import (
     CheckResult,
     WorkloadPair,
 )
+from gitperf.checks import witness
 from gitperf.checks.compare import Sides, compare_workload
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import StoredProfile, comparison_key
@@ -114,7 +115,7 @@ def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> st
 
 
 def _notes(target: list[StoredProfile], base: list[StoredProfile]) -> tuple[str, ...]:
-    notes = []
+    notes = [n for n in (witness.note(target, base),) if n]
     if len(target) == 1 or len(base) == 1:
         notes.append("one run on a side: a transient disturbance of the machine cannot be told from a "
                      "change; set repeat = 3 for the workload (git perf noise shows why)")
@@ -140,7 +141,7 @@ def check_workload(req: Request, key: str, target: list[StoredProfile], base: Ba
     changed = frozenset(sourcediff.changed_functions(req.repo, base.commit, req.commit, locations))
     changed |= {n for p in target for n in p.profile.plan.changed}
     sides = Sides(workload, target, base.profiles, base.history, base.history_commits)
-    found = compare_workload(sides, req.cfg, changed, req.cfg.votes)
+    found = witness.annotate(compare_workload(sides, req.cfg, changed, req.cfg.votes), target, base.profiles)
     sources = sorted({c.noise.split(" ")[0] for c in found if c.noise})
     pair = WorkloadPair(workload, key, len(target), base.commit, len(base.profiles), len(base.history),
                         ", ".join(sources) or "-", _notes(target, base.profiles))

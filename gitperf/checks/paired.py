@@ -156,7 +156,7 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     stop = paired.Stop(opts.rounds, MIN_ROUNDS, MAX_ROUNDS, opts.time_limit_s)
     # both sides built alike, from scratch, by the check itself (CheckConfig.probe_pad)
     req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config, probe_pad=cfg.probe_pad, fresh=True)
-    preq = paired.PairedRequest(req, base, opts.depth, stop)
+    preq = paired.PairedRequest(req, base, opts.depth, stop, witness=cfg.witness == "instructions")
     runs = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     store = NotesStore(repo)
     request = Request(repo, store, commit, cfg, ancestors(repo, commit))

@@ -18,6 +18,7 @@ every round from `Stop.min_rounds` on.
 
 from __future__ import annotations
 
+import statistics
 import time
 import uuid
 from contextlib import ExitStack
@@ -34,7 +35,8 @@ from gitperf.core import codec
 from gitperf.core.config import Workload
 from gitperf.core.errors import CollectionAborted
 from gitperf.core.fmt import names
-from gitperf.core.model import ROOT, Mode, Profile, StoredProfile
+from gitperf.core.model import ROOT, InstructionCounts, Mode, Profile, StoredProfile
+from gitperf.engine import callgrind
 from gitperf.engine.base import Engine, Session
 from gitperf.git.repo import perf_dir
 from gitperf.git.worktree import sweep_worktrees
@@ -83,6 +85,7 @@ class PairedRequest:
     base: str  # the base commit
     depth: int  # callers of changed functions traced, levels up
     stop: Stop
+    witness: bool = False  # also count instructions under callgrind (checks.witness)
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,27 @@ def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRun
     return runs
 
 
+def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
+    """The instruction witness: the base twice (its A/A spread) and the target once under callgrind,
+    kept on each side's first profile; skipped, with the reason kept instead, when valgrind is missing
+    or its predicted time is over the budget (ARCHITECTURE.md §10b)."""
+    run_s = statistics.median(p.metrics.PRT for p in runs.base)  # probed: an upper bound of native
+    predicted = callgrind.predicted_s(run_s)
+    why = ("valgrind is not installed (apt-get install valgrind): no instruction counts" if not callgrind.available()
+           else f"callgrind would take ~{predicted:.0f} s a run, over the {callgrind.BUDGET_S:.0f} s budget"
+           if predicted > callgrind.BUDGET_S else "")
+    if why:
+        say(f"  instruction witness skipped: {why}")
+    sides = ((pair.base, runs.base, 2), (pair.target, runs.target, 1))
+    for side, profiles, n in sides:
+        counts = (InstructionCounts(error=why),) if why else tuple(
+            callgrind.run(pair.workload.argv, str(side.ctx.root), 2 * callgrind.BUDGET_S, side.ctx.binary.path,
+                          side.ctx.env) for _ in range(n))
+        profiles[0] = replace(profiles[0], instructions=counts)
+    if not why:
+        say(f"  instruction witness: callgrind, 3 runs, ~{predicted:.0f} s each predicted")
+
+
 def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Engine, progress: Progress,
           ) -> Target:
     return Target(repo, replace(preq.req, rev=commit), commit, engine, progress, perf_dir(repo))
@@ -213,6 +237,8 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
                 pair = prepare(bctx, tctx, wl, cands)
                 with ExitStack() as programs:
                     out.append(run_rounds(load(pair, programs), preq.stop, until, progress))
+                if preq.witness:  # after the rounds, with the probes detached
+                    count_instructions(pair, out[-1], progress)
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
     return out

@@ -21,7 +21,7 @@ import typing
 import zlib
 
 from gitperf.core.errors import NoteFormatError
-from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.core.model import FunctionStats, Header, InstructionCounts, Metrics, PlanRecord, Profile
 
 PREFIX = "gpz1:"
 VERSION = 1
@@ -77,6 +77,8 @@ def to_json(profile: Profile) -> dict:
         "p": dataclasses.asdict(profile.plan),
         "f": [_function_to_json(f) for f in profile.functions],
         "cal": profile.calibration,
+        **({"w": [{"t": w.total, "f": {n: list(c) for n, c in w.functions.items()}, "e": w.error}
+                  for w in profile.instructions]} if profile.instructions else {}),
     }
 
 
@@ -257,4 +259,14 @@ def from_json(data: dict) -> Profile:
         plan=_build(PlanRecord, _need(data, "p", dict, ""), "p"),
         functions=tuple(_function_from_json(f, i) for i, f in enumerate(_need(data, "f", list, ""))),
         calibration=_value(data.get("cal", {}), dict[str, float], "cal"),
+        instructions=tuple(_instructions_from_json(w, i) for i, w in enumerate(_value(data.get("w", []), list, "w"))),
     )
+
+
+def _instructions_from_json(d, i: int) -> InstructionCounts:
+    where = f"w[{i}]"
+    if not isinstance(d, dict):
+        raise NoteFormatError(f"'{where}' should be an object")
+    return InstructionCounts(total=_value(d.get("t", 0), int, f"{where}.t"),
+                             functions=_value(d.get("f", {}), dict[str, tuple[int, int, int]], f"{where}.f"),
+                             error=_value(d.get("e", ""), str, f"{where}.e"))

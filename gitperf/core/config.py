@@ -80,6 +80,9 @@ class CheckConfig:
     # (build.probe_pad): a traced call then costs ~1 us instead of ~10 (ARCHITECTURE.md §6), whatever
     # the user's own builds do, and the two sides can never differ in instrumentation
     probe_pad: bool = True
+    # check --collect also counts each side's instructions under callgrind (checks.witness), when
+    # valgrind is installed and one run is predicted within engine.callgrind.BUDGET_S: "off" skips it
+    witness: str = "instructions"
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ class Config:
 _CHOICES = {
     "collect.mode": MODES, "collect.pipeline": PIPELINES, "collect.strategy": STRATEGIES,
     "collect.engine": ("bcc",), "check.direction": ("lower", "higher"), "hook.commits": ("tip", "all"),
-    "hook.on_cannot_collect": ("allow", "reject"), "hook.on_not_enough_data": ("allow", "reject"),
+    "hook.on_cannot_collect": ("allow", "reject"), "check.witness": ("instructions", "off"), "hook.on_not_enough_data": ("allow", "reject"),
 }
 _POSITIVE = {"workload.repeat", "workload.timeout", "collect.sample_every", "collect.record_limit",
              "collect.period_ms", "collect.window_ms", "collect.series_limit", "check.confidence",
@@ -285,6 +288,7 @@ confidence = 0.99
 direction = "lower"             # lower | higher is better
 votes = true                    # other methods' opinions beside each verdict (slower; never change it)
 probe_pad = true                # check --collect builds both sides with NOP-padded entries (cheaper probes)
+witness = "instructions"        # check --collect also counts instructions under callgrind | "off"
 
 [hook]                          # the pre-push hook runs `git perf check --collect` on each pushed commit
 commits = "tip"                 # tip | all (up to max_commits): which pushed commits to check

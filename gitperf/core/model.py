@@ -207,12 +207,25 @@ class PlanRecord:
 
 
 @dataclass(frozen=True)
+class InstructionCounts:
+    """One run of the workload under callgrind (the instruction witness, ARCHITECTURE.md §10b): per
+    function of the binary, (calls, exclusive, inclusive) instructions, calls into libraries charged
+    to the caller; or why there are none (`error`: valgrind could not run it)."""
+
+    total: int = 0  # instructions of the whole run, libraries included
+    functions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class Profile:
     header: Header
     metrics: Metrics
     plan: PlanRecord
     functions: tuple[FunctionStats, ...]
     calibration: dict[str, float] = field(default_factory=dict)  # entry class -> ns per hit
+    # callgrind runs of this side of a paired check (kept on its first round's profile only)
+    instructions: tuple[InstructionCounts, ...] = ()
 
     @property
     def config_key(self) -> str:

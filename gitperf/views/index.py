@@ -38,7 +38,7 @@ from gitperf.git.repo import first_parent, perf_dir
 from gitperf.stats import accuracy, inference
 from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
 
-SCHEMA = 5  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 6  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -387,7 +387,8 @@ class Index(IndexQuery):
         db["changes"].create({"commit": str, "workload": str, "function": str, "type": str, "relative": float,
                               "ci_low": float, "ci_high": float, "confidence": float, "absolute_ns": float,
                               "base_ns": float, "target_ns": float, "exclusive_delta_ns": float, "method": str,
-                              "noise": str, "changed": int, "since": str, "location": str, "rank": int},
+                              "noise": str, "changed": int, "since": str, "location": str, "rank": int,
+                              "instr_base": float, "instr_target": float},
                              pk=("commit", "workload", "function"))
         db["profiles"].create_index(["commit"])
         db["functions"].create_index(["config_key", "name"])
@@ -515,5 +516,6 @@ CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high
 
 def _change_row(commit: str, rank: int, d: dict) -> dict:
     """A `Change.to_dict()` as a row of the changes table (the columns the pages query)."""
+    instr = d.get("instructions") or (None, None)
     return {"commit": commit, **{k: d[k] for k in CHANGE_COLUMNS}, "changed": int(d["changed"]),
-            "since": d["since"] or "", "rank": rank}
+            "since": d["since"] or "", "rank": rank, "instr_base": instr[0], "instr_target": instr[1]}

@@ -26,14 +26,23 @@ def _interval(c: Change) -> str:
     return f"[{c.ci_low:+.0%}, {c.ci_high:+.0%}]"
 
 
+def _instructions(c: Change) -> str:
+    """The witness's figure beside a time verdict: inclusive instructions a run (callgrind)."""
+    if not c.instructions:
+        return ""
+    b, t = c.instructions
+    return f"  instructions {_pct(t / b - 1) if b else 'new'} ({b:,.0f} -> {t:,.0f})"
+
+
 def _line(c: Change) -> str:
     calls = "" if c.base_calls == c.target_calls else f"  calls {c.base_calls:.0f} -> {c.target_calls:.0f}"
     where = f"  ({c.location})" if c.location else ""
     if c.type in (DEGRADATION, OPTIMIZATION, "accepted"):
         return (f"{c.type:12s} {c.workload}/{c.function}{where}: {_pct(c.relative)} {_interval(c)}  "
                 f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} per run ({fmt_ns(c.absolute_ns)}; "
-                f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}")
-    return f"{c.type:12s} {c.workload}/{c.function}{where}: {c.method}{calls}"
+                f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}"
+                f"{_instructions(c)}")
+    return f"{c.type:12s} {c.workload}/{c.function}{where}: {c.method}{calls}{_instructions(c)}"
 
 
 def check_text(r: CheckResult, limit: int = 20) -> str:
@@ -70,13 +79,14 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
         if not group:
             continue
         out += ["", f"### {title}", "",
-                "| workload | function | change | interval | before | after | confidence | source |",
-                "|---|---|---:|---|---:|---:|---:|---|"]
+                "| workload | function | change | interval | before | after | confidence | instructions | source |",
+                "|---|---|---:|---|---:|---:|---:|---:|---|"]
         for c in group:
             flag = " *(changed in this commit)*" if c.changed else ""
+            instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
             out.append(f"| {_md(c.workload)} | {_code(c.function)}{flag} | **{_pct(c.relative)}** "
                        f"({fmt_ns(c.absolute_ns)}) | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
-                       f"{fmt_confidence(c.confidence)} | {_md(c.location) or '-'} |")
+                       f"{fmt_confidence(c.confidence)} | {instr} | {_md(c.location) or '-'} |")
     if other:
         out += ["", "### Other", ""]
         out += [f"- {_code(c.function)} ({_md(c.workload)}): {c.type} — {_md(c.method)}" for c in other]
@@ -88,7 +98,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
                        f"estimated from {p.noise_source}.")
         out += [f"- {_md(p.workload)}: {_md(n)}" for n in p.notes]
     out.append("- Times are inclusive per run, measured under eBPF probes (they include the probes' cost, "
-               "equally on both sides). A change counts only if it is significant at the configured confidence "
+               "equally on both sides); instructions are inclusive per run, counted by callgrind (the witness). A change counts only if it is significant at the configured confidence "
                "(Holm-adjusted over all functions), and above `check.min_relative` and `check.min_absolute_ns`.")
     for c in degr[:5]:
         if c.votes:

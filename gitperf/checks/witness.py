@@ -1,0 +1,92 @@
+"""The instruction-count witness in a check (ARCHITECTURE.md §10b): callgrind's counts of the two
+sides, stored on a paired check's profiles (`Profile.instructions`), beside the time verdicts.
+
+* Every change gets its function's inclusive instructions per run on both sides (`Change.instructions`).
+* A function the diff changed whose time the rounds could not resolve (no-change) but whose inclusive
+  instructions moved beyond the A/A spread is named, as `instructions` (not a time verdict: it does not
+  fail the check).
+* Placement: a function the diff did not change, whose instructions are the same on both sides, gets
+  no time verdict from a shift within the placement spread (`compare.PLACEMENT_SPREAD`): identical
+  work that runs at another speed in another build is where its code landed, not a change.
+
+The A/A spread is measured per check: the base runs twice under callgrind, and a function's
+relative difference between those two runs (programs that seed hashes from addresses or the clock
+execute different instruction counts run to run) sets how far its count must move to count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from gitperf.checks.change import DEGRADATION, INSTRUCTIONS, NO_CHANGE, OPTIMIZATION, Change
+from gitperf.checks.compare import PLACEMENT_SPREAD
+from gitperf.core.model import InstructionCounts, StoredProfile
+
+# A count must move by more than this share (and more than SPREAD_FACTOR x its A/A difference) to be a
+# change: deterministic programs repeat their counts exactly, but a build's other differences (the
+# pad, a moved constant) can move a function's count by a few instructions a call.
+MIN_INSTRUCTION_CHANGE = 0.01
+SPREAD_FACTOR = 3.0  # one A/A pair is a small sample of the spread: three times it, not once
+
+
+def runs(profiles: list[StoredProfile]) -> tuple[list[InstructionCounts], list[str]]:
+    """One side's callgrind runs (those that succeeded) and why the others failed."""
+    done = [w for p in profiles for w in p.profile.instructions]
+    return [w for w in done if not w.error], sorted({w.error for w in done if w.error})
+
+
+def _inclusive(ws: list[InstructionCounts], name: str) -> float | None:
+    vals = [w.functions[name][2] for w in ws if name in w.functions]
+    return sum(vals) / len(vals) if len(vals) == len(ws) else None
+
+
+def _spread(base: list[InstructionCounts], name: str) -> float:
+    """|log| of the two base runs' ratio for `name` (0 with one run)."""
+    if len(base) < 2:
+        return 0.0
+    a, b = (w.functions.get(name, (0, 0, 0))[2] for w in base[:2])
+    return abs(math.log(max(a, 1) / max(b, 1)))
+
+
+def _moved(t: float, b: float, spread: float) -> bool:
+    return abs(math.log(max(t, 1.0) / max(b, 1.0))) > max(math.log1p(MIN_INSTRUCTION_CHANGE), SPREAD_FACTOR * spread)
+
+
+def annotate(changes: list[Change], target: list[StoredProfile], base: list[StoredProfile]) -> list[Change]:
+    """The changes with the instruction counts beside them (see the module's docstring)."""
+    tw, bw = runs(target)[0], runs(base)[0]
+    if not tw or not bw:
+        return changes
+    out = []
+    for c in changes:
+        t, b = _inclusive(tw, c.function), _inclusive(bw, c.function)
+        if t is None or b is None:
+            out.append(c)
+            continue
+        c = replace(c, instructions=(b, t))
+        spread = _spread(bw, c.function)
+        moved = _moved(t, b, spread)
+        if c.changed and c.type == NO_CHANGE and moved and t > b:
+            c = replace(c, type=INSTRUCTIONS, method=f"{c.method}; time unresolved, inclusive instructions "
+                        f"{t / b - 1:+.1%} (callgrind; A/A spread ±{math.expm1(spread):.1%})")
+        elif (not c.changed and c.type in (DEGRADATION, OPTIMIZATION) and not moved
+              and abs(c.relative) <= PLACEMENT_SPREAD):
+            c = replace(c, type=NO_CHANGE, method=f"{c.method}; same instructions on both sides (callgrind): a "
+                        f"shift within ±{PLACEMENT_SPREAD:.0%} is code placement, not a change")
+        out.append(c)
+    return out
+
+
+def note(target: list[StoredProfile], base: list[StoredProfile]) -> str:
+    """What the witness did for this workload, for the report ("" when no side ran it)."""
+    (tw, terr), (bw, berr) = runs(target), runs(base)
+    if tw and bw:
+        return (f"instruction witness: callgrind, {len(bw)} base and {len(tw)} target run(s); total "
+                f"{_mean_total(bw):,.0f} -> {_mean_total(tw):,.0f} instructions a run")
+    errors = sorted(set(terr + berr))
+    return f"instruction witness: none ({'; '.join(errors)}); time only" if errors else ""
+
+
+def _mean_total(ws: list[InstructionCounts]) -> float:
+    return sum(w.total for w in ws) / len(ws)

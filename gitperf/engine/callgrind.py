@@ -1,0 +1,135 @@
+"""The instruction-count witness (ARCHITECTURE.md §10b): one run of a workload under callgrind
+(Debian's valgrind), read back as exact calls and exclusive/inclusive instruction counts of every
+function of the binary.  Instructions do not move with the machine's luck or with probes; a function's
+inclusive count charges it with what it executes in libraries through the call graph.
+
+A function's inclusive count is its own instructions at every depth plus what it calls, itself
+excepted (direct recursion is counted once; mutual recursion, as in callgrind's own inclusive
+figures, more than once).
+
+`run` executes the workload's shell command under `valgrind --tool=callgrind --trace-children=yes`
+(the command may start the binary several times; every process of it is counted); `parse` reads
+callgrind's output format (https://valgrind.org/docs/manual/cl-format.html): `ob=`/`fn=` name the
+current object and function, cost lines (`position cost`) add to its own count, and `calls=` says that
+the next cost line is the inclusive cost of calls to `cob=`/`cfn=`.  Names may be compressed: `(id)
+name` defines an id, `(id)` refers to it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from gitperf.core.model import InstructionCounts
+from gitperf.engine import workload
+
+# Cost of one run under callgrind, predicted from the native run time: valgrind's start-up and
+# callgrind's slowdown (measured: bench/witness.py, ARCHITECTURE.md §10b).  A check counts only when
+# one run is predicted within BUDGET_S, and stops a run at twice that.
+STARTUP_S = 0.5
+SLOWDOWN = 100.0
+BUDGET_S = 30.0
+
+
+def predicted_s(native_s: float) -> float:
+    return STARTUP_S + SLOWDOWN * native_s
+
+
+# what callgrind cannot run says so on its standard error
+_UNSUPPORTED = re.compile(r"unhandled instruction bytes|Unrecognised instruction")
+_NAMED = re.compile(r"\((\d+)\)(?: (.*))?$")
+
+
+def available() -> bool:
+    return shutil.which("valgrind") is not None
+
+
+class _Names:
+    """One compressed-name table (objects, functions): `(id) name` defines, `(id)` refers."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, str] = {}
+
+    def read(self, text: str) -> str:
+        m = _NAMED.match(text)
+        if not m:
+            return text
+        if m.group(2) is not None:
+            self.by_id[m.group(1)] = m.group(2)
+        return self.by_id.get(m.group(1), "")
+
+
+def parse(text: str, binary: str, counts: dict[str, list[int]] | None = None) -> tuple[dict[str, list[int]], int]:
+    """Per function of `binary` (its object path as callgrind names it): [calls, exclusive, inclusive]
+    instructions, added to `counts`; and the run's total instructions."""
+    out = counts if counts is not None else {}
+    obs, fns = _Names(), _Names()
+    ob = cob = cob_was = fn = cfn = ""
+    pending_call = False
+    total = 0
+    for line in text.splitlines():
+        if not line:
+            continue
+        head = line[0]
+        if head.isdigit() or head in "+-*":
+            cost = line.split()
+            ir = int(cost[1]) if len(cost) > 1 else 0
+            mine = out.setdefault(fn, [0, 0, 0]) if ob == binary else None
+            if pending_call:
+                # calls from this function, libraries included, are in its inclusive count; a call of
+                # itself is not: its own instructions at every depth are in its exclusive count already
+                if mine is not None and not (cfn == fn and cob_was == ob):
+                    mine[2] += ir
+                pending_call = False
+            elif mine is not None:
+                mine[1] += ir
+                mine[2] += ir
+            continue
+        key, _, value = line.partition("=")
+        if key == "ob":
+            ob = obs.read(value)
+        elif key == "fn":
+            fn, cob = fns.read(value), ob
+        elif key == "cob":
+            cob = obs.read(value)
+        elif key == "cfn":
+            cfn = fns.read(value)
+        elif key == "calls":
+            pending_call, cob_was = True, cob
+            if cob == binary:
+                out.setdefault(cfn, [0, 0, 0])[0] += int(value.split()[0])
+            cob = ob  # a cob= line holds for the one call that follows it
+        elif line.startswith(("totals:", "summary:")) and not total:
+            total = int(line.split(":", 1)[1].split()[0])
+    return out, total
+
+
+def run(argv: list[str], cwd: str, timeout: float, binary: str, env: dict | None = None) -> InstructionCounts:
+    """The workload once under callgrind; an InstructionCounts with `error` set when valgrind cannot
+    run it (an instruction it does not know, a crash, the timeout): the check then goes on on time."""
+    binary = str(Path(binary).resolve())
+    with tempfile.TemporaryDirectory(prefix="gitperf-callgrind-") as d, workload.scope() as where:
+        err = Path(d) / "valgrind.log"
+        # --separate-recs=1: a recursive function is one function at every depth (not `fib'2`)
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.%p", "--demangle=no",
+               "--separate-recs=1", "--trace-children=yes", f"--log-file={err}", *argv]
+        r = workload.run(cmd, cwd, timeout, where, env)
+        log = err.read_text(errors="replace") if err.exists() else ""
+        if r.timed_out:
+            return InstructionCounts(error=f"callgrind did not finish within {timeout:.0f} s")
+        if _UNSUPPORTED.search(log):
+            return InstructionCounts(error="valgrind does not know an instruction of this build (AVX-512 from "
+                                           "-march=native?): no instruction counts")
+        if r.exit_status:
+            return InstructionCounts(error=f"the workload under callgrind exited with status {r.exit_status}")
+        counts: dict[str, list[int]] = {}
+        total = 0
+        for f in sorted(Path(d).glob("cg.*")):
+            _, t = parse(f.read_text(errors="replace"), binary, counts)
+            total += t
+    counts.pop("", None)
+    if not counts:
+        return InstructionCounts(total=total, error=f"callgrind saw no function of {binary} run")
+    return InstructionCounts(total=total, functions={n: (c[0], c[1], c[2]) for n, c in counts.items()})
