@@ -56,11 +56,12 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     assert "paired rounds" in first["method"]
     [note] = [n for n in out["workloads"][0]["notes"] if n.startswith("paired check")]
     assert "changed checksum_block;" in note and "traced checksum_block" in note, note
-    # the instruction witness beside the time: the slowed function executes more instructions
+    # the instruction witness beside the time: the slowed function executes more instructions, though
+    # only ~5% more (its time is a division's latency: +190% time, 4.04 M -> 4.25 M instructions)
     [witness] = [n for n in out["workloads"][0]["notes"] if n.startswith("instruction witness")]
     assert "callgrind, 2 base and 1 target run(s)" in witness, witness
     before, after = first["instructions"]
-    assert after > 1.2 * before, first["instructions"]
+    assert after > before, first["instructions"]
     # ordinary notes, one plan on both sides, each run recording its round
     store = NotesStore(open_repo(root))
     target, base = store.read(commits[3])[0], store.read(commits[2])[0]
