@@ -403,14 +403,26 @@ def test_samples_in_a_library_are_counted_apart_from_a_functions_own(tmp_path):
                    "  for (long i = 0; i < n; i++) s += i; return s; }\n"
                    "__attribute__((noinline)) long fill(int n) { for (int i = 0; i < n; i++)\n"
                    "  { memset(buf, i, sizeof buf); __asm__ volatile(\"\" ::: \"memory\"); } return buf[7]; }\n"
-                   "int main(void) { return (int)((spin(150000000) + fill(3000)) & 1); }\n")
+                   "#include <stdlib.h>\n"
+                   "int main(int c, char **v) { return (int)((spin(atol(v[1])) + fill(atoi(v[2]))) & 1); }\n")
     exe = tmp_path / "p"
     subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", str(exe), str(src)], check=True)
+
+    def seconds(*args: str) -> float:
+        t0 = time.perf_counter()
+        subprocess.run([str(exe), *args])  # (its exit status is its result & 1)
+        return time.perf_counter() - t0
+
+    # sized from this machine's speed (a fixed count once gave fill 18 samples on a faster machine):
+    # ~0.3 s each, ~300 samples expected at 999 Hz, where the test asks for 20
+    spin_n = int(10_000_000 * 0.3 / max(seconds("10000000", "0"), 1e-3))
+    fill_n = int(300 * 0.3 / max(seconds("0", "300"), 1e-3))
     binary = elf.load(exe)
     funcs = tuple(f for f in binary.functions if f.name in ("main", "spin", "fill"))
     plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index("main"), mode=Mode.STACK,
                      record_limit=0, stack_hz=999)
-    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe)], str(tmp_path), 60, where), lambda _m: None)
+    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), str(spin_n), str(fill_n)], str(tmp_path), 60,
+                                                              where), lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
     spin, fill = got["spin"], got["fill"]
     assert spin.stack_samples > 20 and fill.stack_samples > 20, (spin, fill)

@@ -273,3 +273,29 @@ def test_names_from_pulled_notes_cannot_drive_the_terminal(empty_repo):
         out = r.stdout + r.stderr
         assert "evil" in out and "\x1b" not in out and "\x07" not in out and "\u202e" not in out, (args, out[-500:])
         assert "evil\\x1b]0;pwned\\x07\\u202e" in out, args
+
+
+SIGNAL_AT_FORK = """
+import os, signal, sys, time
+from gitperf.engine import workload
+# the issue's race, made certain: SIGINT arrives while Popen forks (in the parent's at-fork handler)
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
+t0 = time.monotonic()
+try:
+    workload.run(["sleep", "30"], ".", 60, workload.Scope(None, 0))
+except KeyboardInterrupt:
+    print("interrupted after %.1f s" % (time.monotonic() - t0))
+    sys.exit(130)
+print("ran to the end: the signal was lost")
+"""
+
+
+def test_a_signal_while_the_workload_starts_is_not_lost(tmp_path):
+    """Issue #28: SIGINT/SIGTERM landing while the workload was being forked was swallowed by the
+    interpreter's at-fork handlers ("Exception ignored in: <function _releaseLock>"), and the run went on
+    and was stored.  Held back during the fork, it interrupts the run, which kills the workload."""
+    r = subprocess.run([sys.executable, "-c", SIGNAL_AT_FORK], capture_output=True, text=True, timeout=90,
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert r.returncode == 130 and "interrupted after" in r.stdout, (r.stdout, r.stderr[-1000:])
+    assert float(r.stdout.split()[2]) < 10
+    assert "Exception ignored" not in r.stderr

@@ -130,18 +130,41 @@ def scope() -> Iterator[Scope]:
         _remove(path)
 
 
-def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | None = None) -> RunResult:
-    """Run one workload to completion (or timeout).  KeyboardInterrupt kills it and propagates."""
+HELD = {signal.SIGINT, signal.SIGTERM}  # the signals that end a collection (cli: SIGTERM -> KeyboardInterrupt)
+
+
+def _spawn(argv: list[str], cwd: str, where: Scope, env: dict | None) -> subprocess.Popen:
+    """The workload started in its own session and `where`'s cgroup, dying with us."""
     procs = str(where.path / "cgroup.procs") if where.path else None
 
     def enter_scope() -> None:  # runs in the child between fork and exec
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # the workload gets the signals we held back
         die_with_parent(signal.SIGKILL)  # a collector killed with SIGKILL takes its workload along
         if procs:
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
 
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=enter_scope)
+    proc = None
+    # Ctrl-C or SIGTERM while Popen forks would raise inside the interpreter's at-fork handlers, which
+    # swallow it ("Exception ignored in: <function _releaseLock>"): the run went on and was stored.
+    # Held back here, it arrives once Popen has returned, where it kills the workload like any other.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=enter_scope)
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held-back signal's handler runs here
+        except BaseException:
+            if proc is not None:
+                _kill(proc, where)
+            raise
+    return proc
+
+
+def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | None = None) -> RunResult:
+    """Run one workload to completion (or timeout).  KeyboardInterrupt kills it and propagates."""
+    proc = _spawn(argv, cwd, where, env)
     # The clock starts when Popen returns, i.e. once the child has exec'd (fork and the move into
     # the cgroup are not the program's run time).  The wait blocks in waitpid with a timer thread for
     # the timeout: Popen.wait(timeout) polls with sleeps of up to 50 ms, which made run times jump

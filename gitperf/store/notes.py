@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import math
+import os
 import subprocess
 import time
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from gitperf.git.repo import perf_dir
 
 NOTES_REF = "refs/notes/perf"
 SIDE_REF = "refs/notes/perf-remote"  # where `pull` fetches the remote's notes before merging
+STAGING = "-staging-"  # + the writer's pid: refs/notes/perf-staging-PID, where `add_lines` writes first
 ACCEPT_PREFIX = "gitperf-accept "  # a note line recording that this commit's performance change was intended
 
 
@@ -150,22 +152,49 @@ class NotesStore:
         return self.add_lines({commit: [line]})[commit][0]
 
     def add_lines(self, lines: dict[str, list[str]]) -> dict[str, list[str]]:
-        """Append lines to several commits' notes under one lock, one note rewrite per commit; returns
-        each line's id.  A line already in the note is not added twice (identity is the content hash)."""
+        """Append lines to several commits' notes, all or nothing; returns each line's id.  A line
+        already in a note is not added twice (identity is the content hash).  Under the lock, the
+        notes are written on a staging ref that starts at the notes' tip, and the notes ref is then
+        moved to it in one update: a reader (or a SIGKILL between two commits' notes) sees every
+        line or none -- a paired check's base and target profiles together, never half a set."""
         if any("\n" in line for ls in lines.values() for line in ls):
             raise ValueError("a profile line cannot contain a newline")
         with self._lock():
             # Re-read inside the lock: another process may have written since we last looked.
             self.repo = pygit2.Repository(self.repo.path)
-            sig = _signature(self.repo)
-            for commit, new in lines.items():
-                text = self.note_text(commit)
-                existing = set(text.splitlines())
-                fresh = [ln for ln in dict.fromkeys(new) if ln not in existing]
-                if fresh:
-                    text = text if text.endswith("\n") or not text else text + "\n"
-                    self.repo.create_note(text + "".join(ln + "\n" for ln in fresh), sig, sig, commit, self.ref, True)
+            sig, staging = _signature(self.repo), f"{self.ref}{STAGING}{os.getpid()}"
+            self._sweep_staging()  # a writer killed here before: its staging ref is all that is left
+            tip = self._tip()
+            if tip is not None:
+                self.repo.references.create(staging, tip, force=True)
+            try:
+                for commit, new in lines.items():
+                    text = self.note_text(commit)
+                    existing = set(text.splitlines())
+                    fresh = [ln for ln in dict.fromkeys(new) if ln not in existing]
+                    if fresh:
+                        text = text if text.endswith("\n") or not text else text + "\n"
+                        self.repo.create_note(text + "".join(ln + "\n" for ln in fresh), sig, sig, commit, staging, True)
+                if staging in self.repo.references and self.repo.references[staging].target != tip:
+                    self.repo.references.create(self.ref, self.repo.references[staging].target, force=True)
+            finally:
+                self._sweep_staging()
         return {c: [content_id(ln) for ln in ls] for c, ls in lines.items()}
+
+    def _tip(self):
+        try:
+            return self.repo.references[self.ref].target
+        except KeyError:
+            return None
+
+    def _sweep_staging(self) -> None:
+        """Staging refs, and git's lock files of the notes refs, are only ever taken under our lock,
+        which we hold: any that exist were left by a writer killed with SIGKILL."""
+        refs = perf_dir(self.repo).parent / self.ref  # the common git directory, also from a linked worktree
+        for stale in refs.parent.glob(refs.name + "*.lock"):
+            stale.unlink(missing_ok=True)
+        for name in [r for r in self.repo.references if r.startswith(self.ref + STAGING)]:
+            self.repo.references.delete(name)
 
     # -- sync with a remote ------------------------------------------------------------------------
     def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
