@@ -346,3 +346,4 @@ def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
         run_build(BuildConfig(command="make -s", binary="p", probe_pad=True), tree, head, perf)
         assert elf.load(tree / "p").by_name()["leaf"].entry == "nop"
     assert elf.load(root / "p").by_name()["leaf"].entry == "singlestep"  # the user's tree untouched
+    assert not list(perf.glob("build-*.lock"))  # a temporary worktree's build lock does not pile up

@@ -109,6 +109,7 @@ def test_values_that_pass_the_type_check_and_would_fail_later_exit_2(empty_repo,
     (("collect", "nosuchrev", "--binary", "/bin/true", "--no-build", "--", "/bin/true"),
      "unknown revision 'nosuchrev'"),
     (("collect", "--binary", "/bin/true", "--no-build", "--workload", "a|b", "--", "/bin/true"), "without '|'"),
+    (("collect", "--binary", "/bin/true", "--no-build", "--workload", "a\nb", "--", "/bin/true"), "control characters"),
     (("collect", "--range", "HEAD..HEAD~2"), "did you mean HEAD~2..HEAD?"),
     (("check", "HEAD", "--base", "nosuch"), "unknown revision 'nosuch'"),
     (("log", "-n", "-5"), "-5 is not in the range x>=1"),
@@ -299,3 +300,10 @@ def test_a_signal_while_the_workload_starts_is_not_lost(tmp_path):
     assert r.returncode == 130 and "interrupted after" in r.stdout, (r.stdout, r.stderr[-1000:])
     assert float(r.stdout.split()[2]) < 10
     assert "Exception ignored" not in r.stderr
+
+
+def test_a_workload_name_with_control_characters_is_refused(empty_repo):
+    history(empty_repo, 2)
+    (empty_repo / ".gitperf.toml").write_text('[[workload]]\nname = "a\\u001b]0;x\\u0007"\ncommand = "./app"\n')
+    r = run_cli(empty_repo, "check", "HEAD")
+    assert r.returncode == 2 and "workload[0].name: expected a non-empty name without '|' or control" in r.stderr, r.stderr

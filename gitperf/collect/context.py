@@ -66,8 +66,9 @@ class CollectRequest:
         if not self.command:
             raise InputError("ad hoc collection needs the workload's command after `--`, e.g. "
                              "git perf collect --binary ./app --no-build -- ./app input.txt")
-        if not self.adhoc_name.strip() or "|" in self.adhoc_name:
-            raise InputError(f"--workload {self.adhoc_name!r}: a workload's name must be non-empty and without '|'")
+        if not self.adhoc_name.strip() or "|" in self.adhoc_name or not self.adhoc_name.isprintable():
+            raise InputError(f"--workload {self.adhoc_name!r}: a workload's name must be non-empty, without '|' "
+                             "or control characters")
         wl = Workload(name=self.adhoc_name, command=shlex.join(self.command), timeout=self.timeout or 300.0)
         return Config(path="(command line)", workloads=(wl,))
 

@@ -8,9 +8,11 @@ nothing is left open; then every profile is stored in one batch.
 * **Interleaved.** Round r runs base then target (odd rounds: target then base), so a machine that
   is busy for a while spoils both sides of a round alike; each profile records its round and the
   pairing id, and the check pairs them (`checks.compare`).
+* **Instructions too.** After the rounds, with the probes detached, each side runs under callgrind
+  (`count_instructions`, ARCHITECTURE.md §10b): the check's second witness.
 * **Nothing half-stored.** An interruption (Ctrl-C, SIGTERM) detaches the probes, kills the
   workload and stores nothing; the profiles of every workload and both sides are written at the
-  end under one lock (`store_runs`).
+  end, all or nothing (`store_runs`, `NotesStore.add_lines`).
 
 When to stop is the caller's decision (it needs the statistics): `collect_pairs` asks `until` after
 every round from `Stop.min_rounds` on.

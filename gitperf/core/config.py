@@ -199,8 +199,9 @@ def parse(text: str, path: str = FILENAME) -> Config:
     workloads = []
     for i, w in enumerate(workloads_raw):
         wl = _section(Workload, w, path, f"workload[{i}]", required=("name", "command"))
-        if not wl.name.strip() or "|" in wl.name:
-            raise ConfigError(path, f"workload[{i}].name", f"expected a non-empty name without '|', got {wl.name!r}")
+        if not wl.name.strip() or "|" in wl.name or not wl.name.isprintable():
+            raise ConfigError(path, f"workload[{i}].name", f"expected a non-empty name without '|' or control "
+                                                           f"characters, got {wl.name!r}")
         try:
             shlex.split(wl.command)
         except ValueError as e:

@@ -108,9 +108,13 @@ def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeo
     try:
         with open(lock, "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
-            env = {**os.environ, "PATH": probe_pad_path(lock_dir)} if build.probe_pad else None
-            r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True, timeout=timeout,
-                               env=env)
+            try:
+                env = {**os.environ, "PATH": probe_pad_path(lock_dir)} if build.probe_pad else None
+                r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True,
+                                   timeout=timeout, env=env)
+            finally:
+                if root.parent.name.startswith(_PREFIX):  # our temporary worktree: no other build waits on it
+                    lock.unlink(missing_ok=True)
     except subprocess.TimeoutExpired:
         raise BuildError(f"build of {commit[:12]} did not finish in {timeout:.0f}s: {command}") from None
     if r.returncode != 0:
