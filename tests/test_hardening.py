@@ -307,3 +307,16 @@ def test_a_workload_name_with_control_characters_is_refused(empty_repo):
     (empty_repo / ".gitperf.toml").write_text('[[workload]]\nname = "a\\u001b]0;x\\u0007"\ncommand = "./app"\n')
     r = run_cli(empty_repo, "check", "HEAD")
     assert r.returncode == 2 and "workload[0].name: expected a non-empty name without '|' or control" in r.stderr, r.stderr
+
+
+def test_a_zombie_owner_counts_as_dead_for_the_sweep():
+    """A collector killed while its parent has not reaped it yet is a zombie: its worktrees and
+    cgroups are swept at once, not ~5 s later when the parent gets round to it."""
+    from gitperf.core.proc import alive
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.time() + 10
+    while time.time() < deadline and not Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+        time.sleep(0.01)
+    assert not alive(p.pid)  # exited, not reaped: a zombie
+    p.wait()
+    assert not alive(p.pid) and alive(os.getpid())

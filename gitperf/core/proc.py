@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import ctypes
 import os
+from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` runs: a zombie (dead, not yet reaped by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # another user's process: alive
-    return True
+    try:  # /proc/PID/stat: "pid (comm) state ..."; comm may hold spaces and parentheses
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def die_with_parent(sig: int) -> None:
