@@ -320,3 +320,35 @@ def test_a_zombie_owner_counts_as_dead_for_the_sweep():
     assert not alive(p.pid)  # exited, not reaped: a zombie
     p.wait()
     assert not alive(p.pid) and alive(os.getpid())
+
+
+BUILD_THEN_SIGTERM = """
+import signal, sys
+from pathlib import Path
+from gitperf.core.config import BuildConfig
+from gitperf.git.worktree import run_build
+signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # as the CLI does
+root = Path(sys.argv[1])
+try:
+    run_build(BuildConfig(command="(sleep 300.25; echo never) & sleep 300.25"), root, "0" * 40, root)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_a_build_stops_with_git_perf(tmp_path):
+    """SIGTERM to git perf alone (not its process group, as CI's cancel may send it) stops the whole
+    build: the shell's children too, which killing the shell alone left compiling."""
+    import signal
+    p = subprocess.Popen([sys.executable, "-c", BUILD_THEN_SIGTERM, str(tmp_path)],
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    deadline = time.time() + 20
+    while time.time() < deadline and subprocess.run(["pgrep", "-f", "^sleep 300.25"], capture_output=True).returncode:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 130
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", "^sleep 300.25"], capture_output=True, text=True).stdout.split()
+    for pid in left:  # (do not leave them running if the assertion fails)
+        os.kill(int(pid), signal.SIGKILL)
+    assert left == []

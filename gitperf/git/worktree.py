@@ -9,9 +9,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Iterator
 
@@ -19,7 +20,7 @@ import pygit2
 
 from gitperf.core.config import PROBE_PAD_FLAG, BuildConfig
 from gitperf.core.errors import BuildError
-from gitperf.core.proc import alive
+from gitperf.core.proc import alive, die_with_parent
 
 
 def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
@@ -98,6 +99,22 @@ def probe_pad_path(lock_dir: Path) -> str:
     return f"{shims}{os.pathsep}{path}"
 
 
+def _build(command: str, root: Path, env: dict | None, timeout: float) -> subprocess.CompletedProcess:
+    """The build command in a process group of its own, all of it killed when we stop waiting (Ctrl-C,
+    SIGTERM, the timeout): make's compilers are grandchildren, which killing the shell leaves running."""
+    proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True,
+                            preexec_fn=lambda: die_with_parent(signal.SIGKILL))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> None:
     """Run the build command at `root`.  Builds of one directory are serialised (two collections at
     once in one work tree would otherwise race inside make); the second build is then a no-op."""
@@ -110,8 +127,7 @@ def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeo
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
                 env = {**os.environ, "PATH": probe_pad_path(lock_dir)} if build.probe_pad else None
-                r = subprocess.run(["/bin/sh", "-c", command], cwd=root, capture_output=True, text=True,
-                                   timeout=timeout, env=env)
+                r = _build(command, root, env, timeout)
             finally:
                 if root.parent.name.startswith(_PREFIX):  # our temporary worktree: no other build waits on it
                     lock.unlink(missing_ok=True)
