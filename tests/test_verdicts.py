@@ -471,6 +471,7 @@ def test_the_rounds_go_on_while_a_changed_function_the_workload_calls_is_unmeasu
     assert undecided([DECIDED_MAIN], _focus(("g",), calls={}), cfg) == ["g"]  # not countable: called a lot
     assert undecided([DECIDED_MAIN], _focus(("g",), calls={"g": 0.0}), cfg) == []
     assert undecided([DECIDED_MAIN, _change("h", 1.0, math.nan, math.nan, checks.NEW)], _focus((), ("h",)), cfg) == []
+    assert undecided([DECIDED_MAIN], _focus((), ("h",)), cfg) == []  # a new one too few samples show: no base either
     assert undecided([_change("g", 1.0, math.nan, math.nan, checks.UNKNOWN)], _focus(("g",)), cfg) == ["main"]
     note = unresolved_note([DECIDED_MAIN, _change("f", 0.9, -0.2, 0.6, checks.NO_CHANGE)], _focus(("f", "g")), cfg)
     assert "f (a change between -20% and +60% cannot be told from noise)" in note

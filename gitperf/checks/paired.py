@@ -23,7 +23,7 @@ from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
 from gitperf.core.config import CheckConfig
 from gitperf.core.errors import InputError
-from gitperf.core.model import Profile, StoredProfile, comparison_key
+from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
 from gitperf.engine.base import Engine
 from gitperf.git.repo import ancestors, parent, resolve_commit
 from gitperf.plan.focus import Focus
@@ -72,7 +72,8 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig) -> list[str
         small = max(abs(c.ci_low), abs(c.ci_high)) * c.base_ns < cfg.min_absolute_ns  # cannot reach min_absolute_ns
         if not (inside or small):
             out.append(c.function)
-    out += [n for n in focus.decisive - seen if focus.resolvable(n)]
+    # a changed function (not a new one: it has no base to compare with) not yet compared at all
+    out += [n for n in {*focus.changed, ROOT} - seen if focus.resolvable(n)]
     return sorted(out)
 
 
