@@ -352,3 +352,17 @@ def test_a_build_stops_with_git_perf(tmp_path):
     for pid in left:  # (do not leave them running if the assertion fails)
         os.kill(int(pid), signal.SIGKILL)
     assert left == []
+
+
+def test_a_corrupt_index_is_rebuilt_by_the_first_page_request(empty_repo):
+    from gitperf.web import create_app
+    history(empty_repo, 3)
+    repo = open_repo(empty_repo)
+    Index(repo, CheckConfig()).update()
+    path = index_path(repo)
+    for leftover in path.parent.glob(path.name + "-*"):
+        leftover.unlink()
+    path.write_bytes(b"this is not a database" * 100)
+    client = create_app(empty_repo).test_client()
+    assert client.get("/").status_code == 200
+    assert sum(1 for c in client.get("/api/commits").get_json() if c["profiles"]) == 3

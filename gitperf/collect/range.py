@@ -38,7 +38,6 @@ class _Workers:
 
     repo: pygit2.Repository
     req: CollectRequest
-    say: Progress
     procs: set[subprocess.Popen] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -73,7 +72,7 @@ def collect_range(repo: pygit2.Repository, commits: list[str], req: CollectReque
     out.skipped = [c for c in commits if c not in todo]
     if out.skipped:
         say(f"{len(out.skipped)} of {len(commits)} commits already have profiles: skipped")
-    workers = _Workers(repo, req, say)
+    workers = _Workers(repo, req)
 
     def one(k: int, c: str) -> None:
         if workers.stop.is_set():

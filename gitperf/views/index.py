@@ -397,10 +397,12 @@ class Index(IndexQuery):
         db["changes"].create_index(["type"])
         db["changes"].create_index(["function"])
 
-    def _pending(self, rebuild: bool, say: Progress) -> _Pending:
+    def _pending(self, rebuild: bool, say: Progress, repair: bool = True) -> _Pending:
         try:
             meta = self._meta()
         except sqlite3.DatabaseError as e:  # the index is derived: a damaged one is replaced, not repaired
+            if not repair:  # (only under the update lock: other requests may be reading it)
+                raise
             say(f"index {self.path} is unreadable ({e}): rebuilding it from the notes")
             self._discard()
             meta = {}
@@ -414,7 +416,10 @@ class Index(IndexQuery):
 
     def stale(self) -> bool:
         """Whether the notes or HEAD moved since the last update (cheap: note ids, no note read)."""
-        return not self._pending(False, silent).nothing
+        try:
+            return not self._pending(False, silent, repair=False).nothing
+        except sqlite3.DatabaseError:
+            return True  # damaged: `update` replaces it, under the lock
 
     def update(self, rebuild: bool = False, progress: Progress | None = None) -> UpdateStats:
         """Bring the index up to date with the notes (and HEAD's line); `rebuild` starts from scratch.
