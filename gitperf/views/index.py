@@ -458,7 +458,9 @@ class Index(IndexQuery):
                     f"and collected commit, or notes pulled for a branch not fetched), e.g. {min(orphans)[:12]}: skipped")
             to_check = set(todo.current) if todo.recheck_all else self._affected(todo.changed + todo.removed, line,
                                                                                 set(todo.current))
-            to_check &= {c for c in todo.current if c not in orphans and isinstance(self.repo.get(c), pygit2.Commit)}
+            # (only the commits to check are looked up: an update after one new note checks a dozen, not all)
+            to_check = {c for c in to_check if c in todo.current and c not in orphans
+                        and isinstance(self.repo.get(c), pygit2.Commit)}
             for i, c in enumerate(sorted(to_check)):
                 if len(to_check) > 50 and i % 100 == 0:
                     say(f"checking commits: {i}/{len(to_check)}")
