@@ -297,12 +297,16 @@ def log(max_count, as_json, rev):
 @click.option("--workload", help="Only this workload.")
 @click.option("--top", type=int, default=25, help="Functions per profile (by exclusive time); 0 = all.")
 @click.option("--models", is_flag=True, help="Fit performance models (duration over call order) with R².")
+@click.option("--folded", is_flag=True,
+              help="Print the sampled call stacks, summed over the runs, in the folded format that "
+                   "flamegraph.pl, inferno and speedscope read (`main;f;g 12`); several workloads under a "
+                   "root frame named after each.")
 @json_option
-def show(rev, workload, top, models, as_json):
+def show(rev, workload, top, models, folded, as_json):
     """The profiles stored for REV."""
     from gitperf.git.repo import resolve_commit
     from gitperf.store.notes import NotesStore
-    from gitperf.views.render import show_json, show_text
+    from gitperf.views.render import folded_text, show_json, show_text
     repo = _repo()
     commit = resolve_commit(repo, rev)
     profiles, bad = NotesStore(repo).read(commit)
@@ -310,6 +314,12 @@ def show(rev, workload, top, models, as_json):
         profiles = [p for p in profiles if p.profile.header.workload == workload]
     for b in bad:
         _echo(f"git perf: warning: {b}", err=True)
+    if folded:
+        text = folded_text(profiles)
+        if not text:
+            _echo(f"git perf: no call stacks are stored for {commit[:12]}: collect with stack samples "
+                  "(`mode = \"stack\"`, a budgeted plan, or `check --collect`)", err=True)
+        return _echo(text) if text else None
     if as_json:
         _echo_json(show_json(commit, profiles))
     else:

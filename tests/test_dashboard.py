@@ -284,6 +284,39 @@ def test_browser_shows_names_as_text_and_runs_no_script_from_them(server, tmp_pa
         driver.quit()
 
 
+@pytest.mark.browser
+def test_browser_draws_the_differential_flame_graph_and_finds_a_function_in_it(server, tmp_path):
+    """The slowed commit's page: the icicle is drawn as SVG (no WebGL), its frames carry the
+    names as text, and the search box outlines the frames of the function typed."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    url, _, commits, _ = server
+    driver = _chromium(tmp_path)
+    try:
+        driver.get(url + f"/commit/{commits[4]}")
+        _wait_rendered(driver)
+        WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#plot-flamediff-1 g.slice"))
+        texts = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#plot-flamediff-1 g.slice text")]
+        assert "parse" in texts and "main" in texts, texts
+        grew, shrank = driver.execute_script(
+            "const t = document.getElementById('plot-flamediff-1').data[0];"
+            "return [t.marker.colors[t.ids.indexOf('main;parse')], t.marker.colors[t.ids.indexOf('main;f0')]]"
+            .replace("f0", "std::vector&lt;int&gt;::push_back"))
+        # parse 50% slower: with its library time its share went 500/750 -> 700/950 (+10%), the rest's fell
+        assert grew > 0.05 and shrank < -0.1, (grew, shrank)
+        box = driver.find_element(By.CSS_SELECTOR, "input.flame-search")
+        box.send_keys("pars")
+        WebDriverWait(driver, 10).until(lambda d: "outlined" in d.find_element(By.CSS_SELECTOR, ".flame-found").text)
+        widths = driver.execute_script(
+            "const t = document.getElementById('plot-flamediff-1').data[0];"
+            "return [t.marker.line.width[t.ids.indexOf('main;parse')], t.marker.line.width[t.ids.indexOf('main')]]")
+        assert widths == [3, 0.5]
+        driver.execute_script("document.getElementById('plot-flamediff-1').scrollIntoView()")
+        driver.save_screenshot(str(tmp_path / "flame.png"))
+    finally:
+        driver.quit()
+
+
 @pytest.mark.ebpf
 @pytest.mark.browser
 def test_browser_overview_of_the_profiled_demo_clicks_through_to_the_slowed_commit(profiled, tmp_path):

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+from dataclasses import replace
 import sys
 import time
 from pathlib import Path
@@ -387,7 +388,7 @@ def test_samples_taken_while_a_probe_is_handled_are_probe_time_not_a_functions(t
     assert got["leaf"].stack_samples + got["outer"].stack_samples + got["main"].stack_samples < 0.3 * total
 
 
-def test_samples_in_a_library_are_counted_apart_from_a_functions_own(tmp_path):
+def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apart(tmp_path):
     """Stack mode: `spin` runs its own loop, `fill` spends its time in libc's memset.  Both get their
     samples, but only fill's come from a library (found on the stack, which a stale return address
     can fool): the paired checks compare two builds on the others only."""
@@ -428,3 +429,16 @@ def test_samples_in_a_library_are_counted_apart_from_a_functions_own(tmp_path):
     assert spin.stack_samples > 20 and fill.stack_samples > 20, (spin, fill)
     assert spin.library_samples <= 0.05 * spin.stack_samples, spin
     assert fill.library_samples >= 0.8 * fill.stack_samples, fill
+    # the stacks charge memset's samples to the path that called it, and unwind to main
+    assert raw.stacks.get(("main", "fill", "[library]"), 0) >= 0.8 * fill.library_samples, raw.stacks
+    assert raw.stacks.get(("main", "spin"), 0) >= 0.8 * spin.stack_samples, raw.stacks
+    assert raw.rooted_samples >= 0.9 * (spin.stack_samples + fill.stack_samples), raw
+    # without frame pointers the walk cannot leave spin's frame: the profile says its paths are cut short
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-o", str(exe), str(src)], check=True)
+    binary = elf.load(exe)
+    funcs = tuple(f for f in binary.functions if f.name in ("main", "spin", "fill"))
+    plan = replace(plan, functions=funcs, root=[f.name for f in funcs].index("main"))
+    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), str(spin_n), "0"], str(tmp_path), 60,
+                                                              where), lambda _m: None)
+    framed = sum(n for s, n in raw.stacks.items() if not s[0].startswith("["))
+    assert framed > 20 and raw.rooted_samples < 0.5 * framed, raw.stacks

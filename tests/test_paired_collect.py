@@ -79,6 +79,13 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     assert all(p.profile.plan.mode == "hybrid" and "checksum_block" in p.profile.plan.traced for p in target)
     cb = [p.profile.function("checksum_block") for p in target]
     assert all(f.probe_ns > 0 and f.native_ns < f.total_ns for f in cb)
+    # the call stacks of its runs: the slowed function reached from main (main calls it, and so does
+    # checksum_strings)
+    folded = run_cli(root, "show", commits[3], "--folded", "--workload", "gate")
+    paths = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in folded.stdout.splitlines()}
+    through = {p: n for p, n in paths.items() if p.startswith("main;") and p.split(";")[-1] == "checksum_block"
+               and len(p.split(";")) >= 2}
+    assert sum(through.values()) >= 10, sorted(paths.items(), key=lambda kv: -kv[1])[:10]
     # a later plain check pairs the same profiles: the same verdict from the notes alone
     again = run_cli(root, "check", commits[3], "--workload", "gate", "--json")
     assert again.returncode == 1 and json.loads(again.stdout)["changes"][0]["function"] == "checksum_block"

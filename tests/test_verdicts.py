@@ -483,3 +483,19 @@ def test_progress_lists_a_few_names_and_how_many_more():
     from gitperf.core.fmt import names
     assert names([]) == "-" and names(["a", "b"]) == "a, b"
     assert names([f"f{i}" for i in range(737)]) == "f0, f1, f2, f3, f4, f5 and 731 more"
+
+
+def test_a_traced_functions_sampled_own_time_never_exceeds_its_inclusive_time():
+    """Hybrid: own time is the samples' share of the whole run; a run that waited for the CPU (two
+    checks at once) can give main more of the run than it measured inclusively: capped there."""
+    from gitperf.analysis.elf import BinaryInfo
+    from gitperf.core.model import Mode
+    funcs = (FunctionSymbol("main", 0x1000, 16, 0x1000, "push", "push"),)
+    plan = make_plan(BinaryInfo("/x", "id", True, funcs), CollectConfig(mode=Mode.HYBRID, stack_hz=999))
+    assert plan.is_traced("main")
+    raw = RawCollection(
+        functions=[RawFunction(count=1, timed=1, total_ns=40_600, exclusive_ns=40_600, stack_samples=9)],
+        run=RunResult(0, 0.0001, False), attach_s=0, detach_s=0, collection_s=0, raw_bytes=0, records=0, dropped=0,
+        overflow=0, unmatched=0, stack_samples=10, unknown_samples=1, attach_method="uprobe_multi")
+    [main] = build_functions(plan, raw, None, {})
+    assert main.exclusive_ns == 40_600  # 9/10 of 100 us would be 90 us

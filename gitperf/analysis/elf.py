@@ -14,6 +14,7 @@ import bisect
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable
 
@@ -55,10 +56,13 @@ class BinaryInfo:
     def by_name(self) -> dict[str, FunctionSymbol]:
         return {f.name: f for f in self.functions}
 
+    @cached_property
+    def _starts(self) -> list[int]:
+        return [f.vaddr for f in self.functions]
+
     def symbolize(self, vaddr: int) -> FunctionSymbol | None:
         """The function containing a (load-bias-corrected) virtual address."""
-        starts = [f.vaddr for f in self.functions]
-        i = bisect.bisect_right(starts, vaddr) - 1
+        i = bisect.bisect_right(self._starts, vaddr) - 1
         if i >= 0 and vaddr < self.functions[i].vaddr + max(self.functions[i].size, 1):
             return self.functions[i]
         return None

@@ -79,6 +79,7 @@ def to_json(profile: Profile) -> dict:
         "cal": profile.calibration,
         **({"w": [{"t": w.total, "f": {n: list(c) for n, c in w.functions.items()}, "e": w.error}
                   for w in profile.instructions]} if profile.instructions else {}),
+        **({"st": profile.stacks} if profile.stacks else {}),
     }
 
 
@@ -260,6 +261,7 @@ def from_json(data: dict) -> Profile:
         functions=tuple(_function_from_json(f, i) for i, f in enumerate(_need(data, "f", list, ""))),
         calibration=_value(data.get("cal", {}), dict[str, float], "cal"),
         instructions=tuple(_instructions_from_json(w, i) for i, w in enumerate(_value(data.get("w", []), list, "w"))),
+        stacks=_value(data.get("st", {}), dict[str, int], "st"),
     )
 
 

@@ -34,6 +34,10 @@ class BuildConfig:
 # instead of single-stepping the first instruction out of line: ~1.0 against ~10 us a traced call on
 # the latest machine (bench/percall.py, ARCHITECTURE.md §6).
 PROBE_PAD_FLAG = "-fpatchable-function-entry=5"
+# What the probe_pad compiler wrappers add: the pad, and frame pointers, so that a stack sample's walk
+# reaches `main` (stored call stacks, flame graphs; ARCHITECTURE.md §5).  First on the command line: a
+# build's own -fomit-frame-pointer still wins.
+PROBE_PAD_FLAGS = (PROBE_PAD_FLAG, "-fno-omit-frame-pointer")
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ class Metrics:
     records: int = 0  # sampled call records delivered
     stack_samples: int = 0  # perf_event samples taken
     probe_samples: int = 0  # of them, taken while the kernel handled a probe (probe time, no function's)
+    rooted_samples: int = 0  # of them, those whose stack unwound to the root (`Profile.stacks`)
     untimed: int = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
     attach_s: float = 0.0
     detach_s: float = 0.0
@@ -226,6 +227,8 @@ class Profile:
     calibration: dict[str, float] = field(default_factory=dict)  # entry class -> ns per hit
     # callgrind runs of this side of a paired check (kept on its first round's profile only)
     instructions: tuple[InstructionCounts, ...] = ()
+    # folded call stacks of the stack samples -> samples, bounded (core.stacks)
+    stacks: dict[str, int] = field(default_factory=dict)
 
     @property
     def config_key(self) -> str:

@@ -46,6 +46,9 @@ class RawCollection:
     attach_method: str  # "uprobe_multi" | "per-probe"
     attached_s: float = 0.0  # seconds the probes were live while the workload ran (bursty: < run time)
     probe_samples: int = 0  # samples taken while the kernel handled a probe: probe time, no function's
+    # frames of the binary from the root down (core.stacks: LIBRARY, UNKNOWN) -> samples; probe time left out
+    stacks: dict[tuple[str, ...], int] = field(default_factory=dict)
+    rooted_samples: int = 0  # of the stacks' samples, those whose walk reached the plan's root
 
     @property
     def samples_total(self) -> int:

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 from gitperf.analysis.elf import BinaryInfo, CallSites, probe_points
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
+from gitperf.core.stacks import KERNEL, LIBRARY, UNKNOWN
 from gitperf.engine import bpflink
 from gitperf.engine.base import Progress, RawCollection, RawFunction, RunWorkload
 from gitperf.engine.workload import RunResult, scope
@@ -52,6 +53,9 @@ class _Samples:
     nbytes: int
     # of by_function, the samples taken in a library and given to the function from the stack
     library: dict[int, int] = field(default_factory=dict)
+    # frames of the binary from the root down (LIBRARY last when taken in a library) -> samples
+    stacks: dict[tuple[str, ...], int] = field(default_factory=dict)
+    rooted: int = 0  # samples whose stack reaches the plan's root: the unwinding worked
 
 
 class Rec(ctypes.Structure):
@@ -318,6 +322,7 @@ class BccEngine:
         callers' frames (on Lua, a commit that changed only `internshrstr`'s frame moved two thirds
         of malloc's samples away from `luaM_malloc_`, in all 60 rounds of a paired check)."""
         index = {f.name: i for i, f in enumerate(plan.functions)}
+        root = plan.functions[plan.root].name
         bases = {k.value: v.value for k, v in b["bases"].items()}
         got = _Samples({}, 0, 0, 0)
         stacks, kstacks = b["ustacks"], b["kstacks"]
@@ -331,12 +336,15 @@ class BccEngine:
             if k.xol or in_probe.get(k.kstackid, False) or _at_probe(k, bias, stacks, points):
                 got.probe += v.value
                 continue
-            fn, first, walked = _sampled_function(k, bias, binary, stacks, calls)
+            frames, first, walked = _binary_frames(k, bias, binary, stacks, calls)
             got.nbytes += 8 * walked
-            if fn is None or fn.name not in index:
+            path = _path(frames, first, k.kstackid >= 0)
+            got.stacks[path] = got.stacks.get(path, 0) + v.value
+            got.rooted += v.value if root in frames else 0
+            if not frames or frames[0] not in index:
                 got.unknown += v.value
             else:
-                i = index[fn.name]
+                i = index[frames[0]]
                 got.by_function[i] = got.by_function.get(i, 0) + v.value
                 if not first:
                     got.library[i] = got.library.get(i, 0) + v.value
@@ -352,25 +360,36 @@ def _at_probe(k, bias: int | None, stacks, points: set[int]) -> bool:
             or bool(k.ret and k.ret - bias in points))
 
 
-def _sampled_function(k, bias: int | None, binary: BinaryInfo, stacks, calls: CallSites):
-    """(the innermost function of the binary a sample is in, whether that is the sampled frame itself,
-    how many stack words were read)."""
+def _path(frames: list[str], own: bool, in_kernel: bool) -> tuple[str, ...]:
+    """A sample's stack from the root down: the binary's frames, then where the sample was when not in
+    the innermost frame's own code (the kernel: exec, page faults, system calls, exit; a library)."""
+    leaf = (KERNEL,) if in_kernel else () if own or not frames else (LIBRARY,)
+    return tuple(reversed(frames)) + leaf or (UNKNOWN,)
+
+
+def _binary_frames(k, bias: int | None, binary: BinaryInfo, stacks, calls) -> tuple[list[str], bool, int]:
+    """(the functions of the binary on a sample's stack, innermost first; whether the innermost is
+    the sampled frame itself rather than the caller of a library; how many stack words were read).
+    A sample in a library (`k.ret` set) starts from the return address found above the stack pointer
+    (`_read_samples`); the frame-pointer walk above it may name that caller again, when the library
+    function kept a frame of its own: it is counted once.  The walk's words above its first are
+    return addresses, looked up one byte back: a call may be the last instruction of a function."""
     if bias is None:
-        return None, True, 0
-    first, walked = True, 0
-    if k.ret and calls.after_call(k.ret - bias):
-        # -1: a call's return address may start the next function
-        fn = binary.symbolize(k.ret - 1 - bias)
-        if fn is not None:
-            return fn, False, 0
-        first = False
-    for addr in stacks.walk(k.stackid):
+        return [], True, 0
+    frames: list[str] = []
+    if k.ret and calls.after_call(k.ret - bias) and (fn := binary.symbolize(k.ret - 1 - bias)) is not None:
+        frames.append(fn.name)
+    from_ret, own, walked = bool(frames), False, 0
+    for depth, addr in enumerate(stacks.walk(k.stackid)):
         walked += 1
-        sym = binary.symbolize(addr - bias)
-        if sym is not None:
-            return sym, first, walked
-        first = False
-    return None, first, walked
+        sym = binary.symbolize(addr - bias - (1 if depth else 0))
+        if sym is None:
+            continue
+        own = own or (depth == 0 and not frames)
+        if not (from_ret and len(frames) == 1 and frames[0] == sym.name):
+            frames.append(sym.name)
+        from_ret = False
+    return frames, own, walked
 
 
 class _Session:
@@ -414,7 +433,7 @@ class _Session:
             records=counters[1], dropped=counters[0], overflow=counters[2], unmatched=counters[3],
             stack_samples=counters[4], unknown_samples=samples.unknown, probe_samples=samples.probe,
             attach_method=attach.method,
-            attached_s=attached_s,
+            attached_s=attached_s, stacks=samples.stacks, rooted_samples=samples.rooted,
         )
 
 

@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pygit2
 
-from gitperf.core.config import PROBE_PAD_FLAG, BuildConfig
+from gitperf.core.config import PROBE_PAD_FLAGS, BuildConfig
 from gitperf.core.errors import BuildError
 from gitperf.core.proc import alive, die_with_parent
 
@@ -79,17 +79,18 @@ COMPILERS = ("cc", "gcc", "c++", "g++", "clang", "clang++")
 
 def probe_pad_path(lock_dir: Path) -> str:
     """A PATH whose first directory wraps every compiler found on ours so that it compiles with
-    PROBE_PAD_FLAG.  Wrappers rather than CFLAGS: a makefile's `CFLAGS ?= -O2 -g` would lose its own
+    PROBE_PAD_FLAGS.  Wrappers rather than CFLAGS: a makefile's `CFLAGS ?= -O2 -g` would lose its own
     flags to an exported CFLAGS, and Lua's sets CC and CFLAGS outright.  The directory persists
     (under .git/perf): a build system that records the compiler's path (cmake) keeps finding it."""
     path = os.environ.get("PATH", os.defpath)
     shims = lock_dir / "probe-pad-bin"
     shims.mkdir(parents=True, exist_ok=True)
+    flags = " ".join(PROBE_PAD_FLAGS)
     for name in COMPILERS:
         real = shutil.which(name, path=path)
         if real is None or Path(real).parent == shims:
             continue
-        text = f'#!/bin/sh\n# git perf build.probe_pad\nexec {shlex.quote(real)} {PROBE_PAD_FLAG} "$@"\n'
+        text = f'#!/bin/sh\n# git perf build.probe_pad\nexec {shlex.quote(real)} {flags} "$@"\n'
         shim = shims / name
         if not shim.exists() or shim.read_text() != text:
             tmp = shims / f".{name}.{os.getpid()}"

@@ -31,6 +31,7 @@ import pygit2
 import sqlite_utils
 
 from gitperf import checks
+from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT, Mode, StoredProfile
 from gitperf.core.progress import Progress, silent
@@ -38,7 +39,7 @@ from gitperf.git.repo import first_parent, perf_dir
 from gitperf.stats import accuracy, inference
 from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
 
-SCHEMA = 6  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 7  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,18 @@ def _series_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     return list(out.values())
 
 
+def _stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """Per workload, the call stacks of all its profiles on the commit summed (the flame graphs),
+    bounded again: rounds of a paired check each keep their own top stacks."""
+    by_workload: dict[str, list[dict[str, int]]] = {}
+    for p in profiles:
+        if p.profile.stacks:
+            by_workload.setdefault(p.profile.header.workload, []).append(p.profile.stacks)
+    return [{"commit": commit, "workload": wl, "stack": s, "samples": n}
+            for wl, many in sorted(by_workload.items())
+            for s, n in stacks.bound(stacks.merge(many), limit=2 * stacks.MAX_STACKS).items()]
+
+
 def _connect(path: Path) -> sqlite_utils.Database:
     # a reader waits for a writer's commit instead of failing at once (WAL: only checkpoints block)
     return sqlite_utils.Database(sqlite3.connect(str(path), timeout=60))
@@ -216,7 +229,7 @@ class IndexQuery:
             return {}
         rows = self.db.query(
             "select f.name, f.[commit], c.seq, c.subject, c.author, c.date, f.runs, f.total_ns, f.total_min, "
-            "f.total_max, f.ci_low, f.ci_high from functions f join commits c on c.sha = f.[commit] "
+            "f.total_max, f.ci_low, f.ci_high, f.exclusive_ns from functions f join commits c on c.sha = f.[commit] "
             f"where f.config_key = ? and f.name in ({','.join('?' * len(names))}) order by c.seq",
             [config_key, *names])
         out: dict[str, list[dict]] = {n: [] for n in names}
@@ -309,6 +322,13 @@ class IndexQuery:
         rows = list(self.db.query("select subject from notes where [commit] = ?", [sha]))
         return rows[0]["subject"] if rows else ""
 
+    def stacks(self, sha: str) -> dict[str, dict[str, int]]:
+        """Workload -> folded stack -> samples of the commit's profiles (empty without stack samples)."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.db.query("select workload, stack, samples from stacks where [commit] = ?", [sha]):
+            out.setdefault(r["workload"], {})[r["stack"]] = r["samples"]
+        return out
+
     def newest_series(self, name: str) -> tuple[str, list[tuple[int, int]]] | None:
         """The newest commit (HEAD's line first) whose profiles kept a series of `name`'s calls, and it."""
         rows = list(self.db.query(
@@ -383,6 +403,8 @@ class Index(IndexQuery):
                                 "ci_low": float, "ci_high": float, "exclusive_ns": float, "sampled": int, "location": str},
                                pk=("commit", "config_key", "name"))
         db["series"].create({"commit": str, "name": str, "series": str}, pk=("commit", "name"))
+        db["stacks"].create({"commit": str, "workload": str, "stack": str, "samples": int},
+                            pk=("commit", "workload", "stack"))
         db["checks"].create({"commit": str, "base": str, "result": str, "data": str}, pk="commit")
         db["changes"].create({"commit": str, "workload": str, "function": str, "type": str, "relative": float,
                               "ci_low": float, "ci_high": float, "confidence": float, "absolute_ns": float,
@@ -445,7 +467,7 @@ class Index(IndexQuery):
             if todo.new_head:
                 self._insert_line(line)
             for c in todo.removed + todo.changed:
-                for t in ("notes", "profiles", "functions", "series", "checks", "changes"):
+                for t in ("notes", "profiles", "functions", "series", "stacks", "checks", "changes"):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
             orphans = set()
             for i, c in enumerate(todo.changed):
@@ -487,6 +509,7 @@ class Index(IndexQuery):
         self._insert("profiles", [_profile_row(p, good) for p in good])
         self._insert("functions", _summaries(c, good))
         self._insert("series", _series_rows(c, good))
+        self._insert("stacks", _stack_rows(c, good))
         return True
 
     def _insert(self, table: str, rows: list[dict]) -> None:

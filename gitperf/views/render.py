@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gitperf.checks.noise import NoiseReport
 from gitperf.core.config import PROBE_PAD_FLAG
+from gitperf.core import stacks
 from gitperf.core.fmt import fmt_bytes, fmt_ns, table
 from gitperf.core.model import CORRECTABLE_SHARE, ROOT, Profile, StoredProfile, comparison_key
 
@@ -60,7 +61,38 @@ def _warnings(p: Profile) -> list[str]:
                    "aggregates are still exact")
     if p.metrics.untimed:
         out.append(f"{p.metrics.untimed} calls nested deeper than 64 probed frames were counted but not timed")
+    if (share := unwound_share(p)) is not None and share < UNWOUND_ENOUGH:
+        out.append(f"only {share:.0%} of the stack samples in the binary unwound to {ROOT}: call paths "
+                   "(show --folded, flame graphs) are cut short; build with -fno-omit-frame-pointer")
     return out
+
+
+# Below this share of the samples in the binary unwinding to the root, a profile's call paths are
+# called incomplete.  Built with frame pointers the demo's gate workload unwinds ~70% (glibc's own
+# functions keep no frame pointer: a walk from inside some of them stops at the binary's frame).
+UNWOUND_ENOUGH = 0.5
+
+
+def unwound_share(p: Profile) -> float | None:
+    """Of the samples with a frame of the binary, the share whose walk reached the root (None: too few
+    such samples to say, or a profile from before stacks were stored)."""
+    framed = sum(n for s, n in p.stacks.items() if not s.startswith("["))
+    if framed < 50:
+        return None
+    return min(p.metrics.rooted_samples / framed, 1.0)
+
+
+def folded_text(profiles: list[StoredProfile]) -> str:
+    """Every workload's stacks summed over its profiles, in the folded format (flamegraph.pl, inferno,
+    speedscope); under a root frame named after the workload when there are several."""
+    by_workload: dict[str, list[dict[str, int]]] = {}
+    for sp in profiles:
+        if sp.profile.stacks:
+            by_workload.setdefault(sp.profile.header.workload, []).append(sp.profile.stacks)
+    out = []
+    for name, many in sorted(by_workload.items()):
+        out += stacks.lines(stacks.merge(many), prefix=name if len(by_workload) > 1 else "")
+    return "\n".join(out)
 
 
 SINGLE_STEPPED = ("singlestep", "endbr")  # entry classes the kernel steps out of line (analysis.elf)

@@ -51,7 +51,7 @@ def check_text(r: CheckResult, limit: int = 20) -> str:
     for p in r.pairs:
         if p.base_commit:
             lines.append(f"  {p.workload}: {p.target_profiles} run(s) vs {p.base_profiles} of {p.base_commit[:12]}, "
-                         f"{p.history_commits} earlier commit(s); noise from {p.noise_source}")
+                         f"{p.history_commits} earlier commit(s)" + (f"; noise from {p.noise_source}" if p.noise_source else ""))
         for n in p.notes:
             lines.append(f"  {p.workload}: note: {n}")
     notable = r.notable()

@@ -92,9 +92,27 @@ def commit(sha: str):
         figures.append(plots.exclusive_bars(f"{wl}: where the time goes (exclusive time)",
                                             [f for f in functions if f["workload"] == wl], types))
     notable = [c for c in changes if c["type"] not in (checks.NO_CHANGE,)]
+    flames = flame_figures(sha, check["base"] if check else None, frozenset(diff_traced))
     return render_template("commit.html", info=info, check=check, notable=notable, functions=functions,
-                           profiles=profiles, diff_traced=diff_traced, figures=figures,
+                           profiles=profiles, diff_traced=diff_traced, figures=figures, flames=flames,
                            unreadable=idx.bad_lines(sha))
+
+
+def flame_figures(sha: str, base: str | None, changed: frozenset[str]) -> list[dict]:
+    """Per workload with stored stacks: the commit's flame graph, and beside it the differential one
+    against `base` when the base has stacks of that workload too."""
+    idx = get_index()
+    mine, theirs = idx.stacks(sha), idx.stacks(base) if base else {}
+    out = []
+    for wl, st in sorted(mine.items()):
+        figure = {"workload": wl, "samples": sum(st.values()),
+                  "flame": plots.flame(f"{wl}: call stacks of {sha[:12]}", st, changed=changed)}
+        if wl in theirs:
+            figure["diff"] = plots.flame(f"{wl}: {sha[:12]} against {base[:12]} (colour: change of share)",
+                                         st, theirs[wl], changed)
+            figure["base_samples"] = sum(theirs[wl].values())
+        out.append(figure)
+    return out
 
 
 @bp.route("/function/<path:name>")
@@ -141,9 +159,11 @@ def compare(a: str, b: str):
     a, b = commit_or_404(a), result.commit
     changes = [c.to_dict() for c in result.changes]
     idx = get_index()
+    changed = frozenset(c["function"] for c in changes if c["changed"])
     return render_template("compare.html", info_a=idx.commit_info(a) or {"sha": a},
                            info_b=idx.commit_info(b) or {"sha": b}, a=a, b=b, result=result, changes=changes,
-                           figure=plots.change_bars(f"{b[:12]} vs {a[:12]}", changes))
+                           figure=plots.change_bars(f"{b[:12]} vs {a[:12]}", changes),
+                           flames=flame_figures(b, a, changed))
 
 
 @bp.route("/regressions")

@@ -10,6 +10,7 @@ names hold `<` and `>`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from html import escape
 
 from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION
@@ -19,10 +20,21 @@ MS = 1e6
 
 
 def _layout(title: str, ytitle: str, log: bool = False, height: int = 360) -> dict:
-    return {"title": {"text": escape(title), "font": {"size": 15}}, "height": height, "hovermode": "closest",
-            "margin": {"l": 70, "r": 20, "t": 40, "b": 50}, "legend": {"orientation": "h", "y": -0.18},
+    # the title on the left and the toolbar (top right, on hover) above the plot area: never on each other
+    return {"title": {"text": escape(title), "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "height": height,
+            "hovermode": "closest", "margin": {"l": 70, "r": 20, "t": 60, "b": 50}, "legend": {"orientation": "h", "y": -0.18},
             "xaxis": {"title": {"text": "commit (first-parent order, oldest left)"}, "zeroline": False},
             "yaxis": {"title": {"text": ytitle}, "type": "log" if log else "linear", "rangemode": "tozero"}}
+
+
+def _commit_ticks(layout: dict, rows: list[dict]) -> None:
+    """x ticks at commits only: each labelled with its short id when there are few, else whole
+    positions on the line (never 1.2, 1.4 ...)."""
+    seqs = sorted({r["seq"]: r["commit"] for r in rows}.items())
+    if len(seqs) <= 30:
+        layout["xaxis"].update(tickvals=[q for q, _ in seqs], ticktext=[c[:7] for _, c in seqs])
+    else:
+        layout["xaxis"].update(tickformat="d", dtick=max(1, len(seqs) // 15))
 
 
 def _date(ts) -> str:
@@ -74,10 +86,7 @@ def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main
                        "y0": 0, "y1": 1, "line": {"color": RED, "dash": "dot", "width": 1}})
     layout = _layout(title, "time per run (ms)")
     layout["shapes"] = shapes
-    if len(total) <= 30:  # few commits: label each tick with its short id
-        layout["xaxis"].update(tickvals=[r["seq"] for r in total], ticktext=[r["commit"][:7] for r in total])
-    else:
-        layout["xaxis"]["tickformat"] = "d"
+    _commit_ticks(layout, total)
     if shapes:
         layout["annotations"] = [{"x": s["x0"], "y": 1, "xref": "x", "yref": "paper", "text": "level shift",
                                   "showarrow": False, "font": {"size": 10, "color": RED}, "yanchor": "bottom"}
@@ -86,13 +95,15 @@ def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main
 
 
 def functions_timeline(title: str, series: dict[str, list[dict]]) -> dict:
-    """The top functions' inclusive time over commits (log scale: they differ by orders of magnitude)."""
+    """The top functions' exclusive time over commits (log scale: they differ by orders of magnitude)."""
     data = [{"type": "scatter", "mode": "lines+markers", "name": escape(name), "x": [r["seq"] for r in rows],
-             "y": [max(r["total_ns"], 1) / MS for r in rows], "marker": {"size": 4},
+             "y": [max(r["exclusive_ns"], 1) / MS for r in rows], "marker": {"size": 4},
              "text": [f"{escape(name)}<br>{r['commit'][:12]} {escape(r['subject'])}" for r in rows],
              "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>"}
             for name, rows in series.items() if rows]
-    return {"data": data, "layout": _layout(title, "inclusive time per run (ms, log)", log=True, height=420)}
+    layout = _layout(title, "exclusive time per run (ms, log)", log=True, height=420)
+    _commit_ticks(layout, [r for rows in series.values() for r in rows])
+    return {"data": data, "layout": layout}
 
 
 def function_timeline(name: str, rows: list[dict], changes: list[dict]) -> dict:
@@ -136,7 +147,8 @@ def change_bars(title: str, changes: list[dict], top: int = 25) -> dict:
 
 def model_plot(name: str, series: list[tuple[int, int]], models: list) -> dict:
     """Sampled calls (duration over call ordinal) and the fitted models, the best first."""
-    data = [{"type": "scattergl", "mode": "markers", "name": "sampled calls", "x": [o for o, _ in series],
+    # SVG, not WebGL: headless browsers and many remote desktops have no WebGL (a grey box instead)
+    data = [{"type": "scatter", "mode": "markers", "name": "sampled calls", "x": [o for o, _ in series],
              "y": [d / 1e3 for _, d in series], "marker": {"size": 3, "color": GREY}}]
     lo, hi = min(o for o, _ in series), max(o for o, _ in series)
     for i, m in enumerate(models[:3]):
@@ -147,3 +159,74 @@ def model_plot(name: str, series: list[tuple[int, int]], models: list) -> dict:
     layout = _layout(f"{name}: sampled calls and models", "duration per call (µs)")
     layout["xaxis"]["title"]["text"] = "call ordinal"
     return {"data": data, "layout": layout}
+
+
+# The flame graphs are plotly icicles (root on top, callees below, width = share of samples): plotly.js
+# is already served offline with the dashboard, draws SVG, and zooms on a click; a vendored flame-graph
+# library would be a second renderer to keep current.  Deeper levels than this open on a click.
+FLAME_DEPTH = 14
+DIFF_CLIP = 1.0  # colour saturates at ±100% change of a frame's share
+ALL = "(all)"
+
+
+def _warm(name: str) -> str:
+    """flamegraph.pl's palette: a warm colour fixed by the name (so a function keeps its colour across
+    commits), grey for what is not a function of the binary."""
+    if name.startswith("["):
+        return "#bdc3c7"
+    h = int(hashlib.sha1(name.encode()).hexdigest()[:6], 16)
+    return f"hsl({h % 50}, {70 + h // 50 % 25}%, {55 + h // 1250 % 12}%)"
+
+
+def _frames(stacks: dict[str, int]) -> dict[str, int]:
+    """Every path prefix of the folded stacks -> samples under it (its inclusive samples)."""
+    out: dict[str, int] = {}
+    for stack, n in stacks.items():
+        parts = stack.split(";")
+        for i in range(1, len(parts) + 1):
+            key = ";".join(parts[:i])
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def flame(title: str, stacks: dict[str, int], base: dict[str, int] | None = None,
+          changed: frozenset[str] = frozenset()) -> dict:
+    """A flame graph (icicle) of folded stacks.  With `base`, a differential one: widths are this side's
+    shares, each frame coloured by how its share of all samples moved from `base` (both sides normalised
+    to the same total), red grew, blue shrank; frames of functions the diff changed carry a ◆."""
+    now = _frames(stacks)
+    total = sum(stacks.values()) or 1
+    before = _frames(base) if base else {}
+    base_total = sum(base.values()) if base else 0
+    ids = sorted(now, key=lambda k: (k.count(";"), k))
+    labels, parents, hover, colors = [], [], [], []
+    for k in ids:
+        name = k.rsplit(";", 1)[-1]
+        labels.append(escape(("◆ " if name in changed else "") + name))
+        parents.append(k.rsplit(";", 1)[0] if ";" in k else ALL)
+        share = now[k] / total
+        line = f"{escape(name)}<br>{share:.1%} of samples ({now[k]})"
+        if base is not None:
+            was = before.get(k, 0) / (base_total or 1)
+            rel = share / was - 1 if was else DIFF_CLIP
+            colors.append(max(-DIFF_CLIP, min(DIFF_CLIP, rel)))
+            line += f"<br>base {was:.1%} → {share:.1%} ({'new' if not was else f'{rel:+.0%}'})"
+        hover.append(line)
+    hover.insert(0, f"{total} samples" + (f" (base {base_total})" if base is not None else ""))
+    colors.insert(0, 0.0)
+    # one explicit root: the stacks' own roots (main, [unknown], [other stacks]) side by side under it
+    trace = {"type": "icicle", "ids": [ALL] + [escape(i) for i in ids], "labels": ["all samples"] + labels,
+             "parents": [""] + [escape(p) for p in parents], "values": [total] + [now[k] for k in ids],
+             "branchvalues": "total",
+             "maxdepth": FLAME_DEPTH, "text": hover, "hovertemplate": "%{text}<extra></extra>", "textinfo": "label",
+             "sort": False, "tiling": {"orientation": "v", "pad": 0}}
+    if base is None:
+        trace["marker"] = {"colors": ["#ecf0f1"] + [_warm(k.rsplit(";", 1)[-1]) for k in ids]}
+    else:
+        trace["marker"] = {"colors": colors, "colorscale": [[0, "#2166ac"], [0.5, "#f7f7f7"], [1, "#b2182b"]],
+                           "cmin": -DIFF_CLIP, "cmax": DIFF_CLIP, "showscale": True,
+                           "colorbar": {"title": {"text": "share vs base"}, "tickformat": "+.0%"}}
+    depth = min(max((k.count(";") for k in ids), default=0) + 2, FLAME_DEPTH)
+    layout = {"title": {"text": escape(title), "font": {"size": 15}}, "height": 90 + 24 * depth,
+              "margin": {"l": 10, "r": 10, "t": 50, "b": 10}}
+    return {"data": [trace], "layout": layout}

@@ -42,7 +42,27 @@ function sortable(table) {
   });
 }
 
+// Flame graphs: outline every frame whose function name contains the search text.
+function searchFlames(input) {
+  const text = input.value.trim().toLowerCase();
+  let frames = 0;
+  document.querySelectorAll("div.plot").forEach((div) => {
+    const trace = div.data && div.data[0];
+    if (!trace || trace.type !== "icicle") return;
+    const hit = trace.labels.map((l, i) => i > 0 && text !== "" &&
+      l.replace(/^◆ /, "").toLowerCase().includes(text));
+    frames += hit.filter(Boolean).length;
+    Plotly.restyle(div, {"marker.line.width": [hit.map((h) => (h ? 3 : 0.5))],
+                         "marker.line.color": [hit.map((h) => (h ? "#000" : "#fff"))]});
+  });
+  const found = input.closest("p")?.querySelector(".flame-found");
+  if (found) found.textContent = text ? `${frames} frame(s) outlined` : "";
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   drawPlots();
   document.querySelectorAll("table.sortable").forEach(sortable);
+  document.querySelectorAll("input.flame-search").forEach((input) => {
+    input.addEventListener("input", () => searchFlames(input));
+  });
 });

@@ -1,0 +1,108 @@
+"""Call stacks: folding, bounding, inclusive counts, the note codec, `show --folded`, and the flame
+graphs' figures (pure logic and the Flask test client; the eBPF side is in test_engine.py and
+test_workflows.py)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+from conftest import NAMES, history, run_cli
+
+from gitperf.core import codec, stacks
+from gitperf.core.errors import NoteFormatError
+from gitperf.web import create_app, plots
+from helpers import make_profile
+
+# flamegraph.pl's reading of a folded line (its `my ($stack, $samples) = (/^(.*)\s+?(\d+(?:\.\d*)?)$/)`)
+FOLDED = re.compile(r"^(.*)\s+?(\d+(?:\.\d*)?)$")
+
+
+def test_bound_keeps_the_frequent_stacks_and_sums_the_rest_into_one():
+    many = {f"main;f{i}": 1 for i in range(50)} | {"main;hot": 950}
+    kept = stacks.bound(many, share=0.99, limit=1000)
+    assert kept["main;hot"] == 950 and sum(kept.values()) == 1000
+    assert stacks.OTHER in kept and len(kept) < len(many)
+    assert len(stacks.bound(many, share=1.0, limit=10)) == 11  # ten and the rest
+
+
+def test_inclusive_counts_a_recursive_function_once_per_stack():
+    got = stacks.inclusive({"main;fib;fib;fib": 10, "main;fib;[library]": 5, "main": 1})
+    assert got == {"main": 16, "fib": 15, "[library]": 5}
+
+
+def test_folding_keeps_names_whole_and_frames_apart():
+    assert stacks.fold(("main", "a;b", "operator new(unsigned long)")) == "main;a:b;operator new(unsigned long)"
+    assert stacks.folded({("main", "a;b"): 2, ("main", "a:b"): 3}) == {"main;a:b": 5}
+    line = stacks.lines({"main;std::vector<int>::push_back(int const&)": 7}, prefix="w")[0]
+    assert FOLDED.match(line).groups() == ("w;main;std::vector<int>::push_back(int const&)", "7")
+
+
+def test_stacks_survive_the_codec_and_hostile_counts_are_refused():
+    p = replace(make_profile("c" * 40), stacks={"main;f": 3, "main;f;[library]": 1})
+    assert codec.decode(codec.encode(p)).stacks == p.stacks
+    data = codec.to_json(p)
+    for bad in ({"main": -1}, {"main": "x"}, ["main"], {"\ud800": 1}):
+        with pytest.raises(NoteFormatError):
+            codec.from_json({**data, "st": bad})
+
+
+def test_show_folded_prints_each_workloads_stacks_summed_over_its_runs(empty_repo):
+    commits = history(empty_repo, 2, runs=3)
+    out = run_cli(empty_repo, "show", commits[1], "--folded").stdout.splitlines()
+    parsed = {FOLDED.match(line).group(1): int(FOLDED.match(line).group(2)) for line in out}
+    assert parsed["main;parse"] == 3 * 400 and parsed["main;parse;[library]"] == 300
+    assert f"main;{NAMES[4]};{NAMES[3]}" in parsed  # names as they are, `<` and `|` included
+    bare = run_cli(empty_repo, "show", commits[1], "--folded", "--workload", "nosuch")
+    assert bare.stdout == "" and "no call stacks are stored" in bare.stderr
+
+
+def test_differential_flame_graph_colours_the_grown_frame_red_and_marks_changed_functions():
+    base = {"main;parse": 400, "main;other": 400}
+    target = {"main;parse": 1200, "main;other": 400}
+    fig = plots.flame("t", target, base, changed=frozenset({"parse"}))["data"][0]
+    at = {i: k for k, i in enumerate(fig["ids"])}
+    colors = fig["marker"]["colors"]
+    assert colors[at["main;parse"]] > 0.4 and colors[at["main;other"]] < -0.3  # shares 50% -> 75%, 50% -> 25%
+    assert fig["labels"][at["main;parse"]] == "◆ parse" and fig["values"][0] == 1600
+    assert all(fig["values"][at[p]] >= fig["values"][i] for i, p in enumerate(fig["parents"]) if p)
+
+
+def test_commit_and_compare_pages_draw_flame_graphs_with_names_escaped(empty_repo):
+    commits = history(empty_repo, 3, slow_at=2, runs=2, factor=3.0)
+    client = create_app(empty_repo).test_client()
+    for url in (f"/commit/{commits[2]}", f"/compare/{commits[1]}/{commits[2]}"):
+        page = client.get(url).get_data(as_text=True)
+        assert 'id="flamediff-1"' in page and 'id="flame-1"' in page, url
+        assert "<script>alert(1)</script>" not in page and "flame-search" in page
+    first = client.get(f"/commit/{commits[0]}").get_data(as_text=True)
+    assert 'id="flame-1"' in first and 'id="flamediff-1"' not in first  # no check base: no differential
+
+
+def test_show_says_when_the_stacks_did_not_unwind_to_main():
+    from gitperf.core.model import StoredProfile
+    from gitperf.views.render import show_text
+    p = make_profile("c" * 40)
+    cut = replace(p, stacks={"spin": 90, "main;fill": 10, "[kernel]": 500},
+                  metrics=replace(p.metrics, rooted_samples=10))
+    whole = replace(cut, metrics=replace(p.metrics, rooted_samples=95))
+    text = lambda q: show_text("c" * 40, [StoredProfile("c" * 40, 0, "id", q)], 5, False)  # noqa: E731
+    assert "10% of the stack samples in the binary unwound to main" in text(cut)  # 10 of 100 ([kernel] apart)
+    assert "unwound" not in text(whole)
+
+
+def test_charts_have_commit_ticks_true_axis_labels_and_no_webgl(empty_repo):
+    """The overview's function chart plots exclusive time under that label with commits on its x axis;
+    the model chart is SVG (headless Chromium has no WebGL); a title keeps clear of the toolbar."""
+    import json as _json
+    commits = history(empty_repo, 3, runs=2)
+    page = create_app(empty_repo).test_client().get("/").get_data(as_text=True)
+    figs = [_json.loads(m) for m in re.findall(r'<script type="application/json" id="functions-\d+">(.*?)</script>',
+                                                page, re.S)]
+    assert figs, "no functions chart on the overview"
+    lay = figs[0]["layout"]
+    assert lay["yaxis"]["title"]["text"].startswith("exclusive") and lay["xaxis"]["ticktext"] == [c[:7] for c in commits]
+    assert lay["title"]["xanchor"] == "left"
+    model = plots.model_plot("f", [(i, 100 + i) for i in range(20)], [])
+    assert all(t["type"] != "scattergl" for t in model["data"])
