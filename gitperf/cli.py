@@ -301,8 +301,10 @@ def log(max_count, as_json, rev):
               help="Print the sampled call stacks, summed over the runs, in the folded format that "
                    "flamegraph.pl, inferno and speedscope read (`main;f;g 12`); several workloads under a "
                    "root frame named after each.")
+@click.option("--runs", is_flag=True, help="Every run on its own (default: one summary per session: the rounds of "
+                                           "one paired check, or the collections under one plan).")
 @json_option
-def show(rev, workload, top, models, folded, as_json):
+def show(rev, workload, top, models, folded, runs, as_json):
     """The profiles stored for REV."""
     from gitperf.git.repo import resolve_commit
     from gitperf.store.notes import NotesStore
@@ -323,7 +325,7 @@ def show(rev, workload, top, models, folded, as_json):
     if as_json:
         _echo_json(show_json(commit, profiles))
     else:
-        _echo(show_text(commit, profiles, top, models))
+        _echo(show_text(commit, profiles, top, models, runs or models))
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
@@ -350,10 +352,13 @@ def _check_config(repo):
     return cfg.check if cfg else config.CheckConfig()
 
 
-def _stored_check(repo, rev, base=None, workloads=()):
-    """The check of REV from the stored profiles."""
-    from gitperf.checks import check as run_check
+def _stored_check(repo, rev, base=None, workloads=(), recompute=False):
+    """The check of REV from the notes: the stored result of its paired check, or (none, or
+    `recompute`) one derived from the stored profiles."""
+    from gitperf.checks import check as stored_or_recomputed
+    from gitperf.checks import recompute as from_profiles
     from gitperf.store.notes import NotesStore
+    run_check = from_profiles if recompute else stored_or_recomputed
     return run_check(NotesStore(repo), rev, _check_config(repo), base, tuple(workloads))
 
 
@@ -375,15 +380,20 @@ CHECKS = (EXIT_DEGRADATION, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA)
 @click.option("--rounds", type=click.IntRange(min=2), help="--collect: this many rounds (default: until every "
               "changed function is decided, 3 to 60 rounds, rounds added for at most 90 s).")
 @config_option("--collect: the configuration for commits without a .gitperf.toml (default: the working tree's).")
+@click.option("--recompute", is_flag=True, help="Derive the result from all stored profiles even when REV has the "
+                                                "stored result of a paired check (`check --collect`).")
 @json_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages (--collect).")
-def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, as_json, quiet):
+def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, recompute, as_json, quiet):
     """Degradations of REV (default HEAD) against its baseline and history.
 
     \b
-    git perf check --collect   profile REV and its parent now, like with like, and decide
-    git perf check             use stored profiles: the baseline is the nearest first-parent
-                               ancestor with profiles of the same configuration and probe plan
+    git perf check --collect   profile REV and its parent now, like with like, decide, and
+                               store the result with the profiles
+    git perf check             the stored result of REV's paired check; without one (or with
+                               --recompute), from stored profiles: the baseline is the nearest
+                               first-parent ancestor with profiles of the same configuration
+                               and probe plan
     Thresholds come from [check] in .gitperf.toml.
     """
     from gitperf.views.report import check_text
@@ -395,7 +405,7 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     else:
         if rounds or config_file:
             raise click.UsageError("--rounds and --config go with --collect")
-        result = _stored_check(repo, rev, base, workloads)
+        result = _stored_check(repo, rev, base, workloads, recompute)
     if as_json:
         _echo_json(result.to_dict(all_functions))
     else:

@@ -185,7 +185,10 @@ def profile(commit: str, rng, slow: dict[str, float] | None = None, partial: str
     # call stacks with the same names (folded: `;` between frames), parse's grown with its slowdown
     st = {"main;parse": round(400 * slow.get("parse", 1.0)), "main;parse;[library]": 100,
           f"main;{NAMES[2]}": 200, f"main;{NAMES[4]};{NAMES[3]}": 50}
-    return Profile(h, Metrics(), PlanRecord(probed=tuple(NAMES)), tuple(funcs), stacks=st)
+    # the run's wall time: main's plus start and exit; 2% of it calibrated probe time
+    prt = funcs[0].total_ns / 1e9 * 1.05
+    return Profile(h, Metrics(PRT=prt, predicted_overhead_s=0.02 * prt), PlanRecord(probed=tuple(NAMES)),
+                   tuple(funcs), stacks=st)
 
 
 def history(empty_repo, n: int, slow_at: int | None = None, runs: int = 3, factor: float = 1.5,

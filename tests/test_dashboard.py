@@ -75,7 +75,7 @@ def test_every_page_and_api_route_answers_with_the_data(synthetic):
     page = client.get("/").get_data(as_text=True)
     assert "Workload <code>w</code>" in page and 'data-click-commits' in page
     figure = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
-    assert {t.get("name") for t in figure["data"]} >= {"total time (median of runs)", "degradations"}
+    assert {t.get("name") for t in figure["data"]} >= {"run time (median of runs)", "degradations"}
     marker = next(t for t in figure["data"] if t.get("name") == "degradations")
     shas = json.loads(re.search(r'<script type="application/json" id="shas">(.*?)</script>', page, re.S)[1])
     assert [shas[x] for x in marker["x"]] == [slowed]  # the marker sits on the slowed commit
@@ -356,8 +356,8 @@ def test_browser_overview_of_the_profiled_demo_clicks_through_to_the_slowed_comm
 
 def test_index_keeps_modes_apart_one_series_each(empty_repo):
     """Exact totals (trace) and stack-sample estimates of the same configuration on one commit are
-    two series in the index and on the overview, never one averaged point (issue: the index grouped
-    by configuration without mode)."""
+    two series of function times in the index, never one averaged point (issue: the index grouped
+    by configuration without mode); the overview's timeline is the workload's native run time."""
     commits = history(empty_repo, 2, runs=2)
     repo = open_repo(empty_repo)
     store = NotesStore(repo)
@@ -379,7 +379,10 @@ def test_index_keeps_modes_apart_one_series_each(empty_repo):
         assert 9 < s["total_ns"] / t["total_ns"] < 11  # not averaged together
     with create_app(str(empty_repo)).test_client() as client:
         page = client.get("/").get_data(as_text=True)
-    assert page.count('data-workload="w"') == 2 and "stack: 1 traced," in page and "trace all," in page
+    # the overview: one timeline for the workload (native run time, whatever the plan), the function
+    # chart of one plan, named
+    assert page.count('data-workload="w"') == 1 and page.count('id="total-') == 1
+    assert page.count('id="functions-') == 1 and ("stack: 1 traced" in page or "trace all" in page)
 
 
 def test_serve_answers_fifty_concurrent_requests_while_notes_are_appended(server):
@@ -412,3 +415,23 @@ def test_serve_answers_fifty_concurrent_requests_while_notes_are_appended(server
     # and the index caught up with every note appended
     after = json.loads(urllib.request.urlopen(url + "/api/commits", timeout=120).read())
     assert sum(c["profiles"] for c in after) == 6 * 3 + 12
+
+
+def test_a_profile_of_20000_functions_gives_bounded_pages_and_export(empty_repo, tmp_path):
+    """A pulled line with 20,000 functions: the commit page lists the 300 with the most time (and any
+    with a verdict) and says how many more there are; the export writes the function pages those link
+    to, not 20,000 (it took 34 s, the page 8 MB)."""
+    from gitperf.core.model import FunctionStats
+    from gitperf.web.pages import PAGE_FUNCTIONS
+    commit = git(empty_repo, "rev-parse", "HEAD")
+    p = profile(commit, np.random.default_rng(0))
+    many = tuple(FunctionStats(f"ns::fn_{i}<int>(int)", i + 1, 1000 * i + 5, 500 * i + 1) for i in range(20_000))
+    NotesStore(open_repo(empty_repo)).add(commit, replace(p, functions=p.functions + many))
+    page = create_app(empty_repo).test_client().get(f"/commit/{commit}").get_data(as_text=True)
+    rows = page.split('class="sortable functions"')[1].split("</table>")[0].count("<tr")
+    assert rows == PAGE_FUNCTIONS + 1  # and the heading row
+    assert "ns::fn_19999&lt;int&gt;(int)" in page and "ns::fn_0&lt;int&gt;(int)" not in page
+    assert f"{20_000 + len(p.functions) - PAGE_FUNCTIONS} more function(s)" in page
+    out = tmp_path / "site"
+    assert run_cli(empty_repo, "report", "--format", "html", "-o", str(out)).returncode in (0, 3)
+    assert len(list((out / "function").iterdir())) == PAGE_FUNCTIONS

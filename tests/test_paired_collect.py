@@ -4,7 +4,10 @@ plan for both sides, interleaved rounds, native estimates; and history from befo
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
@@ -137,3 +140,53 @@ def test_a_commit_from_before_adoption_is_collected_with_the_working_trees_confi
     [mine] = NotesStore(open_repo(root)).read(git(root, "rev-parse", "HEAD"))[0]
     assert mine.profile.header.config == ""
     assert codec.decode(codec.encode(stored.profile)).header.config == stored.profile.header.config
+
+
+def test_checking_the_child_keeps_the_parents_stored_verdict_runs_and_report(demo):
+    """check --collect of the slowdown commit, then of its child (which takes the slowdown commit as
+    its base and adds runs to its note): the slowdown commit's check, report and runs read the same."""
+    root, commits = demo
+    first = run_cli(root, "check", commits[3], "--collect", "--workload", "gate", "--rounds", "3", "--json",
+                    timeout=900)
+    assert first.returncode in (0, 1), first.stderr[-3000:]
+    report = run_cli(root, "report", commits[3]).stdout
+    runs_before = len(NotesStore(open_repo(root)).read(commits[3])[0])
+    child = run_cli(root, "check", commits[4], "--collect", "--workload", "gate", "--rounds", "3", "--json",
+                    timeout=900)
+    assert child.returncode in (0, 1), child.stderr[-3000:]
+    assert len(NotesStore(open_repo(root)).read(commits[3])[0]) > runs_before  # the child's base runs
+    again = run_cli(root, "check", commits[3], "--json")
+    stored = json.loads(again.stdout)
+    assert again.returncode == first.returncode
+    assert {k: v for k, v in stored.items() if k != "workloads"} == \
+        {k: v for k, v in json.loads(first.stdout).items() if k != "workloads"}
+    assert stored["workloads"][0]["target_profiles"] == json.loads(first.stdout)["workloads"][0]["target_profiles"] == 3
+    assert run_cli(root, "report", commits[3]).stdout == report
+    shown = run_cli(root, "show", commits[3]).stdout
+    assert shown.count("\nsession: paired check ") == 2, shown[:2000]
+
+
+def test_the_demo_tells_the_truth_and_its_overview_agrees(demo):
+    """What `make demo` runs (check --collect --workload gate of each commit), read back by the demo's
+    truth table (examples/demo/truth.py: exit 1 on any mismatch with make_history.EXPECTED); the
+    overview then draws one native-time timeline for gate, the slowdown marked, the rename not."""
+    import subprocess
+    import sys
+    root, commits = demo
+    for c in commits[1:]:
+        r = run_cli(root, "check", c, "--collect", "--workload", "gate", "-q", timeout=900)
+        assert r.returncode in (0, 1), r.stderr[-3000:]
+    truth = Path(__file__).parent.parent / "examples" / "demo" / "truth.py"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    t = subprocess.run([sys.executable, str(truth), str(root), "--json"], capture_output=True, text=True, env=env)
+    rows = json.loads(t.stdout)
+    assert t.returncode == 0 and all(r["match"] for r in rows) and len(rows) == 5, t.stdout
+    from gitperf.web import create_app
+    page = create_app(root).test_client().get("/").get_data(as_text=True)
+    assert page.count('data-workload="gate"') == 1 and page.count('id="total-') == 1
+    fig = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
+    line = next(t for t in fig["data"] if t.get("name", "").startswith("run time"))
+    assert len(line["x"]) == len(commits)  # every checked commit (and the first, as a base) on one line
+    marked = next((t["x"] for t in fig["data"] if t.get("name") == "degradations"), [])
+    seq = {c: i for i, c in enumerate(commits)}
+    assert marked == [seq[commits[3]]], marked  # the slowdown, not the rename

@@ -145,6 +145,20 @@ CHANGED: dict[int, set[str]] = {
 }
 
 
+# What `git perf check C --collect --workload gate` should say of each commit (index -> the verdicts
+# that are right, the function a degradation must name first, and why), printed by `make demo` beside
+# what it said (examples/demo/truth.py) and asserted by tests/test_paired_collect.py.
+EXPECTED: dict[int, tuple[tuple[str, ...], str, str]] = {
+    1: (("no-change",), "", "a comment changes no code"),
+    2: (("no-change",), "", "a rename changes a name, not the code it runs"),
+    3: (("degradation",), "checksum_block", "two passes and a division by a variable modulus: ~2-3x slower"),
+    # text_generate is ~5% of gate's run and gets ~12% faster: at the edge of what 60 paired rounds of
+    # gate resolve (the `large` workload resolves it); a miss is not a false alarm, a degradation is
+    4: (("optimization", "no-change"), "", "one random number per word instead of three"),
+    5: (("no-change",), "", "a new function that prints a small histogram: microseconds of a 5 ms run"),
+}
+
+
 def git(root: Path, *args: str, date: str | None = None) -> str:
     env = dict(os.environ, GIT_AUTHOR_NAME="Demo Developer", GIT_AUTHOR_EMAIL="dev@example.com",
                GIT_COMMITTER_NAME="Demo Developer", GIT_COMMITTER_EMAIL="dev@example.com")

@@ -38,6 +38,12 @@ echo "== the newest profile: git perf show HEAD --workload gate --top 10"
 git perf show HEAD --workload gate --top 10 | head -30
 echo "== the dashboard as static pages: git perf report --format html -o $WORK/report"
 git perf report --format html -o "$WORK/report" || true
+echo "== what the demo's commits should give, beside what git perf check stored for them"
+python3 "$HERE/truth.py" "$REPO" && truth=0 || truth=$?
 echo
 echo "Profiles are git notes: git notes --ref=perf list   (in $REPO)"
 echo "Dashboard: open $WORK/report/index.html, or run (no root needed): cd $REPO && git perf serve"
+if [ "$truth" -ne 0 ]; then
+  echo "git perf disagreed with the demo's expected outcomes above (a bug, or a machine too disturbed to measure: run make demo again)" >&2
+  exit 1
+fi

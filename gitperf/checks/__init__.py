@@ -1,7 +1,8 @@
 """Checks (ARCHITECTURE.md §10): degradations of a commit against its baseline and history.
 
 `check` walks the history and pairs profiles; `compare` holds the statistics of one workload;
-`change` the result types; `noise` the A/A analysis; `bisect` the search for a first slow commit."""
+`change` the result types; `record` a paired check's stored result; `noise` the A/A analysis;
+`bisect` the search for a first slow commit."""
 
 from gitperf.checks.change import (
                                    ACCEPTED,
@@ -17,9 +18,9 @@ from gitperf.checks.change import (
                                    CheckResult,
                                    WorkloadPair,
 )
-from gitperf.checks.check import Baseline, baseline, check, comparable, find_baseline, group
+from gitperf.checks.check import Baseline, baseline, check, comparable, find_baseline, group, recompute
 from gitperf.checks.compare import HISTORY_Z, MIN_HISTORY, Sides, compare_workload, error_budget
 
 __all__ = ["ACCEPTED", "DEGRADATION", "INSTRUCTIONS", "NEW", "NO_CHANGE", "NOT_ENOUGH_DATA", "OPTIMIZATION", "REMOVED", "UNKNOWN",
            "Change", "CheckResult", "WorkloadPair", "Baseline", "baseline", "check", "comparable", "find_baseline",
-           "group", "HISTORY_Z", "MIN_HISTORY", "Sides", "compare_workload", "error_budget"]
+           "group", "recompute", "HISTORY_Z", "MIN_HISTORY", "Sides", "compare_workload", "error_budget"]

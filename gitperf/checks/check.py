@@ -6,6 +6,7 @@ diff touched); the statistics are `compare.compare_workload`'s.  Profiles are pa
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 import pygit2
@@ -20,7 +21,7 @@ from gitperf.checks.change import (
     CheckResult,
     WorkloadPair,
 )
-from gitperf.checks import witness
+from gitperf.checks import record, witness
 from gitperf.checks.compare import Sides, compare_workload
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import StoredProfile, comparison_key
@@ -88,15 +89,28 @@ def baseline(store: NotesStore, line: list[str], key: str, forced: str | None, d
     return base
 
 
-def partners(target: list[StoredProfile], base: list[StoredProfile]) -> list[StoredProfile]:
-    """The base runs collected in the same paired check as the target's (`check --collect` marks
-    both sides with one `pairing` id), when there are any: several paired checks against one base
-    leave several sets of rounds on it, and only the target's own partners pair up round by round."""
+def partners(target: list[StoredProfile], base: list[StoredProfile]) -> tuple[list[StoredProfile], list[StoredProfile]]:
+    """The target and base runs of one paired check (`check --collect` marks both sides with one
+    `pairing` id), when the two sides share one: the newest such check's.  A commit checked, then
+    used as its child's base, holds two sets of rounds of one plan; pooling them would mix two
+    sessions (a check of a demo commit once read "116 runs vs 56" after its child's check).
+    Otherwise every run of each side."""
+    shared = {p.profile.plan.params.get("pairing") for p in target} & {p.profile.plan.params.get("pairing") for p in base}
+    shared.discard(None)
+    if not shared:
+        return target, base
+    newest = max(shared, key=lambda i: max(p.profile.header.started for p in target
+                                           if p.profile.plan.params.get("pairing") == i))
+    mine = lambda ps: [p for p in ps if p.profile.plan.params.get("pairing") == newest]  # noqa: E731
+    return mine(target), mine(base)
+
+
+def foreign(target: list[StoredProfile], base: list[StoredProfile]) -> bool:
+    """Every target run belongs to a paired check (a `pairing` id) none of whose runs is on the base:
+    they were the base side of a child's check, paired with the child, not with this base (whose
+    nearest runs under that plan may be several commits back)."""
     ids = {p.profile.plan.params.get("pairing") for p in target}
-    if len(ids) != 1 or None in ids:
-        return base
-    same = [b for b in base if b.profile.plan.params.get("pairing") in ids]
-    return same or base
+    return None not in ids and not ids & {p.profile.plan.params.get("pairing") for p in base}
 
 
 def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> str:
@@ -159,6 +173,18 @@ def result_of(pairs: list[WorkloadPair], changes: list[Change]) -> str:
 
 def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = None,
           workloads: tuple[str, ...] = ()) -> CheckResult:
+    """The check of `rev`: the stored result of the paired check that checked it (`checks.record`;
+    against `base_rev` when given), else one `recompute`d from the stored profiles."""
+    repo = store.repo
+    commit = resolve_commit(repo, rev)
+    forced = resolve_commit(repo, base_rev) if base_rev else None
+    if (rec := record.newest(store, commit, forced, workloads)) is not None:
+        return restored(Request(repo, store, commit, cfg, ancestors(repo, commit)), rec, workloads)
+    return recompute(store, commit, cfg, base_rev, workloads)
+
+
+def recompute(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = None,
+              workloads: tuple[str, ...] = ()) -> CheckResult:
     """Degradations of `rev` against its baseline (nearest first-parent ancestor with a comparable
     profile, or `base_rev`) and its history, from the profiles in `store` (a caching store for many
     checks: the index checks every commit, and each check reads its ten predecessors)."""
@@ -177,12 +203,30 @@ def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = 
     pairs, changes = [], []
     for key, target in sorted(groups.items()):
         base = baseline(req.store, req.line, key, forced, cfg.history)
-        pair, found = check_workload(req, key, target, replace(base, profiles=partners(target, base.profiles)))
+        if base.commit and not forced and foreign(target, base.profiles):  # (a base named is compared as asked)
+            warnings.append(f"{len(target)} run(s) of {target[0].profile.header.workload} under plan "
+                            f"{target[0].profile.plan.describe()} are one side of another commit's paired check "
+                            f"(as its base): they are compared there, not with {base.commit[:12]}")
+            continue
+        target, mates = partners(target, base.profiles)
+        pair, found = check_workload(req, key, target, replace(base, profiles=mates))
         if base_rev and not pair.base_commit:
             pair = replace(pair, notes=(NO_BASELINE + f" at {base_rev}",))
         pairs.append(pair)
         changes.extend(found)
     return conclude(req, pairs, changes, warnings)
+
+
+def restored(req: Request, rec: record.CheckRecord, workloads: tuple[str, ...] = ()) -> CheckResult:
+    """A stored check's result as it ended, for the workloads asked (all when none), with what has
+    happened since: an accept written later turns its degradations into `accepted`."""
+    keep = lambda w: not workloads or w in workloads  # noqa: E731
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.time))
+    said = (f"stored result of the paired check of {when} (`git perf check --recompute` derives one from all "
+            "stored runs instead)",)
+    pairs = [replace(p, notes=p.notes + said) for p in rec.result.pairs if keep(p.workload)]
+    changes = [c for c in rec.result.changes if keep(c.workload)]
+    return conclude(req, pairs, changes, list(rec.result.warnings))
 
 
 def conclude(req: Request, pairs: list[WorkloadPair], changes: list[Change], warnings: list[str]) -> CheckResult:
@@ -201,4 +245,4 @@ def conclude(req: Request, pairs: list[WorkloadPair], changes: list[Change], war
                         "(git perf collect HEAD~1), or name a base with --base")
     bases = {p.base_commit for p in pairs if p.base_commit}
     return CheckResult(req.commit, next(iter(bases)) if len(bases) == 1 else None, result, tuple(changes),
-                       tuple(pairs), tuple(warnings))
+                       tuple(pairs), tuple(dict.fromkeys(warnings)))  # (a restored result's warnings again)

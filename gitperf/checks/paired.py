@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import pygit2
 
+from gitperf.checks import record
 from gitperf.checks.change import DEGRADATION, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
 from gitperf.checks.compare import Sides, compare_workload
@@ -161,10 +162,15 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     runs = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     store = NotesStore(repo)
     request = Request(repo, store, commit, cfg, ancestors(repo, commit))
+    lines, sides = paired.encode_runs(base, commit, runs)
     pairs, changes = [], []
-    for run, (b, t) in zip(runs, paired.store_runs(store, base, commit, runs)):
+    for run, (b, t) in zip(runs, sides):
         pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
         notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg))
         pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
         changes.extend(locate(found, run.focus))
-    return conclude(request, pairs, changes, [])
+    result = conclude(request, pairs, changes, [])
+    # the profiles of both sides and the check's record, all or nothing (ARCHITECTURE.md §4, §10c)
+    pairings = sorted({str(p.plan.params.get("pairing", "")) for r in runs for p in r.target})
+    store.add_lines({**lines, commit: lines[commit] + [record.line(result, pairings)]})
+    return result

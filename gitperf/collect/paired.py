@@ -12,7 +12,7 @@ nothing is left open; then every profile is stored in one batch.
   (`count_instructions`, ARCHITECTURE.md §10b): the check's second witness.
 * **Nothing half-stored.** An interruption (Ctrl-C, SIGTERM) detaches the probes, kills the
   workload and stores nothing; the profiles of every workload and both sides are written at the
-  end, all or nothing (`store_runs`, `NotesStore.add_lines`).
+  end, all or nothing (`encode_runs`, then one `NotesStore.add_lines` with the check's record).
 
 When to stop is the caller's decision (it needs the statistics): `collect_pairs` asks `until` after
 every round from `Stop.min_rounds` on.
@@ -37,7 +37,7 @@ from gitperf.core import codec
 from gitperf.core.config import Workload
 from gitperf.core.errors import CollectionAborted
 from gitperf.core.fmt import names
-from gitperf.core.model import ROOT, InstructionCounts, Mode, Profile, StoredProfile
+from gitperf.core.model import ROOT, InstructionCounts, Mode, Profile, StoredProfile, content_id
 from gitperf.engine import callgrind
 from gitperf.engine.base import Engine, Session
 from gitperf.git.repo import perf_dir
@@ -47,7 +47,6 @@ from gitperf.plan.costs import call_costs, inside_costs
 from gitperf.plan.focus import Candidates, Costs, Focus
 from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan
-from gitperf.store.notes import NotesStore
 
 SAMPLED_SHOWN = 6  # progress lines: the first few sampled focus functions and why
 PILOT_RUNS = 3  # stack-sampled runs that estimate each function's own native time before planning
@@ -222,7 +221,7 @@ def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Eng
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
                   until: Until) -> list[PairedRuns]:
     """Both commits checked out and built, then per workload a shared plan and its rounds.  Nothing
-    is stored (see `store_runs`); an interruption raises CollectionAborted with the probes detached."""
+    is stored (see `encode_runs`); an interruption raises CollectionAborted with the probes detached."""
     engine.check()
     for path in sweep_worktrees(repo):
         progress(f"removed {path}: the worktree of a collection that was killed")
@@ -246,17 +245,18 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
     return out
 
 
-def store_runs(store: NotesStore, base: str, commit: str,
-               runs: list[PairedRuns]) -> list[tuple[list[StoredProfile], list[StoredProfile]]]:
-    """Every workload's profiles of both sides, in one batch under one lock; per workload the stored
-    (base, target) profiles."""
+def encode_runs(base: str, commit: str, runs: list[PairedRuns],
+                ) -> tuple[dict[str, list[str]], list[tuple[list[StoredProfile], list[StoredProfile]]]]:
+    """Every workload's profiles of both sides as note lines (per commit), and per workload the
+    (base, target) profiles as they will read back once stored (ids are the lines' hashes): the check
+    is computed on them before anything is written, so that its record goes into the same batch."""
     lines = {base: [codec.encode(p) for r in runs for p in r.base],
              commit: [codec.encode(p) for r in runs for p in r.target]}
-    ids = store.add_lines(lines)
+    ids = {c: [content_id(ln) for ln in ls] for c, ls in lines.items()}
     out, at = [], 0
     for r in runs:
         k = len(r.base)
         out.append(([StoredProfile(base, 0, i, p) for i, p in zip(ids[base][at:at + k], r.base)],
                     [StoredProfile(commit, 0, i, p) for i, p in zip(ids[commit][at:at + k], r.target)]))
         at += k
-    return out
+    return lines, out

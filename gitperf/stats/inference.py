@@ -238,3 +238,18 @@ def change_points(values: Sequence[float], window: int = 5, alpha: float = 0.01)
         if all(abs(i - c.index) >= window for c in picked):
             picked.append(ChangePoint(i, before, after, p))
     return sorted(picked, key=lambda c: c.index)
+
+
+def center_interval(totals: list[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Interval of the center of one session's runs (the timeline's band, `show`'s sessions): the runs'
+    own spread on the log scale, Student's t with n - 1 degrees of freedom.  None with one run: no
+    spread to go by."""
+    noise = pooled_replicate_sigma([totals])
+    if noise is None and len(totals) == 2:
+        lt = np.log(np.maximum(totals, 1.0))
+        noise = Noise(float(abs(lt[0] - lt[1]) / math.sqrt(2)), 1, "replicates")
+    if noise is None:
+        return None, None
+    c = math.log(max(center(totals), 1.0))
+    lo, hi = interval(c, noise.sigma * math.sqrt(center_var(len(totals))), noise.df, confidence)
+    return (lo + 1), (hi + 1)

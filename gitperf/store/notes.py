@@ -32,6 +32,8 @@ NOTES_REF = "refs/notes/perf"
 SIDE_REF = "refs/notes/perf-remote"  # where `pull` fetches the remote's notes before merging
 STAGING = "-staging-"  # + the writer's pid: refs/notes/perf-staging-PID, where `add_lines` writes first
 ACCEPT_PREFIX = "gitperf-accept "  # a note line recording that this commit's performance change was intended
+CHECK_PREFIX = "gitperf-check "  # a note line holding a paired check's result (checks.record)
+RECORDS = (ACCEPT_PREFIX, CHECK_PREFIX)  # lines that are records, not profiles
 
 
 def _valid_acceptance(rec) -> bool:
@@ -82,7 +84,7 @@ class NotesStore:
         """All profiles of a commit, and the lines that could not be read."""
         good, bad = [], []
         for no, line in enumerate(self.note_text(commit).splitlines(), start=1):
-            if not line.strip() or line.startswith(ACCEPT_PREFIX):
+            if not line.strip() or line.startswith(RECORDS):
                 continue
             try:
                 profile = codec.decode(line)
@@ -91,6 +93,10 @@ class NotesStore:
                 continue
             good.append(StoredProfile(commit, no, content_id(line.strip()), profile))
         return good, bad
+
+    def record_lines(self, commit: str, prefix: str) -> list[str]:
+        """The lines of a commit's note that start with `prefix` (a kind of record), in note order."""
+        return [ln for ln in self.note_text(commit).splitlines() if ln.startswith(prefix)]
 
     def acceptance(self, commit: str) -> dict | None:
         """The `git perf accept` record of a commit, if any (the newest when there are several)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import math
 import os
 import sqlite3
 import time
@@ -26,20 +25,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import numpy as np
 import pygit2
 import sqlite_utils
 
 from gitperf import checks
 from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
-from gitperf.core.model import ROOT, Mode, StoredProfile
+from gitperf.core.model import ROOT, Mode, Profile, StoredProfile
 from gitperf.core.progress import Progress, silent
 from gitperf.git.repo import first_parent, perf_dir
 from gitperf.stats import accuracy, inference
 from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
 
-SCHEMA = 7  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 8  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,7 @@ def _summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
                 names.setdefault(f.name, []).append(f)
         for name, fs in names.items():
             totals = [float(f.total_ns) for f in fs]
-            lo, hi = _center_interval(totals)
+            lo, hi = inference.center_interval(totals)
             rows.append({
                 "commit": commit, "config_key": key, "workload": ps[0].profile.header.workload, "name": name,
                 "plan": ps[0].profile.plan.describe(),
@@ -123,20 +121,6 @@ def _summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
                 "location": next((f.location for f in fs if f.location), ""),
             })
     return rows
-
-
-def _center_interval(totals: list[float], confidence: float = 0.95) -> tuple[float | None, float | None]:
-    """Interval of the center of one commit's runs (the timeline's band): the runs' own spread on the
-    log scale, Student's t with n - 1 degrees of freedom.  None with one run: no spread to go by."""
-    noise = inference.pooled_replicate_sigma([totals])
-    if noise is None and len(totals) == 2:
-        lt = np.log(np.maximum(totals, 1.0))
-        noise = inference.Noise(float(abs(lt[0] - lt[1]) / math.sqrt(2)), 1, "replicates")
-    if noise is None:
-        return None, None
-    c = math.log(max(inference.center(totals), 1.0))
-    lo, hi = inference.interval(c, noise.sigma * math.sqrt(inference.center_var(len(totals))), noise.df, confidence)
-    return (lo + 1), (hi + 1)
 
 
 def _profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
@@ -174,6 +158,45 @@ def _series_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
             if f.name not in out and len(f.series) >= MIN_SERIES and len({o for o, _ in f.series}) >= 3:
                 out[f.name] = {"commit": commit, "name": f.name, "series": json.dumps(f.series)}
     return list(out.values())
+
+
+# A run's calibrated probe and sample time is taken out of its wall time up to this share of it.  Wider
+# than a function's CORRECTABLE_SHARE: every run of a workload on one machine is corrected with the same
+# calibration, so its error moves the points of a timeline together (the demo's 5 ms `gate` runs of
+# paired checks, stack-sampled at ~25 kHz, are 31-45% calibrated probe and sample time; a full trace of
+# its `small` workload 95%).
+TIMELINE_SHARE = 0.5
+
+
+def native_run_s(p: Profile) -> float | None:
+    """A run's time at native speed: its wall time less the calibrated time of its probes and samples
+    (`Metrics.predicted_overhead_s`), comparable across probe plans.  None when that is not a
+    correction but most of the run (a full trace of nanosecond functions: more than TIMELINE_SHARE
+    of it), or unknown (bursty runs, a crash)."""
+    m = p.metrics
+    if not p.complete or m.PRT <= 0 or p.plan.mode == Mode.BURSTY:
+        return None
+    probes = m.predicted_overhead_s
+    if probes <= 0 and p.plan.mode != Mode.STACK:
+        return None  # probed, but not calibrated: the probes' share is not known
+    return m.PRT - probes if probes <= TIMELINE_SHARE * m.PRT else None
+
+
+def _native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """Per workload and machine: the native run time of all its runs on the commit, whatever plan
+    measured them (the overview's one timeline per workload), and how many runs were left out."""
+    by: dict[tuple[str, str], list[float | None]] = {}
+    for sp in profiles:
+        h = sp.profile.header
+        by.setdefault((h.workload, h.machine), []).append(native_run_s(sp.profile))
+    rows = []
+    for (wl, machine), values in sorted(by.items()):
+        ok = [v * 1e9 for v in values if v is not None]
+        lo, hi = inference.center_interval(ok) if ok else (None, None)
+        rows.append({"commit": commit, "workload": wl, "machine": machine, "runs": len(ok),
+                     "left_out": len(values) - len(ok), "native_ns": inference.center(ok) if ok else None,
+                     "ci_low": lo, "ci_high": hi})
+    return rows
 
 
 def _stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
@@ -248,6 +271,21 @@ class IndexQuery:
             "select name from functions where config_key = ? and [commit] = ? and name != ? "
             "order by exclusive_ns desc limit ?", [config_key, latest[0]["commit"], ROOT, n])]
 
+    def workloads(self) -> list[dict]:
+        """(workload, machine) pairs with how many commits have native run times and how many runs
+        were left out as mostly probe time."""
+        return list(self.db.query(
+            "select workload, machine, sum(native_ns is not null) as commits, sum(runs) as runs, "
+            "sum(left_out) as left_out from natives group by workload, machine order by workload, machine"))
+
+    def native_timeline(self, workload: str, machine: str) -> list[dict]:
+        """A workload's native run time on every commit of HEAD's line that has one, in commit order
+        (as `timeline` rows: total_ns is the native time)."""
+        return list(self.db.query(
+            "select n.[commit], c.seq, c.subject, c.author, c.date, n.runs, n.native_ns as total_ns, n.ci_low, "
+            "n.ci_high from natives n join commits c on c.sha = n.[commit] where n.workload = ? and n.machine = ? "
+            "and n.native_ns is not null order by c.seq", [workload, machine]))
+
     def marks(self, workload: str) -> list[dict]:
         """Degradations and optimizations of a workload (for the timeline's markers)."""
         return list(self.db.query(
@@ -263,9 +301,19 @@ class IndexQuery:
         out["changes"] = list(self.db.query("select * from changes where [commit] = ? order by rank", [sha]))
         return out
 
-    def functions(self, sha: str) -> list[dict]:
-        return list(self.db.query("select * from functions where [commit] = ? order by workload, exclusive_ns desc",
-                                  [sha]))
+    def functions(self, sha: str, limit: int | None = None) -> list[dict]:
+        """The commit's functions, each workload's by exclusive time; with `limit`, the first `limit` of
+        each workload and any function a check gave a verdict other than no-change."""
+        if limit is None:
+            return list(self.db.query("select * from functions where [commit] = ? order by workload, "
+                                      "exclusive_ns desc", [sha]))
+        return list(self.db.query(
+            "select * from (select f.*, row_number() over (partition by f.workload order by f.exclusive_ns desc) "
+            "as rk from functions f where f.[commit] = ?) where rk <= ? or name in (select function from changes "
+            "where [commit] = ? and type != 'no-change') order by workload, exclusive_ns desc", [sha, limit, sha]))
+
+    def function_count(self, sha: str) -> int:
+        return next(iter(self.db.query("select count(*) as n from functions where [commit] = ?", [sha])))["n"]
 
     def profiles(self, sha: str) -> list[dict]:
         rows = list(self.db.query("select * from profiles where [commit] = ? order by workload, line_no", [sha]))
@@ -290,8 +338,14 @@ class IndexQuery:
             "select ch.*, c.seq, c.subject, c.author, c.date from changes ch left join commits c on c.sha = ch.[commit] "
             "where ch.type in ('degradation', 'accepted') order by c.seq is null, c.seq desc, ch.rank"))
 
-    def function_names(self) -> list[str]:
-        return [r["name"] for r in self.db.query("select distinct name from functions order by name")]
+    def function_names(self, limit: int | None = None) -> list[str]:
+        """Every function's name; with `limit`, those a commit page shows (`functions(sha, limit)`)."""
+        if limit is None:
+            return [r["name"] for r in self.db.query("select distinct name from functions order by name")]
+        return [r["name"] for r in self.db.query(
+            "select name from (select name, row_number() over (partition by [commit], workload order by exclusive_ns "
+            "desc) as rk from functions) where rk <= ? union select function from changes where type != 'no-change' "
+            "order by name", [limit])]
 
     def bad_lines(self, sha: str) -> int:
         rows = list(self.db.query("select bad_lines from notes where [commit] = ?", [sha]))
@@ -405,6 +459,9 @@ class Index(IndexQuery):
         db["series"].create({"commit": str, "name": str, "series": str}, pk=("commit", "name"))
         db["stacks"].create({"commit": str, "workload": str, "stack": str, "samples": int},
                             pk=("commit", "workload", "stack"))
+        db["natives"].create({"commit": str, "workload": str, "machine": str, "runs": int, "left_out": int,
+                              "native_ns": float, "ci_low": float, "ci_high": float},
+                             pk=("commit", "workload", "machine"))
         db["checks"].create({"commit": str, "base": str, "result": str, "data": str}, pk="commit")
         db["changes"].create({"commit": str, "workload": str, "function": str, "type": str, "relative": float,
                               "ci_low": float, "ci_high": float, "confidence": float, "absolute_ns": float,
@@ -467,7 +524,7 @@ class Index(IndexQuery):
             if todo.new_head:
                 self._insert_line(line)
             for c in todo.removed + todo.changed:
-                for t in ("notes", "profiles", "functions", "series", "stacks", "checks", "changes"):
+                for t in ("notes", "profiles", "functions", "series", "stacks", "natives", "checks", "changes"):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
             orphans = set()
             for i, c in enumerate(todo.changed):
@@ -510,6 +567,7 @@ class Index(IndexQuery):
         self._insert("functions", _summaries(c, good))
         self._insert("series", _series_rows(c, good))
         self._insert("stacks", _stack_rows(c, good))
+        self._insert("natives", _native_rows(c, good))
         return True
 
     def _insert(self, table: str, rows: list[dict]) -> None:

@@ -7,6 +7,7 @@ from gitperf.core.config import PROBE_PAD_FLAG
 from gitperf.core import stacks
 from gitperf.core.fmt import fmt_bytes, fmt_ns, table
 from gitperf.core.model import CORRECTABLE_SHARE, ROOT, Profile, StoredProfile, comparison_key
+from gitperf.stats import inference
 
 
 def metrics_line(p: Profile) -> str:
@@ -146,34 +147,77 @@ def model_summary(f) -> str:
     return f"{best.kind.split(':', 1)[1]} R² {best.r2:.2f}{'' if best.reliable else ' (unreliable)'} ({rest})"
 
 
-def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models: bool = False) -> str:
+def sessions(profiles: list[StoredProfile]) -> list[list[StoredProfile]]:
+    """Runs grouped by session: the rounds of one paired check (its `pairing` id), or the plain
+    collections of one workload under one plan; in note order."""
+    out: dict[tuple, list[StoredProfile]] = {}
+    for sp in profiles:
+        p = sp.profile
+        out.setdefault((p.header.workload, comparison_key(p), p.plan.params.get("pairing", "")), []).append(sp)
+    return list(out.values())
+
+
+def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models: bool = False,
+              runs: bool = False) -> str:
+    """`git perf show`: one block per session (every run with `runs`)."""
     if not profiles:
         return f"commit {commit}: no profiles (collect with `git perf collect {commit[:12]}`)"
     lines = [f"commit {commit}"]
-    for sp in profiles:
-        p = sp.profile
-        h = p.header
-        lines += ["", f"profile {sp.id}  workload {h.workload}  engine {h.engine}  mode {p.plan.mode}  "
-                      f"machine {h.machine}  kernel {h.kernel}  plan {p.plan.describe()}", "  " + metrics_line(p)]
-        if h.config:
-            lines.append(f"  configuration: {h.config} (the commit has no .gitperf.toml of its own)")
-        if share := probe_share(p):
-            lines.append("  " + share)
-        lines += ["  warning: " + w for w in _warnings(p)]
-        funcs = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)
-        if top:
-            funcs = funcs[:top]
-        rows = []
-        for f in funcs:
-            calls = (f"~{f.count}" if f.count else "-") if f.sampled else str(f.count)  # "-": only stack-sampled
-            est = f"[{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
-            native = fmt_ns(f.native_ns) if f.probe_ns > 0 and f.correctable else "-"
-            rows.append([f.name, calls, fmt_ns(f.total_ns), native, fmt_ns(f.exclusive_ns),
-                         fmt_ns(f.mean_ns) if f.count else "-", est])
-        lines.append(table(["function", "calls", "total", "native est.", "exclusive", "mean", ""], rows, "lrrrrrl"))
-        if models:
-            lines += [f"  model of {f.name}: {m}" for f in funcs if (m := model_summary(f))]
+    for group in ([[sp] for sp in profiles] if runs else sessions(profiles)):
+        lines += _run_block(group[0], top, models) if len(group) == 1 else _session_block(group, top)
     return "\n".join(lines)
+
+
+def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
+    p = sp.profile
+    h = p.header
+    lines = ["", f"profile {sp.id}  workload {h.workload}  engine {h.engine}  mode {p.plan.mode}  "
+                 f"machine {h.machine}  kernel {h.kernel}  plan {p.plan.describe()}", "  " + metrics_line(p)]
+    if h.config:
+        lines.append(f"  configuration: {h.config} (the commit has no .gitperf.toml of its own)")
+    if share := probe_share(p):
+        lines.append("  " + share)
+    lines += ["  warning: " + w for w in _warnings(p)]
+    funcs = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)
+    if top:
+        funcs = funcs[:top]
+    rows = []
+    for f in funcs:
+        calls = (f"~{f.count}" if f.count else "-") if f.sampled else str(f.count)  # "-": only stack-sampled
+        est = f"[{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
+        native = fmt_ns(f.native_ns) if f.probe_ns > 0 and f.correctable else "-"
+        rows.append([f.name, calls, fmt_ns(f.total_ns), native, fmt_ns(f.exclusive_ns),
+                     fmt_ns(f.mean_ns) if f.count else "-", est])
+    lines.append(table(["function", "calls", "total", "native est.", "exclusive", "mean", ""], rows, "lrrrrrl"))
+    if models:
+        lines += [f"  model of {f.name}: {m}" for f in funcs if (m := model_summary(f))]
+    return lines
+
+
+def _session_block(group: list[StoredProfile], top: int) -> list[str]:
+    """Several runs of one session: medians over the runs, the run time's interval, the warnings of
+    any run once."""
+    first = group[0].profile
+    h, pairing = first.header, first.plan.params.get("pairing")
+    prt = [sp.profile.metrics.PRT * 1e9 for sp in group]
+    lo, hi = inference.center_interval(prt)
+    band = f" [{fmt_ns(lo)} .. {fmt_ns(hi)}]" if lo is not None else ""
+    what = f"paired check {pairing}" if pairing else "collections"
+    lines = ["", f"session: {what}, {len(group)} runs  workload {h.workload}  engine {h.engine}  mode {first.plan.mode}"
+                 f"  machine {h.machine}  plan {first.plan.describe()}",
+             f"  run time: median {fmt_ns(inference.center(prt))}{band} (95% interval of the median); "
+             f"`show --runs` lists every run"]
+    lines += ["  warning: " + w for w in dict.fromkeys(w for sp in group for w in _warnings(sp.profile))]
+    by_name: dict[str, list] = {}
+    for sp in group:
+        for f in sp.profile.functions:
+            by_name.setdefault(f.name, []).append(f)
+    med = lambda fs, attr: inference.center([float(getattr(f, attr)) for f in fs])  # noqa: E731
+    names = sorted(by_name, key=lambda n: -med(by_name[n], "exclusive_ns"))[:top or None]
+    rows = [[n, f"{len(by_name[n])}", f"{med(by_name[n], 'count'):.0f}", fmt_ns(med(by_name[n], "total_ns")),
+             fmt_ns(med(by_name[n], "exclusive_ns"))] for n in names]
+    lines.append(table(["function", "runs", "calls (median)", "total (median)", "exclusive (median)"], rows, "lrrrr"))
+    return lines
 
 
 def profile_json(sp: StoredProfile) -> dict:

@@ -16,7 +16,7 @@ from gitperf.core.errors import GitPerfError
 from gitperf.views.index import Index
 from gitperf.web import create_app
 from gitperf.web.links import EXPORTED
-from gitperf.web.pages import PLOTLY_JS, STATIC
+from gitperf.web.pages import PAGE_FUNCTIONS, PLOTLY_JS, STATIC
 
 
 def export_site(repo_path: str | Path, out: str | Path, progress: Callable[[str], None] | None = None) -> list[Path]:
@@ -30,7 +30,7 @@ def export_site(repo_path: str | Path, out: str | Path, progress: Callable[[str]
             idx.update(progress=say)
             # every commit of HEAD's line (pages link parents and level-shift starts) and every noted one
             commits = list(dict.fromkeys([c["sha"] for c in idx.commits()] + idx.noted_commits()))
-            functions = idx.function_names()
+            functions = idx.function_names(PAGE_FUNCTIONS)  # the pages the commit pages link to
         finally:
             idx.close()
     pages = [("pages.overview", "/", {}), ("pages.regressions", "/regressions", {})]

@@ -23,6 +23,10 @@ bp = Blueprint("pages", __name__)
 STATIC = Path(__file__).parent / "static"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data"
 TOP_FUNCTIONS = 8  # functions drawn on the overview besides the total
+# A commit page lists each workload's functions with the most exclusive time, up to this many, and every
+# one with a verdict: a pulled profile of 20,000 functions made an 8 MB page (1 s) and a static export
+# of 20,000 function pages (34 s); the rest are in `git perf show REV --top 0` and /api/commit/SHA.
+PAGE_FUNCTIONS = 300
 
 
 @bp.route("/static/<path:filename>")
@@ -42,26 +46,36 @@ def commit_or_404(sha: str) -> str:
 
 
 def overview_data(workload: str | None = None) -> dict:
-    """Per configuration: the total's timeline with its marks, and the top functions' timelines."""
+    """Per workload (and machine, when there are several): its run time at native speed over the
+    commits, whatever plans measured it, with the stored checks' verdicts; and its top functions
+    under the plan that profiled most commits (function times depend on what was probed)."""
     idx = get_index()
-    configs = idx.configurations()
+    found = idx.workloads()
     if workload is not None:
-        configs = [c for c in configs if c["workload"] == workload]
-        if not configs:
+        found = [w for w in found if w["workload"] == workload]
+        if not found:
             abort(404, f"no profiles of workload {workload!r}")
-    several = {c["workload"] for c in configs if sum(d["workload"] == c["workload"] for d in configs) > 1}
+    machines = {w["workload"]: sum(x["workload"] == w["workload"] for x in found) for w in found}
+    configs = idx.configurations()
     sections = []
-    for c in configs:
-        key, wl = c["config_key"], c["workload"]
-        binary, machine = key.split("|")[0], key.split("|")[3]
-        title = wl + (f" ({binary} on {machine}, {c['plan']})" if wl in several else "")
-        top = idx.top_functions(key, TOP_FUNCTIONS)
-        lines = idx.timeline(key, [ROOT, *top])
+    for w in found:
+        wl, machine = w["workload"], w["machine"]
+        title = wl + (f" on {machine}" if machines[wl] > 1 else "")
         marks = idx.marks(wl)
-        sections.append({"workload": wl, "config_key": key, "plan": c["plan"], "commits": c["commits"],
-                         "total": plots.timeline(f"{title}: total time per run", lines.pop(ROOT, []), marks),
-                         "functions": plots.functions_timeline(f"{title}: top functions by exclusive time", lines),
-                         "degradations": [m for m in marks if m["type"] == checks.DEGRADATION][-5:][::-1]})
+        section = {"workload": wl, "machine": machine, "commits": w["commits"], "left_out": w["left_out"],
+                   "total": plots.timeline(f"{title}: run time at native speed (probe time taken out)",
+                                           idx.native_timeline(wl, machine), marks) if w["commits"] else None,
+                   "degradations": [m for m in marks if m["type"] == checks.DEGRADATION][-5:][::-1]}
+        mine = [c for c in configs if c["workload"] == wl and c["config_key"].split("|")[3] == machine]
+        if mine:  # (configurations() lists the most profiled first)
+            key, plan = mine[0]["config_key"], mine[0]["plan"]
+            lines = idx.timeline(key, [ROOT, *idx.top_functions(key, TOP_FUNCTIONS)])
+            section.update(plan=plan, functions=plots.functions_timeline(
+                f"{title}: top functions by exclusive time ({plan})", {n: r for n, r in lines.items() if n != ROOT}))
+            if section["total"] is None:  # only runs that are mostly probe time: drawn apart, and said so
+                section["total"] = plots.timeline(f"{title}: measured time per run under {plan} (mostly probe "
+                                                  "time, not the program's own speed)", lines[ROOT], marks)
+        sections.append(section)
     return {"sections": sections}
 
 
@@ -81,7 +95,7 @@ def commit(sha: str):
     check = idx.check(sha)
     changes = check["changes"] if check else []
     by_fn = {(c["workload"], c["function"]): c for c in changes}
-    functions = idx.functions(sha)
+    functions = idx.functions(sha, PAGE_FUNCTIONS)
     for f in functions:
         f["change"] = by_fn.get((f["workload"], f["name"]))
     profiles = idx.profiles(sha)
@@ -95,7 +109,7 @@ def commit(sha: str):
     flames = flame_figures(sha, check["base"] if check else None, frozenset(diff_traced))
     return render_template("commit.html", info=info, check=check, notable=notable, functions=functions,
                            profiles=profiles, diff_traced=diff_traced, figures=figures, flames=flames,
-                           unreadable=idx.bad_lines(sha))
+                           unreadable=idx.bad_lines(sha), more=idx.function_count(sha) - len(functions))
 
 
 def flame_figures(sha: str, base: str | None, changed: frozenset[str]) -> list[dict]:

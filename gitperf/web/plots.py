@@ -64,7 +64,7 @@ def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main
     text = [f"{r['commit'][:12]} {escape(r['subject'])}<br>{escape(r['author'])}, {_date(r['date'])}"
             f"<br>{r['runs']} run(s)" for r in total]
     data = _band(total, root, BLUE) + [{
-        "type": "scatter", "mode": "lines+markers", "name": "total time (median of runs)",
+        "type": "scatter", "mode": "lines+markers", "name": "run time (median of runs)",
         "x": [r["seq"] for r in total], "y": [r["total_ns"] / MS for r in total], "text": text,
         "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>", "line": {"color": BLUE}, "marker": {"size": 6}}]
     shapes = []

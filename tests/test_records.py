@@ -1,0 +1,137 @@
+"""Checks kept as records (`checks.record`): what `check --collect` stores is what `check`, `report`,
+`diff` and the dashboard show later, whatever other checks add to the commit's note; hostile record
+lines are ignored like unreadable profiles.  Real git and notes; the statistics on synthetic profiles
+(the eBPF end to end is in test_paired_collect.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import git, profile, run_cli
+
+from gitperf import checks
+from gitperf.checks import record
+from gitperf.core import codec
+from gitperf.core.config import CheckConfig
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
+
+
+def _paired(p, pairing: str, rnd: int):
+    return replace(p, plan=replace(p.plan, params={**p.plan.params, "pairing": pairing, "round": float(rnd)}))
+
+
+def _check_session(store, base: str, target: str, pairing: str, slow: dict, rng, runs: int = 5):
+    """What `check --collect` writes: both sides' runs marked with one pairing id, and the result."""
+    lines = {base: [codec.encode(_paired(profile(base, rng), pairing, r)) for r in range(runs)],
+             target: [codec.encode(_paired(profile(target, rng, slow), pairing, r)) for r in range(runs)]}
+    store.add_lines(lines)
+    result = checks.recompute(store, target, CheckConfig())
+    store.add_lines({target: [record.line(result, [pairing])]})
+    return result
+
+
+@pytest.fixture
+def three(empty_repo):
+    commits = []
+    for i in range(3):
+        (empty_repo / "a.txt").write_text(f"{i}\n")
+        git(empty_repo, "commit", "-qam", f"commit {i}")
+        commits.append(git(empty_repo, "rev-parse", "HEAD"))
+    return empty_repo, commits
+
+
+def test_a_record_reads_back_as_the_result_it_stored():
+    c = checks.Change("w", "f<int>", checks.DEGRADATION, 0.5, 10.0, 5.0, 0.99, 0.4, 0.6, "paired rounds",
+                      base_ns=20.0, target_ns=30.0, votes={"u": "x"}, per_call_ci=(0.1, 0.2), instructions=(1.0, 2.0))
+    nan = replace(c, function="g", type=checks.UNKNOWN, relative=math.nan, ci_low=math.nan, ci_high=math.nan)
+    pair = checks.WorkloadPair("w", "k", 5, "b" * 40, 5, 0, "paired", ("note",))
+    r = checks.CheckResult("a" * 40, "b" * 40, checks.DEGRADATION, (c, nan), (pair,), ("warn",))
+    rec = record.parse(record.line(r, ["p1"], at=5.0), "a" * 40)
+    assert rec.pairings == ("p1",) and rec.time == 5.0 and rec.result.changes[0] == c
+    assert rec.result.pairs == (pair,) and rec.result.warnings == ("warn",) and math.isnan(rec.result.changes[1].relative)
+    assert record.parse(record.line(r, ["p1"]), "c" * 40) is None  # another commit's record
+
+
+@pytest.mark.parametrize("body", [
+    "{", "[]", '{"v": 1}', '{"v": 2, "result": {}}', "[" * 50_000 + "]" * 50_000,
+    '{"v": 1, "pairings": ["p"], "time": 1, "result": {"commit": "C", "result": "degradation", "changes": [{}], '
+    '"workloads": []}}',
+    '{"v": 1, "pairings": ["\\ud800"], "time": 1, "result": {"commit": "C", "result": "no-change", "changes": [], '
+    '"workloads": []}}',
+    '{"v": 1, "pairings": ["p"], "time": 1, "result": {"commit": "C", "result": "bogus", "changes": [], '
+    '"workloads": []}}',
+])
+def test_hostile_record_lines_are_ignored_and_the_profiles_decide(three, body):
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    rng = np.random.default_rng(1)
+    store.add_lines({commits[0]: [codec.encode(profile(commits[0], rng)) for _ in range(3)],
+                     commits[1]: [codec.encode(profile(commits[1], rng, {"parse": 1.5})) for _ in range(3)]
+                     + [record.PREFIX + body.replace("C", commits[1])]})
+    assert checks.check(store, commits[1], CheckConfig()).result == checks.DEGRADATION
+    r = run_cli(root, "show", commits[1])
+    assert r.returncode == 0 and "could not" not in r.stderr  # a record is not an unreadable profile
+
+
+def test_checking_the_child_leaves_the_parents_stored_verdict_and_runs_alone(three):
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    rng = np.random.default_rng(2)
+    first = _check_session(store, commits[0], commits[1], "s1", {"parse": 1.6}, rng)
+    assert first.result == checks.DEGRADATION and first.pairs[0].target_profiles == 5
+    before = run_cli(root, "check", commits[1], "--json")
+    report = run_cli(root, "report", commits[1]).stdout
+    # the child's check: commit 1 is its base, with more runs of the same plan (and a slower parse:
+    # pooled with the first session's, they would change commit 1's verdict)
+    _check_session(store, commits[1], commits[2], "s2", {}, rng, runs=8)
+    store = NotesStore(open_repo(root))
+    after = run_cli(root, "check", commits[1], "--json")
+    assert json.loads(after.stdout) == json.loads(before.stdout) and after.returncode == before.returncode == 1
+    assert run_cli(root, "report", commits[1]).stdout == report
+    assert "stored result of the paired check" in run_cli(root, "check", commits[1]).stdout
+    # recomputed from the profiles, the newest shared session pairs up: still 5 vs 5, never 13 vs 5
+    again = checks.recompute(store, commits[1], CheckConfig())
+    assert again.pairs[0].target_profiles == 5 and again.pairs[0].base_profiles == 5
+    assert json.loads(run_cli(root, "check", commits[1], "--recompute", "--json").stdout)["workloads"][0][
+        "target_profiles"] == 5
+    # the dashboard shows the stored verdict too
+    from gitperf.web import create_app
+    api = create_app(root).test_client().get(f"/api/commit/{commits[1]}").get_json()
+    assert api["check"]["result"] == checks.DEGRADATION
+
+
+def test_an_accept_after_the_check_turns_the_stored_degradation_into_accepted(three):
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    _check_session(store, commits[0], commits[1], "s1", {"parse": 1.6}, np.random.default_rng(3))
+    assert run_cli(root, "check", commits[1]).returncode == 1
+    assert run_cli(root, "accept", commits[1], "-m", "intended").returncode == 0
+    r = run_cli(root, "check", commits[1], "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["result"] == checks.ACCEPTED
+
+
+def test_a_record_against_another_base_is_not_the_answer_for_this_base(three):
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    rng = np.random.default_rng(4)
+    _check_session(store, commits[1], commits[2], "s1", {"parse": 1.6}, rng)
+    store.add_lines({commits[0]: [codec.encode(profile(commits[0], rng)) for _ in range(3)]})
+    d = json.loads(run_cli(root, "diff", commits[0], commits[2], "--json").stdout)
+    assert d["base"] == commits[0] and not any("stored result" in n for w in d["workloads"] for n in w["notes"])
+
+
+def test_show_prints_one_block_per_session_and_every_run_with_runs(three):
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    rng = np.random.default_rng(5)
+    _check_session(store, commits[0], commits[1], "s1", {}, rng, runs=12)
+    _check_session(store, commits[1], commits[2], "s2", {}, rng, runs=7)  # commit 1 as the child's base
+    out = run_cli(root, "show", commits[1]).stdout
+    assert out.count("\nsession: paired check ") == 2 and "\nprofile " not in out
+    assert "paired check s1, 12 runs" in out and "paired check s2, 7 runs" in out and "median" in out
+    assert run_cli(root, "show", commits[1], "--runs").stdout.count("\nprofile ") == 19
