@@ -113,3 +113,59 @@ def test_a_workload_that_never_runs_the_binary_stores_nothing_exit_2(tmp_path, c
     r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", command)
     assert r.returncode == 2 and words in r.stderr and "nothing was stored" in r.stderr, r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
+
+
+MOMENTS = {  # what the check's progress (stderr) says when it reaches a moment, or a condition
+    "build": "building",
+    "workload start": None,  # the run's cgroup exists
+    "first round": "round 1:",
+    "later round": "round 3:",
+    "witness": "instruction witness",
+}
+
+
+def _check_until(repo: Path, moment: str) -> subprocess.Popen:
+    """`git perf check HEAD --collect` started in its own session, returned once it reaches `moment`."""
+    import threading
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "git-perf"), "check", "HEAD", "--collect"], cwd=repo,
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    said: list[str] = []
+    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()
+    pattern = MOMENTS[moment]
+    _wait_for(lambda: (any(pattern in s for s in said) if pattern else bool(_our_cgroups(proc.pid)))
+              or proc.poll() is not None, f"the check reaching {moment}", 120)
+    assert proc.poll() is None, f"the check ended before {moment}: {''.join(said)[-2000:]}"
+    return proc
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_check_interrupted_at_any_moment_leaves_nothing_and_no_half_set(tmp_path, sig):
+    """Issue #28: SIGINT and SIGTERM to the process group (Ctrl-C, CI's cancel) and SIGKILL to git
+    perf alone, at five moments of `check --collect`.  Once the next command has run: no workload,
+    cgroup, worktree or probe is left, and the notes hold both sides of the check with its record, or
+    nothing of it."""
+    import signal
+    repo = _repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")  # ~25 ms a run
+    subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)  # for the next command
+    head, parent = git(repo, "rev-parse", "HEAD"), git(repo, "rev-parse", "HEAD~1")
+    before = set(uprobe_multi_links())
+    for moment in MOMENTS:
+        proc = _check_until(repo, moment)
+        if sig == "SIGKILL":
+            proc.kill()
+        else:
+            os.killpg(proc.pid, getattr(signal, sig))
+        proc.wait(60)
+        r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", "./s", "quick")
+        assert r.returncode == 0, r.stderr
+        _wait_for(lambda: not _running("/s"), f"no workload left ({moment})", 15)
+        assert not _our_cgroups(proc.pid), moment
+        assert "gitperf-wt-" not in git(repo, "worktree", "list"), moment
+        _wait_for(lambda: set(uprobe_multi_links()) == before, f"no probe left ({moment})", 30)
+        store = NotesStore(open_repo(repo))
+        checked = [p for p in store.read(head)[0] if p.profile.plan.params.get("pairing")]
+        based = [p for p in store.read(parent)[0] if p.profile.plan.params.get("pairing")]
+        records = store.record_lines(head, "gitperf-check ")
+        assert len(checked) == len(based) and (len(records) > 0) == (len(checked) > 0), (moment, len(checked),
+                                                                                       len(based), len(records))

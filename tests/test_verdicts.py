@@ -460,6 +460,21 @@ def test_a_paired_check_stops_on_a_change_only_at_the_stricter_early_level():
     assert undecided([DECIDED_MAIN, _change("f", 0.6, -0.03, 0.04, checks.NO_CHANGE)], _focus(), cfg) == []
 
 
+def test_the_rounds_stop_for_a_function_no_number_of_rounds_could_decide():
+    """From round 10 on, a function whose interval, narrowed as 1/sqrt(rounds) to MAX_ROUNDS, would
+    still be wider than ±min_relative and still hold zero holds no more rounds (the demo's unchanged
+    commits ran 60 rounds for a `main` at -7%..+9%); one that could still turn significant does."""
+    from gitperf.checks.paired import undecided
+    cfg = CheckConfig()
+    wide = _change("main", 0.6, -0.2, 0.24, checks.NO_CHANGE)  # at 60 of 10 rounds: ±9%, centered at +2%
+    assert undecided([wide], _focus(()), cfg, rounds=9) == ["main"]  # too early to judge
+    assert undecided([wide], _focus(()), cfg, rounds=10) == []
+    slow = _change("main", 0.9, 0.02, 0.5)  # +26% in 10 rounds, not yet significant enough: ±9.8% at 60
+    assert undecided([slow], _focus(()), cfg, rounds=10) == ["main"]
+    narrowing = _change("main", 0.6, -0.08, 0.1, checks.NO_CHANGE)  # ±9% now, ±3.7% at 60: can be bounded
+    assert undecided([narrowing], _focus(()), cfg, rounds=10) == ["main"]
+
+
 def test_the_rounds_go_on_while_a_changed_function_the_workload_calls_is_unmeasured():
     """A changed function left to the stack samples may have too few of them for any comparison after
     the first rounds: it is not in the changes at all.  That is undecided, not decided (a check once
