@@ -435,3 +435,21 @@ def test_a_profile_of_20000_functions_gives_bounded_pages_and_export(empty_repo,
     out = tmp_path / "site"
     assert run_cli(empty_repo, "report", "--format", "html", "-o", str(out)).returncode in (0, 3)
     assert len(list((out / "function").iterdir())) == PAGE_FUNCTIONS
+
+
+def test_a_function_page_draws_one_chart_per_workload_whatever_the_plans(empty_repo):
+    """Traced and stack-sampled runs of one function, under two plans: one chart, a line per measure
+    (inclusive at native speed, own time from samples), each labelled; the checks' marks on it."""
+    commits = history(empty_repo, 3, runs=2)
+    store = NotesStore(open_repo(empty_repo))
+    rng = np.random.default_rng(7)
+    for c in commits:
+        for _ in range(2):
+            p = profile(c, rng)
+            sampled = tuple(replace(f, sampled=True) if f.name == "parse" else f for f in p.functions)
+            store.add(c, replace(p, functions=sampled, plan=replace(p.plan, mode="hybrid")))
+    page = create_app(empty_repo).test_client().get("/function/parse").get_data(as_text=True)
+    figs = re.findall(r'<script type="application/json" id="history-\d+">(.*?)</script>', page, re.S)
+    assert len(figs) == 1
+    names = {t.get("name", "") for t in json.loads(figs[0])["data"]}
+    assert {"inclusive at native speed (traced) (median of runs)", "own time (stack samples) (median of runs)"} <= names

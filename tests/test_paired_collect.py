@@ -166,16 +166,25 @@ def test_checking_the_child_keeps_the_parents_stored_verdict_runs_and_report(dem
     assert shown.count("\nsession: paired check ") == 2, shown[:2000]
 
 
-def test_the_demo_tells_the_truth_and_its_overview_agrees(demo):
-    """What `make demo` runs (check --collect --workload gate of each commit), read back by the demo's
-    truth table (examples/demo/truth.py: exit 1 on any mismatch with make_history.EXPECTED); the
-    overview then draws one native-time timeline for gate, the slowdown marked, the rename not."""
-    import subprocess
-    import sys
-    root, commits = demo
+@pytest.fixture(scope="module")
+def checked_demo(demo_history, tmp_path_factory):
+    """What `make demo` runs: check --collect --workload gate of each commit, once for the module."""
+    src, commits = demo_history
+    root = tmp_path_factory.mktemp("checked") / "wordstat"
+    shutil.copytree(src, root, symlinks=True)
     for c in commits[1:]:
         r = run_cli(root, "check", c, "--collect", "--workload", "gate", "-q", timeout=900)
         assert r.returncode in (0, 1), r.stderr[-3000:]
+    return root, commits
+
+
+def test_the_demo_tells_the_truth_and_its_overview_agrees(checked_demo):
+    """The five checks, read back by the demo's truth table (examples/demo/truth.py: exit 1 on any
+    mismatch with make_history.EXPECTED); the overview then draws one native-time timeline for gate,
+    the slowdown marked, the rename not."""
+    import subprocess
+    import sys
+    root, commits = checked_demo
     truth = Path(__file__).parent.parent / "examples" / "demo" / "truth.py"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     t = subprocess.run([sys.executable, str(truth), str(root), "--json"], capture_output=True, text=True, env=env)
@@ -190,3 +199,48 @@ def test_the_demo_tells_the_truth_and_its_overview_agrees(demo):
     marked = next((t["x"] for t in fig["data"] if t.get("name") == "degradations"), [])
     seq = {c: i for i, c in enumerate(commits)}
     assert marked == [seq[commits[3]]], marked  # the slowdown, not the rename
+
+
+@pytest.mark.browser
+def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regressions(checked_demo, tmp_path):
+    """The dashboard of the checked demo in headless Chromium, each page screenshotted: `/` one
+    timeline for gate with the slowdown's marker; the slowdown's page with its differential flame
+    graph, checksum_block's frame grown and marked changed; checksum_block's page one chart; and
+    /regressions listing the slowdown and not the rename."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from test_dashboard import _chromium, _free_port, _serve, _wait_rendered
+    root, commits = checked_demo
+    proc, url = _serve(root, _free_port())
+    driver = _chromium(tmp_path)
+    try:
+        driver.get(url + "/")
+        _wait_rendered(driver)
+        assert len(driver.find_elements(By.CSS_SELECTOR, "section.workload")) == 1
+        names = driver.execute_script("return document.getElementById('plot-total-1').data.map(t => t.name || '')")
+        assert "degradations" in names
+        driver.save_screenshot(str(tmp_path / "overview.png"))
+        driver.get(url + f"/commit/{commits[3]}")
+        _wait_rendered(driver)
+        WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#plot-flamediff-1 g.slice"))
+        grown = driver.execute_script(
+            "const t = document.getElementById('plot-flamediff-1').data[0];"
+            "const i = t.labels.findIndex(l => l === '◆ checksum_block');"
+            "return i < 0 ? null : t.marker.colors[i]")
+        assert grown is not None and grown > 0.2, grown
+        driver.execute_script("document.getElementById('plot-flamediff-1').scrollIntoView()")
+        driver.save_screenshot(str(tmp_path / "commit-flame.png"))
+        driver.get(url + "/function/checksum_block")
+        _wait_rendered(driver)
+        assert len(driver.find_elements(By.CSS_SELECTOR, "div.plot[id^='plot-history-']")) == 1
+        driver.save_screenshot(str(tmp_path / "function.png"))
+        driver.get(url + "/regressions")
+        text = driver.find_element(By.TAG_NAME, "main").text
+        assert commits[3][:12] in text and commits[2][:12] not in text
+        driver.save_screenshot(str(tmp_path / "regressions.png"))
+        assert all((tmp_path / f).stat().st_size > 10_000 for f in
+                   ("overview.png", "commit-flame.png", "function.png", "regressions.png"))
+    finally:
+        driver.quit()
+        proc.terminate()
+        proc.wait(10)

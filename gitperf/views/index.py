@@ -199,6 +199,32 @@ def _native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     return rows
 
 
+TRACED, SAMPLED = "inclusive at native speed (traced)", "own time (stack samples)"
+
+
+def _function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """Per workload, machine and function: its time in the measure comparable across plans that each
+    run gives -- traced: inclusive time less the calibrated probe time (when that is at most
+    CORRECTABLE_SHARE of it); stack-sampled: its own time, the samples' share of the run -- one row per
+    kind, the center of the runs with its interval (the function page's series)."""
+    by: dict[tuple[str, str, str, str], list[float]] = {}
+    for sp in profiles:
+        if not sp.profile.complete:
+            continue
+        h = sp.profile.header
+        for f in sp.profile.functions:
+            if f.sampled:
+                by.setdefault((h.workload, h.machine, f.name, SAMPLED), []).append(float(f.total_ns))
+            elif f.count and f.correctable:
+                by.setdefault((h.workload, h.machine, f.name, TRACED), []).append(float(f.native_ns))
+    rows = []
+    for (wl, machine, name, kind), values in by.items():
+        lo, hi = inference.center_interval(values)
+        rows.append({"commit": commit, "workload": wl, "machine": machine, "name": name, "kind": kind,
+                     "runs": len(values), "total_ns": inference.center(values), "ci_low": lo, "ci_high": hi})
+    return rows
+
+
 def _stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     """Per workload, the call stacks of all its profiles on the commit summed (the flame graphs),
     bounded again: rounds of a paired check each keep their own top stacks."""
@@ -326,6 +352,15 @@ class IndexQuery:
         return list(self.db.query(
             "select f.*, c.seq, c.subject, c.author, c.date from functions f left join commits c on c.sha = f.[commit] "
             "where f.name = ? order by f.config_key, c.seq is null, c.seq", [name]))
+
+    def function_series(self, name: str) -> dict[tuple[str, str], dict[str, list[dict]]]:
+        """(workload, machine) -> measure -> the function's rows along HEAD's line, in commit order."""
+        out: dict[tuple[str, str], dict[str, list[dict]]] = {}
+        for r in self.db.query(
+                "select n.*, c.seq, c.subject, c.author, c.date from function_natives n join commits c on "
+                "c.sha = n.[commit] where n.name = ? order by n.workload, n.machine, n.kind, c.seq", [name]):
+            out.setdefault((r["workload"], r["machine"]), {}).setdefault(r["kind"], []).append(r)
+        return out
 
     def function_changes(self, name: str) -> list[dict]:
         return list(self.db.query(
@@ -459,6 +494,10 @@ class Index(IndexQuery):
         db["series"].create({"commit": str, "name": str, "series": str}, pk=("commit", "name"))
         db["stacks"].create({"commit": str, "workload": str, "stack": str, "samples": int},
                             pk=("commit", "workload", "stack"))
+        db["function_natives"].create({"commit": str, "workload": str, "machine": str, "name": str, "kind": str,
+                                       "runs": int, "total_ns": float, "ci_low": float, "ci_high": float},
+                                      pk=("commit", "workload", "machine", "name", "kind"))
+        db["function_natives"].create_index(["name"])
         db["natives"].create({"commit": str, "workload": str, "machine": str, "runs": int, "left_out": int,
                               "native_ns": float, "ci_low": float, "ci_high": float},
                              pk=("commit", "workload", "machine"))
@@ -524,7 +563,8 @@ class Index(IndexQuery):
             if todo.new_head:
                 self._insert_line(line)
             for c in todo.removed + todo.changed:
-                for t in ("notes", "profiles", "functions", "series", "stacks", "natives", "checks", "changes"):
+                for t in ("notes", "profiles", "functions", "series", "stacks", "natives", "function_natives", "checks",
+                          "changes"):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
             orphans = set()
             for i, c in enumerate(todo.changed):
@@ -568,6 +608,7 @@ class Index(IndexQuery):
         self._insert("series", _series_rows(c, good))
         self._insert("stacks", _stack_rows(c, good))
         self._insert("natives", _native_rows(c, good))
+        self._insert("function_natives", _function_native_rows(c, good))
         return True
 
     def _insert(self, table: str, rows: list[dict]) -> None:

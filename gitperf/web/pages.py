@@ -137,12 +137,11 @@ def function(name: str):
         abort(404, f"no function {name!r} in any profile")
     changes = idx.function_changes(name)
     figures = []
-    for key in dict.fromkeys(h["config_key"] for h in history):
-        rows = [h for h in history if h["config_key"] == key and h["seq"] is not None]
-        wl = rows[0]["workload"] if rows else key
-        if rows:
-            figures.append(plots.function_timeline(f"{name} ({wl})", rows,
-                                                   [c for c in changes if c["workload"] == wl]))
+    found = idx.function_series(name)
+    several = len({wl for wl, _ in found}) < len(found)  # a workload on more than one machine
+    for (wl, machine), series in found.items():
+        figures.append(plots.function_timeline(f"{name} ({wl}{' on ' + machine if several else ''}): time per run",
+                                               series, [c for c in changes if c["workload"] == wl]))
     model = _model_figure(name)
     return render_template("function.html", name=name, history=history[::-1], changes=changes,
                            figures=figures, model=model,

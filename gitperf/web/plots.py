@@ -106,11 +106,19 @@ def functions_timeline(title: str, series: dict[str, list[dict]]) -> dict:
     return {"data": data, "layout": layout}
 
 
-def function_timeline(name: str, rows: list[dict], changes: list[dict]) -> dict:
-    """One function over commits, with its band and the checks' verdicts on it."""
-    fig = timeline(f"{name}: inclusive time per run", rows,
-                   [dict(c, seq=c["seq"]) for c in changes if c.get("seq") is not None], root=name)
-    fig["data"][2]["name"] = "inclusive time (median of runs)"
+def function_timeline(title: str, series: dict[str, list[dict]], changes: list[dict]) -> dict:
+    """One function over commits: a line per measure (`series`: label -> rows; each comparable across
+    probe plans, views.index), each with its band, and the checks' verdicts on it."""
+    colors = [BLUE, "#8e44ad"]
+    fig: dict = {"data": [], "layout": {}}
+    for i, (label, rows) in enumerate(sorted(series.items())):
+        one = timeline(title, rows, [dict(c) for c in changes if c.get("seq") is not None] if i == 0 else [])
+        line = next(t for t in one["data"] if t.get("mode") == "lines+markers")
+        line.update(name=f"{label} (median of runs)", line={"color": colors[i % 2]})
+        band = [dict(t, legendgroup=label, line=dict(t["line"], color=colors[i % 2])) for t in one["data"][:2]]
+        band[1].update(fillcolor=_alpha(colors[i % 2], 0.18), name=f"{label}: 95% interval")
+        fig["data"] += band + [line] + one["data"][3:]
+        fig["layout"] = fig["layout"] or one["layout"]
     return fig
 
 
