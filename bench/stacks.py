@@ -51,7 +51,8 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as d:
         exe = build_demo(Path(d))
-        programs = [("demo gate", d, str(exe), "./wordstat 10000 20"), ("demo large", d, str(exe), "./wordstat 200000 2000")]
+        programs = [("demo gate", d, str(exe), "./wordstat 10000 20"),
+                    ("demo large", d, str(exe), "./wordstat 200000 2000")]
         programs += [(n, cwd, str(Path(cwd, b)), c) for n, cwd, b, c in args.program]
         for hz in (int(h) for h in args.hz.split(",")):
             rows += [measure(*p, hz) for p in programs]

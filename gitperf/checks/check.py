@@ -95,13 +95,13 @@ def partners(target: list[StoredProfile], base: list[StoredProfile]) -> tuple[li
     used as its child's base, holds two sets of rounds of one plan; pooling them would mix two
     sessions (a check of a demo commit once read "116 runs vs 56" after its child's check).
     Otherwise every run of each side."""
-    shared = {p.profile.plan.params.get("pairing") for p in target} & {p.profile.plan.params.get("pairing") for p in base}
+    pairing = lambda p: p.profile.plan.params.get("pairing")  # noqa: E731
+    shared = {pairing(p) for p in target} & {pairing(p) for p in base}
     shared.discard(None)
     if not shared:
         return target, base
-    newest = max(shared, key=lambda i: max(p.profile.header.started for p in target
-                                           if p.profile.plan.params.get("pairing") == i))
-    mine = lambda ps: [p for p in ps if p.profile.plan.params.get("pairing") == newest]  # noqa: E731
+    newest = max(shared, key=lambda i: max(p.profile.header.started for p in target if pairing(p) == i))
+    mine = lambda ps: [p for p in ps if pairing(p) == newest]  # noqa: E731
     return mine(target), mine(base)
 
 

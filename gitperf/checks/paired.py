@@ -77,8 +77,8 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
     """The focus functions more rounds could still decide: their change is neither significant at the
     early-stopping level nor bounded inside ±min_relative (or below min_absolute_ns), or they have no
     comparison yet although the workload calls them (too few samples so far); after `rounds` rounds,
-    not the `hopeless` ones but for changed functions.  New and removed functions have nothing to decide; a withheld comparison
-    (`unknown`) stays withheld."""
+    not the `hopeless` ones but for changed functions.  New and removed functions have nothing to
+    decide; a withheld comparison (`unknown`) stays withheld."""
     early = 1 - (1 - cfg.confidence) * EARLY_STOP_SHARE
     out, seen = [], set()
     for c in changes:

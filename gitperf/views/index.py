@@ -188,7 +188,8 @@ def _native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     by: dict[tuple[str, str], list[float | None]] = {}
     for sp in profiles:
         h = sp.profile.header
-        by.setdefault((h.workload, h.machine), []).append(native_run_s(sp.profile))
+        if sp.profile.complete:  # (a crashed run measures another amount of work: not a point at all)
+            by.setdefault((h.workload, h.machine), []).append(native_run_s(sp.profile))
     rows = []
     for (wl, machine), values in sorted(by.items()):
         ok = [v * 1e9 for v in values if v is not None]

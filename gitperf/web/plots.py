@@ -22,7 +22,8 @@ MS = 1e6
 def _layout(title: str, ytitle: str, log: bool = False, height: int = 360) -> dict:
     # the title on the left and the toolbar (top right, on hover) above the plot area: never on each other
     return {"title": {"text": escape(title), "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "height": height,
-            "hovermode": "closest", "margin": {"l": 70, "r": 20, "t": 60, "b": 50}, "legend": {"orientation": "h", "y": -0.18},
+            "hovermode": "closest", "margin": {"l": 70, "r": 20, "t": 60, "b": 50},
+            "legend": {"orientation": "h", "y": -0.18},
             "xaxis": {"title": {"text": "commit (first-parent order, oldest left)"}, "zeroline": False},
             "yaxis": {"title": {"text": ytitle}, "type": "log" if log else "linear", "rangemode": "tozero"}}
 
