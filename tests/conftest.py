@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,13 @@ from gitperf.store.notes import NotesStore
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "demo"
 sys.path.insert(0, str(DEMO))
+
+# A test run started as a background job of a non-interactive shell (`make test &` in a script, some CI
+# wrappers) inherits SIGINT ignored, and so would every git perf a test starts: the Ctrl-C tests then
+# failed for want of a signal (one such run: 4 failures).  With a handler here, children start with the
+# default again (exec resets handlers, not an ignored signal).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ebpf_missing() -> str:
