@@ -88,6 +88,9 @@ class PerfGroup(click.Group):
         except GitPerfError as e:
             _echo(f"git perf: error: {e}", err=True)
             ctx.exit(e.exit_code)
+        except KeyboardInterrupt:  # outside a collection (which says what it left): notes are written whole or not
+            _echo("git perf: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
         except OSError as e:
             if not e.filename:  # not about a file the user can fix: a bug, keep the traceback
                 raise

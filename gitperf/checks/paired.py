@@ -24,7 +24,7 @@ from gitperf.checks.compare import Sides, compare_workload
 from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
 from gitperf.core.config import CheckConfig
-from gitperf.core.errors import InputError
+from gitperf.core.errors import CollectionAborted, InputError
 from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
 from gitperf.engine.base import Engine
 from gitperf.git.repo import ancestors, parent, resolve_commit
@@ -183,14 +183,17 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     runs = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     store = NotesStore(repo)
     request = Request(repo, store, commit, cfg, ancestors(repo, commit))
-    lines, sides = paired.encode_runs(base, commit, runs)
-    pairs, changes = [], []
-    for run, (b, t) in zip(runs, sides):
-        pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
-        notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg))
-        pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
-        changes.extend(locate(found, run.focus))
-    result = conclude(request, pairs, changes, [])
+    try:
+        lines, sides = paired.encode_runs(base, commit, runs)
+        pairs, changes = [], []
+        for run, (b, t) in zip(runs, sides):
+            pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
+            notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg))
+            pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
+            changes.extend(locate(found, run.focus))
+        result = conclude(request, pairs, changes, [])
+    except KeyboardInterrupt:
+        raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
     # the profiles of both sides and the check's record, all or nothing (ARCHITECTURE.md §4, §10c)
     pairings = sorted({str(p.plan.params.get("pairing", "")) for r in runs for p in r.target})
     store.add_lines({**lines, commit: lines[commit] + [record.line(result, pairings)]})
