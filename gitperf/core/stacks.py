@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable, Mapping
 
+from gitperf.core.model import Profile
+
 LIBRARY = "[library]"
 KERNEL = "[kernel]"
 UNKNOWN = "[unknown]"
@@ -69,6 +71,15 @@ def merge(many: Iterable[Mapping[str, int]]) -> dict[str, int]:
     for stacks in many:
         out.update(stacks)
     return dict(out)
+
+
+def per_workload(profiles: Iterable[Profile]) -> dict[str, dict[str, int]]:
+    """Each workload's stacks summed over its profiles (those without stacks left out), by name."""
+    many: dict[str, list[Mapping[str, int]]] = {}
+    for p in profiles:
+        if p.stacks:
+            many.setdefault(p.header.workload, []).append(p.stacks)
+    return {wl: merge(ms) for wl, ms in sorted(many.items())}
 
 
 def inclusive(stacks: Mapping[str, int]) -> dict[str, int]:

@@ -229,13 +229,9 @@ def _function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[di
 def _stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     """Per workload, the call stacks of all its profiles on the commit summed (the flame graphs),
     bounded again: rounds of a paired check each keep their own top stacks."""
-    by_workload: dict[str, list[dict[str, int]]] = {}
-    for p in profiles:
-        if p.profile.stacks:
-            by_workload.setdefault(p.profile.header.workload, []).append(p.profile.stacks)
     return [{"commit": commit, "workload": wl, "stack": s, "samples": n}
-            for wl, many in sorted(by_workload.items())
-            for s, n in stacks.bound(stacks.merge(many), limit=2 * stacks.MAX_STACKS).items()]
+            for wl, st in stacks.per_workload(p.profile for p in profiles).items()
+            for s, n in stacks.bound(st, limit=2 * stacks.MAX_STACKS).items()]
 
 
 def _connect(path: Path) -> sqlite_utils.Database:

@@ -86,13 +86,10 @@ def unwound_share(p: Profile) -> float | None:
 def folded_text(profiles: list[StoredProfile]) -> str:
     """Every workload's stacks summed over its profiles, in the folded format (flamegraph.pl, inferno,
     speedscope); under a root frame named after the workload when there are several."""
-    by_workload: dict[str, list[dict[str, int]]] = {}
-    for sp in profiles:
-        if sp.profile.stacks:
-            by_workload.setdefault(sp.profile.header.workload, []).append(sp.profile.stacks)
+    summed = stacks.per_workload(sp.profile for sp in profiles)
     out = []
-    for name, many in sorted(by_workload.items()):
-        out += stacks.lines(stacks.merge(many), prefix=name if len(by_workload) > 1 else "")
+    for name, st in summed.items():
+        out += stacks.lines(st, prefix=name if len(summed) > 1 else "")
     return "\n".join(out)
 
 
