@@ -155,7 +155,9 @@ def init(binary, command, force, with_hooks):
     text = config.template(binary, command or f"./{binary}")
     config.parse(text, str(path))  # the template must always be valid
     path.write_text(text)
-    _echo(f"wrote {path}")
+    _echo(f"wrote {path}\ncollect stays within collect.max_overhead = {config.DEFAULT_MAX_OVERHEAD:g}% of the native run "
+          "time (a pilot run measures it; collect prints the predicted overhead); --mode trace counts every call "
+          "exactly, at the price of probe time")
     if with_hooks:
         from gitperf import hooks as hooks_mod
         _echo(hooks_mod.install(repo))
@@ -166,7 +168,9 @@ def init(binary, command, force, with_hooks):
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @workloads_option("Workload name (repeatable; default all). Ad hoc: the name to store the profile under (default adhoc).")
 @click.option("--func", "funcs", multiple=True, help="Probe only this function (repeatable); main is always probed.")
-@click.option("--mode", type=click.Choice(config.MODES), help="Probing mode (overrides collect.mode).")
+@click.option("--mode", type=click.Choice(config.MODES), help="A fixed probing mode instead of the overhead budget "
+              "(overrides collect.mode and collect.max_overhead): trace counts every call exactly, at the "
+              "price of probe time.")
 @click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Optimization pipeline: none | basic "
               "(match, diff tracing, static baseline) | advanced (+ trim, prune, dynamic baseline) | full "
               "(+ strict trim, dynamic sampling).")
@@ -180,7 +184,7 @@ def init(binary, command, force, with_hooks):
 @click.option("--max-overhead", "max_overhead", metavar="PCT", help="Overhead budget, e.g. 5%: trace the functions "
               "whose information is worth their calibrated cost (changed ones first), stack-sample the rest. "
               "Costs a pilot run per workload, and a counting run when a changed function has no call "
-              "count yet (overrides collect.max_overhead; replaces --mode).")
+              "count yet (overrides collect.max_overhead, default 5%; replaces --mode).")
 @click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks profiles "
               "(resumable: an interrupted range continues where it stopped).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
@@ -485,7 +489,8 @@ def _export_html(repo, output) -> None:
 def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     """A/A: collect REV k times, check every collection against every other, and report the
     run-to-run noise per function, the smallest detectable change, and thresholds that fit.
-    Needs the same privileges as collect."""
+    Every session probes with the configuration's fixed mode (trace by default), never a budgeted plan:
+    its pilot would choose another plan each session.  Needs the same privileges as collect."""
     from gitperf.checks.noise import analyse
     from gitperf.collect.collection import collect as do_collect
     from gitperf.collect.context import CollectRequest
@@ -495,8 +500,8 @@ def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     failed: dict[str, str] = {}  # workload -> why a run of it did not count (crash, timeout)
     for k in range(sessions):
         say(f"session {k + 1}/{sessions}")
-        got = do_collect(repo, CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat), engine, say,
-                         keep=keep).profiles
+        req = CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat, max_overhead=0.0)
+        got = do_collect(repo, req, engine, say, keep=keep).profiles
         by_wl: dict[str, list] = {}
         for c in got:
             wl = c.profile.header.workload
@@ -632,7 +637,7 @@ def bisect(good, bad, workload, function, repeat, pipeline, as_json):
 
     Assumes one step between the two levels (a binary search over first-parent commits, judging
     each by which level it is nearer, geometrically).  Collects only the commits the search visits
-    and that have no profile yet.
+    and that have no profile yet, with the configuration's fixed mode (trace by default).
     """
     from gitperf.checks.bisect import Followed
     from gitperf.checks.bisect import bisect as do_bisect
@@ -644,8 +649,10 @@ def bisect(good, bad, workload, function, repeat, pipeline, as_json):
     def collect_one(c: str) -> None:
         engine[:] = engine or [_engine()]  # only when a commit lacks profiles: reading needs no root
         say(f"collecting {c[:12]}")
-        do_collect(repo, CollectRequest(rev=c, workloads=(workload,), repeat=repeat, pipeline=pipeline), engine[0],
-                   lambda m: None)
+        # the configuration's fixed mode: a budgeted plan (the default) traces other functions at each
+        # commit, and the levels compared must be measured the same way
+        req = CollectRequest(rev=c, workloads=(workload,), repeat=repeat, pipeline=pipeline, max_overhead=0.0)
+        do_collect(repo, req, engine[0], lambda m: None)
 
     r = do_bisect(repo, good, bad, Followed(workload, function, collect_one), say)
     if as_json:

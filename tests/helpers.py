@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
 
@@ -18,3 +19,7 @@ def make_profile(commit: str, workload: str = "w", n_functions: int = 3, seed: i
                     finished=time.time() + seed)
     return Profile(header, Metrics(PL=n_functions, PLR=n_functions), PlanRecord(probed=tuple(f.name for f in funcs)),
                    funcs)
+
+
+# Brendan Gregg's flamegraph.pl, vendored (its README says why): what the folded output must render with
+FLAMEGRAPH_PL = Path(__file__).parent / "vendor" / "FlameGraph" / "flamegraph.pl"

@@ -104,3 +104,56 @@ def test_budget_and_mode_together_are_refused(demo_repo):
     root, commits = demo_repo
     r = run_cli(root, "collect", commits[0], "--max-overhead", "5%", "--mode", "stack")
     assert r.returncode == 2 and "--mode" in r.stderr
+
+
+DEFAULT_SRC = """
+__attribute__((noipa)) unsigned hot(unsigned x) {
+    for (unsigned j = 0; j < 8; j++) x = x * 2654435761u + j;
+    return x;
+}
+__attribute__((noipa)) unsigned rare(unsigned n) {
+    unsigned s = 0;
+    for (unsigned i = 0; i < n; i++) s += hot(i);
+    return s;
+}
+int main(void) {
+    unsigned s = 0;
+    for (int k = 0; k < 40; k++) s += rare(100000);
+    return s == 42;
+}
+"""
+
+
+def test_a_bare_collect_stays_within_the_default_budget_and_says_what_it_predicts(tmp_path):
+    """Issue #27 item 7: with `init`'s configuration a bare `collect` plans within 5% of the native
+    time (4 M calls of `hot` would be ~4 s of probe time for a ~20 ms program): the changed function
+    is counted and traced exactly, the hot one sampled; --mode is a fixed plan instead."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / "p.c").write_text(DEFAULT_SRC)
+    (repo / ".gitignore").write_text("p\n")
+    git(repo, "init", "-q")
+    assert run_cli(repo, "init", "--binary", "p", "--command", "./p").returncode == 0
+    cfg = repo / ".gitperf.toml"
+    cfg.write_text(cfg.read_text().replace('command = "make"', 'command = "cc -O2 -g -o p p.c"'))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    (repo / "p.c").write_text(DEFAULT_SRC.replace("s += hot(i);", "s += hot(i) + 1;"))
+    git(repo, "commit", "-qam", "rare changed")
+
+    r = run_cli(repo, "collect")
+    assert r.returncode == 0, r.stderr
+    assert "overhead budget 5.0%" in r.stderr and "ms predicted" in r.stderr, r.stderr
+    assert "budget 5.0% of native" in r.stdout and "predicted" in r.stdout, r.stdout
+    [shown] = json.loads(run_cli(repo, "show", "--json", "--top", "0").stdout)["profiles"]
+    plan = shown["plan"]
+    assert plan["mode"] == "hybrid" and plan["params"]["max_overhead"] == 0.05
+    assert plan["changed"] == ["rare"] and {"main", "rare"} <= set(plan["traced"]), plan
+    assert "hot" not in plan["traced"] and "sampled, not traced" in plan["reasons"]["hot"], plan["reasons"]
+    assert plan["params"]["predicted_ns"] <= plan["params"]["budget_ns"] * (1 + 1e-9)
+    funcs = {f["name"]: f for f in shown["functions"]}
+    assert funcs["rare"]["count"] == 40 and not funcs["rare"]["sampled"]
+    assert funcs["hot"]["sampled"] and funcs["hot"]["ci_low"] <= funcs["hot"]["total_ns"] <= funcs["hot"]["ci_high"]
+
+    [fixed] = collect(repo, "--mode", "stack")
+    assert fixed["plan"]["mode"] == "stack" and "max_overhead" not in fixed["plan"]["params"]

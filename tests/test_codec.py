@@ -19,6 +19,17 @@ def test_roundtrip_is_exact():
     from dataclasses import replace
     sampled = replace(p, functions=tuple(replace(f, stack_samples=9, library_samples=4) for f in p.functions))
     assert codec.decode(codec.encode(sampled)) == sampled != p
+    # a recursive function's outermost calls (fewer than its calls) survive, and set its mean
+    recursive = replace(p.functions[1], count=100, outer_calls=2, total_ns=5_000)
+    q = codec.decode(codec.encode(replace(p, functions=(p.functions[0], recursive))))
+    assert q.functions[1] == recursive and q.functions[1].mean_ns == 2_500 and q.functions[0].mean_ns == \
+        p.functions[0].total_ns / p.functions[0].count
+    # totals summed once per outermost call: kept, and never compared with the every-call totals of
+    # profiles written before (a recursive function's two totals differ by its depth)
+    from gitperf.core.model import OUTERMOST, comparison_key
+    now = replace(p, plan=replace(p.plan, totals=OUTERMOST))
+    assert codec.decode(codec.encode(now)).plan.totals == OUTERMOST and p.plan.totals == ""
+    assert comparison_key(now) != comparison_key(p)
 
 
 def test_plain_json_lines_are_read():

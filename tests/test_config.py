@@ -8,9 +8,21 @@ from gitperf.core.errors import ConfigError
 def test_defaults_fill_every_value():
     cfg = config.parse('[[workload]]\nname = "w"\ncommand = "./app"\n', "x.toml")
     assert cfg.build.command == "make"
-    assert cfg.collect.mode == "trace" and cfg.collect.engine == "bcc"
+    assert cfg.collect.engine == "bcc"
     assert cfg.workloads[0].repeat == 1 and cfg.workloads[0].timeout == 300.0
     assert cfg.check.direction == "lower"
+
+
+def test_a_collection_stays_within_the_overhead_budget_unless_a_mode_is_chosen():
+    """Issue #27 item 7: a bare configuration (and `init`'s template) plans within 5% of the native
+    time; a mode set in the file is a fixed plan, unless the file sets a budget as well."""
+    wl = '[[workload]]\nname = "w"\ncommand = "./app"\n'
+    assert config.parse(wl).collect.max_overhead == config.DEFAULT_MAX_OVERHEAD == 5.0
+    assert config.parse(config.template()).collect.max_overhead == 5.0
+    assert config.parse(wl + '[collect]\nmode = "trace"\n').collect.max_overhead == 0.0
+    assert config.parse(wl + '[collect]\nmode = "stack"\nmax_overhead = 2\n').collect.max_overhead == 2.0
+    assert config.parse(wl + '[collect]\nmax_overhead = 0\n').collect.max_overhead == 0.0
+    assert config.parse(wl + '[collect]\npipeline = "basic"\n').collect.max_overhead == 5.0
 
 
 def test_template_is_valid_and_commented():
@@ -52,8 +64,9 @@ def test_not_toml():
 def test_init_writes_file_and_refuses_to_overwrite(empty_repo):
     r = run_cli(empty_repo, "init", "--binary", "out/prog")
     assert r.returncode == 0, r.stderr
+    assert "max_overhead = 5%" in r.stdout, r.stdout  # what a bare collect will do, said up front
     cfg = config.load(empty_repo)
-    assert cfg.build.binary == "out/prog"
+    assert cfg.build.binary == "out/prog" and cfg.collect.max_overhead == 5.0
     r = run_cli(empty_repo, "init")
     assert r.returncode == 2 and "--force" in r.stderr
 

@@ -30,9 +30,10 @@ def _repo(tmp_path, ticks: str = "for(;;)") -> Path:
     (repo / "s.c").write_text("#include <unistd.h>\n__attribute__((noinline)) void tick(void){ usleep(1000); }\n"
                               "int main(int argc, char **argv){ if (argc > 1) return 0; " + ticks +
                               " tick(); return 0; }\n")
+    # a fixed full trace: under the default budget the pilot run would tick on for the whole timeout
     (repo / ".gitperf.toml").write_text('[build]\ncommand = "cc -O2 -g -o s s.c"\nbinary = "s"\n'
                                         '[[workload]]\nname = "w"\ncommand = "/bin/sh -c \'./s; true\'"\n'
-                                        'timeout = 120\n')
+                                        'timeout = 120\n[collect]\nmode = "trace"\n')
     (repo / ".gitignore").write_text("s\n")
     git(repo, "init", "-q")
     git(repo, "add", "-A")

@@ -7,10 +7,12 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
+from helpers import FLAMEGRAPH_PL
 
 from gitperf.analysis import bindiff, elf
 from gitperf.core import codec
@@ -89,6 +91,8 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     through = {p: n for p, n in paths.items() if p.startswith("main;") and p.split(";")[-1] == "checksum_block"
                and len(p.split(";")) >= 2}
     assert sum(through.values()) >= 10, sorted(paths.items(), key=lambda kv: -kv[1])[:10]
+    svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded.stdout, capture_output=True, text=True)
+    assert svg.returncode == 0 and re.search(r"<title>checksum_block \([\d,]+ samples", svg.stdout), svg.stderr
     # a later plain check pairs the same profiles: the same verdict from the notes alone
     again = run_cli(root, "check", commits[3], "--workload", "gate", "--json")
     assert again.returncode == 1 and json.loads(again.stdout)["changes"][0]["function"] == "checksum_block"

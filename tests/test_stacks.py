@@ -5,6 +5,7 @@ test_workflows.py)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ from conftest import NAMES, history, run_cli
 from gitperf.core import codec, stacks
 from gitperf.core.errors import NoteFormatError
 from gitperf.web import create_app, plots
-from helpers import make_profile
+from helpers import FLAMEGRAPH_PL, make_profile
 
 # flamegraph.pl's reading of a folded line (its `my ($stack, $samples) = (/^(.*)\s+?(\d+(?:\.\d*)?)$/)`)
 FOLDED = re.compile(r"^(.*)\s+?(\d+(?:\.\d*)?)$")
@@ -56,6 +57,19 @@ def test_show_folded_prints_each_workloads_stacks_summed_over_its_runs(empty_rep
     assert f"main;{NAMES[4]};{NAMES[3]}" in parsed  # names as they are, `<` and `|` included
     bare = run_cli(empty_repo, "show", commits[1], "--folded", "--workload", "nosuch")
     assert bare.stdout == "" and "no call stacks are stored" in bare.stderr
+
+
+def test_flamegraph_pl_renders_show_folded_with_every_frame_and_count(empty_repo):
+    """Issue #27: the folded output is what flamegraph.pl reads (the script itself, vendored)."""
+    commits = history(empty_repo, 2, runs=3)
+    folded = run_cli(empty_repo, "show", commits[1], "--folded").stdout
+    r = subprocess.run(["perl", str(FLAMEGRAPH_PL), "--title", "t"], input=folded, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("<?xml"), r.stderr
+    titles = dict(re.findall(r"<title>(.*?) \(([\d,]+) samples?, [\d.]+%\)</title>", r.stdout))
+    counts = {k: int(v.replace(",", "")) for k, v in titles.items()}
+    assert counts["parse"] == 3 * 400 + 300 and counts["[library]"] == 300  # parse's frame holds its callee's
+    assert counts["all"] == sum(int(FOLDED.match(line).group(2)) for line in folded.splitlines())
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in counts  # the C++-like names arrive whole, escaped by it
 
 
 def test_differential_flame_graph_colours_the_grown_frame_red_and_marks_changed_functions():

@@ -83,21 +83,25 @@ def test_profiles_of_two_plans_give_no_verdict_and_say_how_to_get_one(empty_repo
 
 def test_probe_time_is_taken_out_of_inclusive_time():
     """collect.profile: the kernel's sum of nested probed calls' calibrated cost, plus the function's
-    own in-interval share per timed call (calibrated on empty functions)."""
+    own in-interval share per outermost call (calibrated on empty functions): a recursive function's
+    nested calls are inside its outer call, whose kernel sum holds their whole cost already."""
     funcs = tuple(FunctionSymbol(n, 0x1000 * (i + 1), 16, 0x1000 * (i + 1), e, "?")
                   for i, (n, e) in enumerate([("main", "push"), ("lex", "singlestep")]))
     from gitperf.analysis.elf import BinaryInfo
     plan = make_plan(BinaryInfo("/x", "id", True, funcs), CollectConfig())
     raw = RawCollection(
-        functions=[RawFunction(count=1, timed=1, total_ns=50_000_000, exclusive_ns=1_000_000, probe_ns=20_000_000,
-                               nested=1000),
-                   RawFunction(count=1000, timed=1000, total_ns=25_000_000, exclusive_ns=25_000_000)],
+        functions=[RawFunction(count=1, timed=1, outer=1, total_ns=50_000_000, exclusive_ns=1_000_000,
+                               probe_ns=20_000_000, nested=1000),
+                   RawFunction(count=1000, timed=1000, outer=10, total_ns=25_000_000, exclusive_ns=25_000_000,
+                               probe_ns=990 * 20_000, nested=990)],
         run=RunResult(0.05, 0, ""), attach_s=0, detach_s=0, collection_s=0, raw_bytes=0, records=0, dropped=0,
         overflow=0, unmatched=0, stack_samples=0, unknown_samples=0, attach_method="uprobe_multi")
     cost = {"push": 2000.0, "push_in": 800.0, "singlestep": 20000.0, "singlestep_in": 9000.0}
     main, lex = build_functions(plan, raw, None, cost)
     assert main.probe_ns == 20_000_000 + 1 * 800 and main.nested == 1000
-    assert lex.probe_ns == 1000 * 9000 and lex.native_ns == 25_000_000 - 9_000_000
+    # lex recursed: 10 outermost calls of 1000, the other 990 nested in them (their full cost counted)
+    assert lex.probe_ns == 990 * 20_000 + 10 * 9000 and lex.native_ns == 25_000_000 - 19_890_000
+    assert lex.outer_calls == 10 and main.outer_calls == 0 and lex.mean_ns == 2_500_000
     assert main.native_ns == 50_000_000 - 20_000_800
     again = codec.decode(codec.encode(Profile(Header("t", "c", "app", "b", (), "w", "bcc", "m", "k", 0, 1),
                                               Metrics(), PlanRecord(), (main, lex))))

@@ -159,7 +159,8 @@ def test_collect_range_hands_every_option_to_each_commits_collection(demo_repo, 
     cfg = tmp_path / "other.toml"
     # the build command fails: were --no-build dropped, every commit of the range would fail
     cfg.write_text(f'[build]\ncommand = "false"\nbinary = "{prebuilt / "wordstat"}"\n\n'
-                   f'[[workload]]\nname = "tiny"\ncommand = "{prebuilt / "wordstat"} 500 10"\ntimeout = 60\n')
+                   f'[[workload]]\nname = "tiny"\ncommand = "{prebuilt / "wordstat"} 500 10"\ntimeout = 60\n'
+                   '[collect]\nmode = "trace"\n')  # one fixed plan for every commit
     opts = ("--config", str(cfg), "--no-build", "--optimization-on", "trim", "-q")
     r = run_cli(root, "collect", "--range", f"{commits[0]}..{commits[2]}", *opts, "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -46,7 +46,8 @@ command = "./wordstat 200000 2000"
 timeout = 600
 
 [collect]
-mode = "trace"
+mode = "trace"            # exact counts of every call (the README's ground truth); without a mode,
+                          # collect would stay within a 5% overhead budget (pilot run, then trace or sample)
 
 [hook]
 workloads = ["gate"]

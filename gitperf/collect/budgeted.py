@@ -56,7 +56,7 @@ def count_pass(ctx: CollectContext, plan: ProbePlan, names: tuple[str, ...], run
     settled = hybrid.counts_from_pass(counts, not raw.run.partial, per_call, budget_ns)
     if not raw.run.partial:
         inside = inside_costs(plan, ctx.cost_ns)
-        shares = {f.name: (r.probe_ns + r.timed * inside[f.name]) / r.total_ns
+        shares = {f.name: (r.probe_ns + r.outer * inside[f.name]) / r.total_ns
                   for f, r in zip(count_plan.functions, raw.functions) if f.name in names and r.total_ns}
         return Counted(settled, {}, shares)
     stopped = f"the counting pass ended early ({raw.run.partial}) after {raw.run.wall_s:.2f} s"

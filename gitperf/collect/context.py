@@ -130,7 +130,9 @@ class CollectContext:
         locations = elf.source_locations(binary.path)
         ore = time.perf_counter() - t0
         ccfg = config.collect if req.mode is None else replace(config.collect, mode=req.mode)
-        max_overhead = req.max_overhead if req.max_overhead is not None else ccfg.max_overhead / 100
+        # --mode on the command line is a fixed plan, like a mode in the file (config.parse)
+        max_overhead = (req.max_overhead if req.max_overhead is not None
+                        else 0.0 if req.mode is not None else ccfg.max_overhead / 100)
         if max_overhead:  # the hybrid plan is cut from the full trace plan
             ccfg = replace(ccfg, mode=Mode.TRACE)
         rel = os.path.relpath(binary.path, root) if binary.path.startswith(str(root)) else binary.path

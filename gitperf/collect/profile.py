@@ -9,7 +9,8 @@ from dataclasses import replace
 from gitperf.collect.context import CollectContext
 from gitperf.core import codec, stacks
 from gitperf.core.config import Workload
-from gitperf.core.model import PARTLY_TRACED, ROOT, FunctionStats, Header, Metrics, Mode, PlanRecord, Profile
+from gitperf.core.model import (OUTERMOST, PARTLY_TRACED, ROOT, FunctionStats, Header, Metrics, Mode, PlanRecord,
+                                 Profile)
 from gitperf.engine.base import RawCollection, Session
 from gitperf.plan.costs import SAMPLE_KEY, call_costs, inside_costs
 from gitperf.plan.optimize import Optimized
@@ -57,9 +58,10 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
                   max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), recorded=len(r.series),
                   stack_samples=r.stack_samples, library_samples=r.library_samples,
                   location=locations.get(f.name, ""), nested=r.nested,
+                  outer_calls=r.outer if r.outer != r.timed else 0,
                   # not capped at total_ns: the estimate must not depend on the run's luck, so that two
                   # runs with the same probes carry the same probe time (checks.compare.PROBE_MATCH)
-                  probe_ns=round(r.probe_ns + r.timed * inside[f.name]))
+                  probe_ns=round(r.probe_ns + r.outer * inside[f.name]))
         if not plan.is_traced(f.name):
             # Only stack samples: exclusive time = share of samples x wall time, with its interval.
             est = estimate.sample_share(r.stack_samples, total_samples, wall_ns)
@@ -161,7 +163,7 @@ def plan_record(opt: Optimized, attach_method: str) -> PlanRecord:
                         mode=plan.mode, params={"sample_every": plan.sample_every, "record_limit": plan.record_limit,
                                                 "period_ns": plan.period_ns, "window_ns": plan.window_ns,
                                                 "stack_hz": plan.stack_hz, "attach": attach_method, **opt.params},
-                        traced=tuple(sorted(plan.traced)), entries=entry_classes(plan))
+                        traced=tuple(sorted(plan.traced)), entries=entry_classes(plan), totals=OUTERMOST)
     if opt.methods or opt.reasons:
         record = replace(record, pipeline=opt.pipeline, methods=opt.methods, reasons=opt.reasons,
                          renamed=opt.renamed, sample_every=dict(plan.every_by), base=opt.base)

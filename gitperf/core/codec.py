@@ -67,6 +67,8 @@ def _function_to_json(f: FunctionStats) -> dict:
         d["pc"] = f.probe_ns
     if f.nested:
         d["nc"] = f.nested
+    if f.outer_calls:
+        d["oc"] = f.outer_calls
     return d
 
 
@@ -233,7 +235,7 @@ def _build(cls, d: dict, where: str):
 
 _SHORT = {"c": "count", "t": "total_ns", "x": "exclusive_ns", "lo": "min_ns", "hi": "max_ns", "h": "hist",
           "ss": "stack_samples", "ls": "library_samples", "loc": "location", "rec": "recorded", "pc": "probe_ns",
-          "nc": "nested"}
+          "nc": "nested", "oc": "outer_calls"}
 
 
 def _function_from_json(d: dict, i: int) -> FunctionStats:

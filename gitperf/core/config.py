@@ -38,6 +38,11 @@ PROBE_PAD_FLAG = "-fpatchable-function-entry=5"
 # reaches `main` (stored call stacks, flame graphs; ARCHITECTURE.md §5).  First on the command line: a
 # build's own -fomit-frame-pointer still wins.
 PROBE_PAD_FLAGS = (PROBE_PAD_FLAG, "-fno-omit-frame-pointer")
+# A bare `collect` probes within this budget (percent of the native run time): a full trace of a
+# program with nanosecond functions is mostly probe time (95% on the demo's `small`), which is not
+# what a user wants to read as their program's profile.  5% matches check.min_relative: probes may
+# add what a check would never call a change.
+DEFAULT_MAX_OVERHEAD = 5.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,10 @@ class CollectConfig:
     window_ms: float = 10.0  # mode=timed/bursty: recording window / burst length within a period
     stack_hz: int = 0  # perf_event stack sampling frequency (0 = off, except in mode=stack)
     series_limit: int = 200  # sampled calls kept per function in the profile (at most)
-    max_overhead: float = 0.0  # percent of native run time the probes may add (> 0: hybrid plan)
+    # percent of native run time the probes may add (> 0: the hybrid plan, ARCHITECTURE.md §8).  The
+    # default keeps what a profile measures mostly the program's own time; a `mode` set in the file
+    # (or --mode) without max_overhead turns it off (see `parse`)
+    max_overhead: float = DEFAULT_MAX_OVERHEAD
     watch: tuple[str, ...] = ()  # max_overhead: functions worth tracing as much as changed ones
 
 
@@ -214,6 +222,8 @@ def parse(text: str, path: str = FILENAME) -> Config:
             raise ConfigError(path, f"workload[{i}].name", f"duplicate workload name {wl.name!r}")
         workloads.append(wl)
     collect = _section(CollectConfig, data.get("collect", {}), path, "collect")
+    if "mode" in data.get("collect", {}) and "max_overhead" not in data["collect"]:
+        collect = dataclasses.replace(collect, max_overhead=0.0)  # a mode chosen in the file is a fixed plan
     if collect.window_ms > collect.period_ms:
         raise ConfigError(path, "collect.window_ms", f"must not exceed collect.period_ms ({collect.period_ms})")
     if not 0 <= collect.max_overhead <= 1000:
@@ -276,14 +286,18 @@ timeout = 300                   # seconds before the run is killed and the profi
 engine = "bcc"                  # eBPF via bcc (needs root or CAP_BPF+CAP_PERFMON)
 strategy = "userspace"          # userspace = every function in the binary; funcs = the list below
 # functions = ["parse", "hash_insert"]
-mode = "trace"                  # trace | sample | dynamic | timed | bursty | stack
+# By default a collection stays within max_overhead: a pilot run measures the native time, then the
+# functions worth their calibrated probe cost are traced (changed ones first) and the rest
+# stack-sampled.  A fixed mode instead (and max_overhead = 0): "trace" counts every call exactly, but
+# on programs with short functions most of what it measures is probe time (show says how much).
+# mode = "trace"                # trace | sample | dynamic | timed | bursty | stack
 pipeline = "none"               # none | basic | advanced | full
 sample_every = 1                # mode=sample: keep every n-th call record (all calls are counted)
 record_limit = 1000             # mode=dynamic: stop recording a function after this many calls
 period_ms = 100.0               # mode=timed|bursty: period ...
 window_ms = 10.0                # ... and the recording window (burst) inside it
 stack_hz = 0                    # perf_event stack sampling frequency for untraced code (0 = off)
-max_overhead = 0                # percent: trace what the budget allows, stack-sample the rest (0 = off)
+max_overhead = 5                # percent of native time: trace what it allows, sample the rest (0 = off)
 # watch = ["parse"]             # max_overhead: trace these first, like functions the change touched
 
 [check]

@@ -30,6 +30,9 @@ class Mode(StrEnum):
 # The plan parameters that change what a probed call costs or what is recorded (PlanRecord.params).
 PLAN_PARAMS = ("sample_every", "record_limit", "period_ns", "window_ns", "stack_hz", "attach")
 
+# PlanRecord.totals of every profile the engine writes now: recursion counted once per outermost call
+OUTERMOST = "outermost"
+
 # Modes in which only some functions are traced and the rest are covered by stack samples.
 PARTLY_TRACED = frozenset({Mode.STACK, Mode.HYBRID})
 
@@ -101,8 +104,9 @@ class FunctionStats:
     """Per-function results.  `count`, `total_ns`, `exclusive_ns` are exact kernel aggregates
     unless `sampled` is true, in which case `ci_low`/`ci_high` bound the estimate of `total_ns`.
 
-    `total_ns` sums the inclusive time of every call, so a recursive function counts its nested
-    calls' time again; `exclusive_ns` is additive and never double counts."""
+    `total_ns` sums the inclusive time of the outermost calls: a call of a recursive function (direct or
+    mutual) nested in another call of it is inside that call's time already and is not counted again,
+    so no function's total exceeds its root's.  `exclusive_ns` sums every call's own time."""
 
     name: str
     count: int
@@ -126,11 +130,15 @@ class FunctionStats:
     # plus every probed call nested in its calls (ARCHITECTURE.md §6); total_ns - probe_ns is native time.
     # It can exceed total_ns where the calibration overestimates this run's probes (it is not capped)
     probe_ns: int = 0
-    nested: int = 0  # probed calls nested in its calls (exact kernel count)
+    nested: int = 0  # probed calls nested in its outermost calls (exact kernel count)
+    # the outermost calls, when recursion made them fewer than the timed calls (0: every call was one)
+    outer_calls: int = 0
 
     @property
     def mean_ns(self) -> float:
-        return self.total_ns / self.count if self.count else 0.0
+        """Inclusive time per outermost call (per call, for a function that did not recurse)."""
+        calls = self.outer_calls or self.count
+        return self.total_ns / calls if calls else 0.0
 
     @property
     def native_ns(self) -> int:
@@ -172,6 +180,10 @@ class PlanRecord:
     # functions by name on both sides, though a new function exists in one of them only): its
     # fingerprint.  "" = derive it from what was probed (`fingerprint`).
     spec: str = ""
+    # How a function's total_ns was summed: OUTERMOST (a recursive function's outermost calls only), or
+    # "" in profiles from before that (every call, nested ones again).  Part of the fingerprint: the two
+    # disagree on every recursive function, so they are never compared.
+    totals: str = ""
 
     @property
     def fingerprint(self) -> str:
@@ -187,7 +199,8 @@ class PlanRecord:
         else:
             names = sorted(self.probed)
         how = {k: self.params.get(k) for k in PLAN_PARAMS}
-        text = json.dumps([str(self.mode), names, how, sorted(self.sample_every.items())], sort_keys=True)
+        text = json.dumps([str(self.mode), names, how, sorted(self.sample_every.items())]
+                          + ([self.totals] if self.totals else []), sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:10]
 
     def describe(self) -> str:

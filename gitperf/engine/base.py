@@ -16,10 +16,11 @@ from gitperf.plan.probes import ProbePlan
 class RawFunction:
     count: int = 0  # exact: counted at entry in the kernel
     timed: int = 0  # calls whose return was seen (== count unless cut off by exit/crash/burst)
-    total_ns: int = 0
+    outer: int = 0  # of the timed calls, those with no call of the same function below them (recursion)
+    total_ns: int = 0  # inclusive time of the outermost calls (a recursive call is inside its outer one)
     exclusive_ns: int = 0
-    probe_ns: int = 0  # calibrated cost of the probed calls nested inside the timed calls (kernel sum)
-    nested: int = 0  # probed calls nested inside the timed calls
+    probe_ns: int = 0  # calibrated cost of the probed calls nested inside the outermost calls (kernel sum)
+    nested: int = 0  # probed calls nested inside the outermost calls
     min_ns: int = 0
     max_ns: int = 0
     hist: list[int] = field(default_factory=list)

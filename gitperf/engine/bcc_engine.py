@@ -284,6 +284,7 @@ class BccEngine:
             f.min_ns = min(mins) if mins else 0
             for s in per_cpu:
                 f.timed += s.timed
+                f.outer += s.outer
                 f.total_ns += s.total
                 f.exclusive_ns += s.excl
                 f.probe_ns += s.probe

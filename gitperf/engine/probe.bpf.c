@@ -48,10 +48,11 @@ struct frame {
     u64 ord;                   // this call's ordinal among the function's calls
     u64 probe;                 // calibrated probe cost (ns) of the probed calls completed inside this one
     u64 nested;                // how many probed calls completed inside this one (any depth)
+    u64 below;                 // bit (fid & 63) of every frame from this one down: see outermost()
     u32 fid;
     u32 record;
     u32 cost;                  // this function's calibrated cost of one probed call (conf.cost)
-    u32 pad;
+    u32 outer;                 // no frame below this one is the same function's (see outermost())
 };
 
 // Each thread's shadow stack lives in task-local storage: found through the task itself rather than
@@ -64,11 +65,13 @@ struct tstack {
 };
 
 struct fstat {
-    u64 total;
+    u64 total;                 // inclusive time of the outermost calls: a recursive call's time is in
+                               // its outer call's already (so are `probe` and `nested`)
     u64 excl;
     u64 min;
     u64 max;
     u64 timed;                 // calls whose return was seen (count comes from `calls`)
+    u64 outer;                 // of those, the outermost calls: the calls `total` sums
     u64 probe;                 // sum over calls of frame.probe: probe cost inside `total` (ns, calibrated)
     u64 nested;                // sum over calls of frame.nested
     u64 hist[NHIST];
@@ -175,6 +178,23 @@ static __always_inline int should_record(struct fconf *c, u64 ord, u64 now) {
     return 1;
 }
 
+// Whether a call of `fid` entered at depth d has no frame of the same function below it, so that a
+// recursive function's inclusive time (direct or mutual recursion) is counted once per outermost call.
+// Each frame carries a 64-bit set of the functions below it, hashed by fid & 63: a clear bit decides at
+// once (the common case); a set one is confirmed by walking the stack, nearest frame first (direct
+// recursion is found in one step).
+static __always_inline u32 outermost(struct tstack *st, u32 d, u32 fid, u64 below) {
+    if (!(below & (1ULL << (fid & 63))))
+        return 1;
+    for (u32 i = 1; i <= MAX_DEPTH; i++) {
+        if (i > d)
+            break;
+        if (frame_at(st, d - i)->fid == fid)
+            return 0;
+    }
+    return 1;
+}
+
 static __always_inline int do_entry(struct pt_regs *ctx, u32 fid) {
     if (fid >= NFUNCS)
         return 0;
@@ -197,7 +217,10 @@ static __always_inline int do_entry(struct pt_regs *ctx, u32 fid) {
         return 0;
     }
     st->depth = d + 1;
+    u64 below = d ? frame_at(st, d - 1)->below : 0;
     struct frame *f = frame_at(st, d);
+    f->outer = outermost(st, d, fid, below);
+    f->below = below | (1ULL << (fid & 63));
     f->fid = fid;
     f->child = 0;
     f->probe = 0;
@@ -240,6 +263,7 @@ static __always_inline int do_return(struct pt_regs *ctx, u32 fid) {
     u64 ord = f->ord;
     u32 record = f->record;
     u64 probe = f->probe, nested = f->nested;
+    u32 outer = f->outer;
     st->depth = d;
     if (d > 0) {
         // The whole of a nested probed call's cost (its entry, handlers and return) falls inside the
@@ -252,11 +276,14 @@ static __always_inline int do_return(struct pt_regs *ctx, u32 fid) {
 
     struct fstat *s = stats.lookup(&fid);
     if (s) {
-        s->total += dur;
+        if (outer) {
+            s->total += dur;
+            s->outer++;
+            s->probe += probe;
+            s->nested += nested;
+        }
         s->excl += excl;
         s->timed++;
-        s->probe += probe;
-        s->nested += nested;
         if (s->min == 0 || dur < s->min)
             s->min = dur;
         if (dur > s->max)

@@ -181,6 +181,8 @@ def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
     rows = []
     for f in funcs:
         calls = (f"~{f.count}" if f.count else "-") if f.sampled else str(f.count)  # "-": only stack-sampled
+        if f.outer_calls:  # recursive: total and mean are over the outermost calls
+            calls += f" ({f.outer_calls} outermost)"
         est = f"[{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
         native = fmt_ns(f.native_ns) if f.probe_ns > 0 and f.correctable else "-"
         rows.append([f.name, calls, fmt_ns(f.total_ns), native, fmt_ns(f.exclusive_ns),
@@ -225,7 +227,8 @@ def profile_json(sp: StoredProfile) -> dict:
         d = {"name": f.name, "count": f.count, "total_ns": f.total_ns, "exclusive_ns": f.exclusive_ns,
              "min_ns": f.min_ns, "max_ns": f.max_ns, "sampled": f.sampled, "hist_log2": list(f.hist),
              "series_len": len(f.series), "stack_samples": f.stack_samples, "recorded": f.recorded,
-             "location": f.location, "probe_ns": f.probe_ns, "native_ns": f.native_ns, "nested": f.nested}
+             "location": f.location, "probe_ns": f.probe_ns, "native_ns": f.native_ns, "nested": f.nested,
+             "outer_calls": f.outer_calls or f.count, "mean_ns": f.mean_ns}
         if f.sampled:
             d.update(ci_low=f.ci_low, ci_high=f.ci_high)
         funcs.append(d)
