@@ -70,7 +70,7 @@ def test_trace_counts_equal_ground_truth_and_times_are_consistent(first_commit):
     assert abs(excl_sum - root_incl) <= 0.05 * root_incl, (excl_sum, root_incl)
     # recursion: main calls fib(22) once and fib calls only itself, so its exclusive times telescope
     # to the outermost call (its max), and its inclusive time is that one outermost call's: the
-    # nested calls' time is inside it (issue #27; before, it summed every depth, ~10x main's time).
+    # nested calls' time is inside it (issue #27; before, it summed every depth and exceeded main's).
     # The same for the mutually recursive pair: is_even(1001) once, is_odd first entered inside it.
     fib = funcs["fib"]
     assert fib["exclusive_ns"] == pytest.approx(fib["max_ns"], rel=0.01), fib
