@@ -30,6 +30,9 @@ def test_roundtrip_is_exact():
     now = replace(p, plan=replace(p.plan, totals=OUTERMOST))
     assert codec.decode(codec.encode(now)).plan.totals == OUTERMOST and p.plan.totals == ""
     assert comparison_key(now) != comparison_key(p)
+    # a plan made for two binaries at once (check --collect: PlanRecord.spec) likewise
+    paired = replace(p, plan=replace(p.plan, spec="0123456789"))
+    assert comparison_key(replace(paired, plan=replace(paired.plan, totals=OUTERMOST))) != comparison_key(paired)
 
 
 def test_plain_json_lines_are_read():

@@ -189,9 +189,12 @@ class PlanRecord:
     def fingerprint(self) -> str:
         """Which functions were probed and how: two profiles are comparable only with the same
         fingerprint (ARCHITECTURE.md §5).  A traced call costs microseconds, far more than most
-        functions' own work, so a caller's inclusive time depends on which callees were probed."""
-        if self.spec:
-            return self.spec
+        functions' own work, so a caller's inclusive time depends on which callees were probed.
+        How the totals were summed (`totals`) is part of it, whichever way the plan was made."""
+        probed = self.spec or self._probed_fingerprint()
+        return hashlib.sha1(f"{probed}|{self.totals}".encode()).hexdigest()[:10] if self.totals else probed
+
+    def _probed_fingerprint(self) -> str:
         if self.mode in PARTLY_TRACED:
             names = sorted({*self.traced, ROOT})
         elif self.strategy == "userspace" and not self.methods:
@@ -199,8 +202,7 @@ class PlanRecord:
         else:
             names = sorted(self.probed)
         how = {k: self.params.get(k) for k in PLAN_PARAMS}
-        text = json.dumps([str(self.mode), names, how, sorted(self.sample_every.items())]
-                          + ([self.totals] if self.totals else []), sort_keys=True)
+        text = json.dumps([str(self.mode), names, how, sorted(self.sample_every.items())], sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:10]
 
     def describe(self) -> str:
