@@ -94,14 +94,39 @@ def test_the_witness_names_a_changed_function_whose_time_stayed_unresolved():
 
 def test_identical_instructions_turn_a_placement_shift_of_an_unchanged_function_into_no_change():
     base = _side([{"lua_type": 500_000}, {"lua_type": 500_000}])
-    same, more = _side([{"lua_type": 500_000}]), _side([{"lua_type": 560_000}])
+    same, fewer = _side([{"lua_type": 500_000}]), _side([{"lua_type": 440_000}])
     shifted = _change("lua_type", checks.OPTIMIZATION, relative=-0.15)
     [c] = witness.annotate([shifted], same, base)
     assert c.type == checks.NO_CHANGE and "code placement" in c.method
-    [c] = witness.annotate([shifted], more, base)  # its work changed: the time verdict stands
+    [c] = witness.annotate([shifted], fewer, base)  # its work changed the same way: the time verdict stands
     assert c.type == checks.OPTIMIZATION
     [c] = witness.annotate([_change("lua_type", checks.DEGRADATION, relative=0.8)], same, base)
     assert c.type == checks.DEGRADATION  # far beyond the placement spread: not explained by placement
+
+
+def test_identical_instructions_are_placement_in_a_function_the_diff_changed_too():
+    """The demo's rename commit: `main` changed only in a call's target, 14,512,041 instructions on
+    both sides, and its time read +9.1% at >99.9%: placement, not a degradation."""
+    base = _side([{"main": 14_512_041}, {"main": 14_512_041}])
+    [c] = witness.annotate([_change("main", checks.DEGRADATION, relative=0.091, changed=True)],
+                           _side([{"main": 14_512_041}]), base)
+    assert c.type == checks.NO_CHANGE and "code placement" in c.method
+
+
+def test_time_against_the_instructions_is_a_conflict_never_a_verdict_in_times_direction():
+    """The C++ issue's `add_term`: time -20.9% at >99.9% with its inclusive instructions +209% (a new
+    template callee).  Named `conflict` with both figures; it neither fails nor passes as a speed-up."""
+    base = _side([{"add_term": 1_000_000}, {"add_term": 1_000_000}])
+    [c] = witness.annotate([_change("add_term", checks.OPTIMIZATION, relative=-0.209, changed=True)],
+                           _side([{"add_term": 3_090_000}]), base)
+    assert c.type == checks.CONFLICT and "time -20.9% but inclusive instructions +209.0%" in c.method
+    [d] = witness.annotate([_change("add_term", checks.DEGRADATION, relative=0.4)], _side([{"add_term": 700_000}]),
+                           base)
+    assert d.type == checks.CONFLICT
+    from gitperf.checks.change import WorkloadPair
+    from gitperf.checks.check import result_of
+    pair = WorkloadPair("w", "k", 1, "b", 1, 0, "-")
+    assert result_of([pair], [c, d]) == checks.NO_CHANGE and c.severity < _change("x", checks.NEW).severity
 
 
 def test_without_counts_on_both_sides_the_check_is_time_only_and_says_why():

@@ -208,8 +208,22 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
     )
 
 
+def _symbol_name(die) -> str | None:
+    """The symbol a subprogram DIE defines: its linkage (mangled) name, else its name, also through
+    the declaration a C++ member's out-of-class definition points at (DW_AT_specification)."""
+    for _ in range(3):  # definition -> declaration (-> abstract origin)
+        for key in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name", "DW_AT_name"):
+            if key in die.attributes:
+                return die.attributes[key].value.decode(errors="replace")
+        ref = next((k for k in ("DW_AT_specification", "DW_AT_abstract_origin") if k in die.attributes), None)
+        if ref is None:
+            return None
+        die = die.get_DIE_from_attribute(ref)
+    return None
+
+
 def source_locations(path: str | os.PathLike) -> dict[str, str]:
-    """Function name -> "file:line" of its definition, from DWARF (empty without debug info).
+    """Symbol name -> "file:line" of its definition, from DWARF (empty without debug info).
     The file is relative to the compilation directory, as the compiler saw it."""
     out: dict[str, str] = {}
     with open(path, "rb") as fh:
@@ -223,15 +237,16 @@ def source_locations(path: str | os.PathLike) -> dict[str, str]:
                 files = lineprog["file_entry"] if lineprog else []
                 base = 0 if cu["version"] >= 5 else 1  # DWARF 5 numbers files from 0
                 for die in cu.iter_DIEs():
-                    if die.tag != "DW_TAG_subprogram" or "DW_AT_decl_line" not in die.attributes:
+                    if (die.tag != "DW_TAG_subprogram" or "DW_AT_decl_line" not in die.attributes
+                            or "DW_AT_declaration" in die.attributes):
                         continue
-                    name = die.attributes.get("DW_AT_name")
+                    name = _symbol_name(die)
                     fidx = die.attributes.get("DW_AT_decl_file")
-                    if name is None or fidx is None or "DW_AT_declaration" in die.attributes:
+                    if name is None or fidx is None:
                         continue
                     i = fidx.value - base
                     fname = files[i].name.decode(errors="replace") if 0 <= i < len(files) else "?"
-                    out.setdefault(name.value.decode(errors="replace"), f"{fname}:{die.attributes['DW_AT_decl_line'].value}")
+                    out.setdefault(name, f"{fname}:{die.attributes['DW_AT_decl_line'].value}")
         except (ELFError, KeyError, IndexError, ValueError, AttributeError):
             return out  # locations are a convenience: broken debug info must not stop a collection
     return out

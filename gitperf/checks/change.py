@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
 from gitperf.core.errors import EXIT_DEGRADATION, EXIT_NOT_ENOUGH_DATA, EXIT_OK
+from gitperf.core.names import readable
 
 
 class Verdict(StrEnum):
@@ -26,9 +27,13 @@ class Verdict(StrEnum):
     # a function the diff changed whose time the check could not resolve, but whose instructions grew
     # beyond their A/A spread (checks.witness): named, never failing the check
     INSTRUCTIONS = "instructions"
+    # time moved one way and the exact instruction counts beyond their A/A spread the other
+    # (checks.witness): no verdict in time's direction, and the report says why
+    CONFLICT = "conflict"
 
 
-DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, NOT_ENOUGH_DATA, ACCEPTED, INSTRUCTIONS = Verdict
+(DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, NOT_ENOUGH_DATA, ACCEPTED, INSTRUCTIONS,
+ CONFLICT) = Verdict
 
 
 def _num(v):
@@ -66,14 +71,15 @@ class Change:
     def severity(self) -> tuple:
         """Degradations first; among them, where the most time was added (exclusive time first, so
         the function that got slower comes before its callers whose inclusive time merely follows)."""
-        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, NEW: 3, REMOVED: 4, UNKNOWN: 5,
-                NO_CHANGE: 6}[self.type]
+        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT: 2, NEW: 3, REMOVED: 4,
+                UNKNOWN: 5, NO_CHANGE: 6}[self.type]
         if self.type == OPTIMIZATION:
             return rank, self.exclusive_delta_ns, self.absolute_ns
         return rank, -max(self.exclusive_delta_ns, 0.0), -abs(self.absolute_ns)
 
     def to_dict(self) -> dict:
         d = {k: _num(v) for k, v in asdict(self).items() if k != "statistic"}
+        d["name"] = readable(self.function)  # `function` is the symbol: the identity across commits
         d["per_call_ci"] = list(self.per_call_ci) if self.per_call_ci else None
         d["instructions"] = list(self.instructions) if self.instructions else None
         return d

@@ -25,6 +25,7 @@ from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
 from gitperf.core.config import CheckConfig
 from gitperf.core.errors import CollectionAborted, InputError
+from gitperf.core.names import short
 from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
 from gitperf.engine.base import Engine
 from gitperf.git.repo import ancestors, parent, resolve_commit
@@ -125,7 +126,7 @@ def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
 
 def focus_note(focus: Focus, rounds: int) -> str:
     """What the paired check looked at, for the report (text and JSON)."""
-    names = lambda xs: ", ".join(xs) or "-"  # noqa: E731
+    names = lambda xs: ", ".join(short(x) for x in xs) or "-"  # noqa: E731
     sampled = "; ".join(f"{n}: {why}" for n, why in focus.sampled.items())
     return (f"paired check, {rounds} interleaved rounds: changed {names(focus.changed)}; new {names(focus.new)}; "
             f"callers {names(focus.callers)}; traced {names(focus.traced)}"

@@ -25,7 +25,7 @@ from gitperf.core.errors import CollectionAborted, ConfigError, InputError
 from gitperf.core.model import ROOT, Mode, Profile, content_id
 from gitperf.engine.base import Engine
 from gitperf.git.repo import perf_dir, resolve_commit
-from gitperf.git.worktree import checkout, run_build, sweep_worktrees
+from gitperf.git.worktree import Built, checkout, run_build, sweep_worktrees
 from gitperf.plan.costs import call_costs
 from gitperf.plan.optimize import Optimized, full_trace_hotspots, optimize
 from gitperf.plan.probes import make_plan
@@ -130,12 +130,17 @@ def built(target: Target) -> Iterator[CollectContext]:
         cfg = project_config(target, root)
         if target.req.probe_pad is not None:
             cfg = replace(cfg, build=replace(cfg.build, probe_pad=target.req.probe_pad))
+        done = Built()
         if cfg.build.command and not target.req.no_build:
             target.progress(f"building {target.commit[:12]}: {cfg.build.command}"
                             + (" (NOP-padded entries)" if cfg.build.probe_pad else ""))
-            run_build(cfg.build, root, target.commit, target.cache_dir)
+            done = run_build(cfg.build, root, target.commit, target.cache_dir)
+            if done.pad:
+                target.progress(f"  padded entries: {done.pad}")
+            if done.note:
+                target.progress(f"  note: {done.note}")
         binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
-        yield CollectContext.build(target, cfg, root, binary)
+        yield replace(CollectContext.build(target, cfg, root, binary), pad=done.pad)
 
 
 def _collect_checkout(target: Target) -> list[Profile]:

@@ -121,6 +121,7 @@ class CollectContext:
     header_base: dict  # the Header fields every profile of this collection shares
     ore: float  # resource extraction: reading the ELF and its DWARF
     max_overhead: float  # fraction of native run time; 0 = no budget
+    pad: str = ""  # the NOP padding the build used (git.pad.describe; "" = none): part of the plan
 
     @classmethod
     def build(cls, target: Target, config: Config, root: Path, binary_path: Path) -> CollectContext:

@@ -218,6 +218,22 @@ def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Eng
     return Target(repo, replace(preq.req, rev=commit), commit, engine, progress, perf_dir(repo))
 
 
+def build_both(stack: ExitStack, repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
+               ) -> tuple[CollectContext, CollectContext]:
+    """Both commits checked out and built alike, for as long as `stack` lives: when one side's padded
+    build failed and was rebuilt unpadded (`git.worktree.run_build`), the other is rebuilt unpadded
+    too — two binaries compared are always built the same way."""
+    def side(req: PairedRequest, commit: str) -> CollectContext:
+        return stack.enter_context(built(_side(repo, req, commit, engine, progress)))
+    bctx, tctx = side(preq, preq.base), side(preq, preq.req.rev)
+    if bctx.pad != tctx.pad:
+        plain = replace(preq, req=replace(preq.req, probe_pad=False))
+        redo = bctx if bctx.pad else tctx
+        progress(f"rebuilding {redo.target.commit[:12]} without padded entries too: both sides are built alike")
+        bctx, tctx = (side(plain, preq.base), tctx) if bctx.pad else (bctx, side(plain, preq.req.rev))
+    return bctx, tctx
+
+
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
                   until: Until) -> list[PairedRuns]:
     """Both commits checked out and built, then per workload a shared plan and its rounds.  Nothing
@@ -228,8 +244,7 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
     commit, out = preq.req.rev, []
     try:
         with ExitStack() as stack:
-            bctx = stack.enter_context(built(_side(repo, preq, preq.base, engine, progress)))
-            tctx = stack.enter_context(built(_side(repo, preq, commit, engine, progress)))
+            bctx, tctx = build_both(stack, repo, preq, engine, progress)
             cands = planning.candidates(bctx.binary, tctx.binary, preq.depth)
             progress(f"focus: changed {names(sorted(cands.changed))}; new {names(sorted(cands.new))}; "
                      f"callers {names(sorted(cands.callers))}")

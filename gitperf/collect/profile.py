@@ -183,7 +183,7 @@ def profile_run(ctx: CollectContext, opt: Optimized, wl: Workload, session: Sess
     header = Header(**ctx.header_base, workload=wl.name, command=tuple(wl.argv), started=started,
                     finished=time.time(), exit_status=raw.run.exit_status, partial=raw.run.partial)
     metrics = _metrics(ctx, opt, raw, funcs, time.perf_counter() - t0)
-    profile = Profile(header, metrics, plan_record(opt, raw.attach_method), tuple(funcs),
+    profile = Profile(header, metrics, replace(plan_record(opt, raw.attach_method), pad=ctx.pad), tuple(funcs),
                       calibration=dict(ctx.cost_ns),
                       stacks=stacks.bound(stacks.folded(raw.stacks)))
     return replace(profile, metrics=replace(metrics, PS=len(codec.encode(profile))))

@@ -27,17 +27,11 @@ STRATEGIES = ("userspace", "funcs")
 class BuildConfig:
     command: str = "make"  # shell command run at the work tree's root ("" = nothing to build)
     binary: str = ""  # path of the ELF to probe, relative to the root
-    probe_pad: bool = False  # compile with PROBE_PAD_FLAG (git.worktree.run_build: compiler shims on PATH)
+    # compile with NOP-padded function entries, the padding each compiler links with (git.pad), through
+    # compiler wrappers on the build's PATH (git.worktree.run_build)
+    probe_pad: bool = False
 
 
-# With this flag GCC and clang start every function with five one-byte NOPs, which uprobes emulate
-# instead of single-stepping the first instruction out of line: ~1.0 against ~10 us a traced call on
-# the latest machine (bench/percall.py, ARCHITECTURE.md §6).
-PROBE_PAD_FLAG = "-fpatchable-function-entry=5"
-# What the probe_pad compiler wrappers add: the pad, and frame pointers, so that a stack sample's walk
-# reaches `main` (stored call stacks, flame graphs; ARCHITECTURE.md §5).  First on the command line: a
-# build's own -fomit-frame-pointer still wins.
-PROBE_PAD_FLAGS = (PROBE_PAD_FLAG, "-fno-omit-frame-pointer")
 # A bare `collect` probes within this budget (percent of the native run time): a full trace of a
 # program with nanosecond functions is mostly probe time (95% on the demo's `small`), which is not
 # what a user wants to read as their program's profile.  5% matches check.min_relative: probes may
@@ -270,9 +264,11 @@ binary = "{binary}"
 # Cheaper probes: with true every function starts with NOPs, which uprobes emulate, instead of an
 # instruction the kernel single-steps (`git perf collect` says how many probed functions are
 # single-stepped and what they cost; 3-10x cheaper a call on the machines we measured).  true adds
-# -fpatchable-function-entry=5 to every compiler the build runs by name (cc, gcc, clang, c++, ...):
-# git perf puts wrappers for them first on the build command's PATH.  After switching it, make sure
-# the build recompiles everything (a `make clean` in the build command, or a fresh build directory).
+# the padding each compiler links with (-fpatchable-function-entry=5, or -pg -mfentry -mnop-mcount
+# where C++ templates would not link with it) to every compiler the build runs by name (cc, gcc,
+# clang, c++, ...): git perf puts wrappers for them first on the build command's PATH.  After
+# switching it, make sure the build recompiles everything (a `make clean` in the build command, or
+# a fresh build directory).
 probe_pad = false
 
 # One table per workload; each becomes one profile per collection.

@@ -7,6 +7,8 @@ from typing import Sequence
 
 from tabulate import tabulate
 
+from gitperf.core.names import labels, short
+
 
 def fmt_ns(ns: float) -> str:
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
@@ -39,18 +41,20 @@ def printable(text: str) -> str:
 
 
 def names(xs, shown: int = 6) -> str:
-    """A list of names for a progress line: the first few and how many more ("-" for none)."""
+    """A list of function names for a progress line: the first few, readable and short, and how many
+    more ("-" for none)."""
     xs = list(xs)
     if not xs:
         return "-"
     more = len(xs) - shown
-    return ", ".join(xs[:shown]) + (f" and {more} more" if more > 0 else "")
+    return ", ".join(short(x) for x in xs[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence], align: str, indent: str = "  ") -> str:
-    """A plain text table, one character of `align` per column ("l" left, "r" right); names are cut to
-    40 characters so that the columns stay readable."""
-    cut = [[c[:40] if isinstance(c, str) and i == 0 else c for i, c in enumerate(r)] for r in rows]
+    """A plain text table, one character of `align` per column ("l" left, "r" right); the first column
+    holds function names, shown readable and short enough for the columns (`core.names.labels`), yet apart."""
+    first = labels([str(r[0]) for r in rows]) if rows else []
+    cut = [[first[k], *r[1:]] for k, r in enumerate(rows)]
     colalign = ["left" if a == "l" else "right" for a in align]
     text = tabulate(cut, headers=list(headers), tablefmt="plain", colalign=colalign, disable_numparse=True)
     return "\n".join(indent + line.rstrip() for line in text.splitlines())

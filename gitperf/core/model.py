@@ -184,15 +184,22 @@ class PlanRecord:
     # "" in profiles from before that (every call, nested ones again).  Part of the fingerprint: the two
     # disagree on every recursive function, so they are never compared.
     totals: str = ""
+    # The NOP padding of function entries the binary was built with (git.pad.describe: each wrapped
+    # compiler's, e.g. "c++=mfentry cc=patchable"; "" = unpadded).  Part of the fingerprint: a padded
+    # entry changes what every traced call costs, and each padding its own way.
+    pad: str = ""
 
     @property
     def fingerprint(self) -> str:
         """Which functions were probed and how: two profiles are comparable only with the same
         fingerprint (ARCHITECTURE.md §5).  A traced call costs microseconds, far more than most
         functions' own work, so a caller's inclusive time depends on which callees were probed.
-        How the totals were summed (`totals`) is part of it, whichever way the plan was made."""
+        How the totals were summed (`totals`) and the binary's entry padding (`pad`) are part of it,
+        whichever way the plan was made."""
         probed = self.spec or self._probed_fingerprint()
-        return hashlib.sha1(f"{probed}|{self.totals}".encode()).hexdigest()[:10] if self.totals else probed
+        if not self.totals:
+            return probed
+        return hashlib.sha1(f"{probed}|{self.totals}{'|' + self.pad if self.pad else ''}".encode()).hexdigest()[:10]
 
     def _probed_fingerprint(self) -> str:
         if self.mode in PARTLY_TRACED:

@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Iterable, Mapping
 
 from gitperf.core.model import Profile
+from gitperf.core.names import readable
 
 LIBRARY = "[library]"
 KERNEL = "[kernel]"
@@ -90,6 +91,15 @@ def inclusive(stacks: Mapping[str, int]) -> dict[str, int]:
     for stack, n in stacks.items():
         for name in set(stack.split(SEP)):
             out[name] += n
+    return dict(out)
+
+
+def for_people(stacks: Mapping[str, int]) -> dict[str, int]:
+    """The same stacks with every frame's readable name (`core.names.readable`: C++ demangled), as
+    `show --folded` prints them and flame graphs draw them; the stored stacks keep the symbols."""
+    out: Counter[str] = Counter()
+    for stack, n in stacks.items():
+        out[fold(readable(f) for f in stack.split(SEP))] += n
     return dict(out)
 
 

@@ -13,14 +13,16 @@ import signal
 import subprocess
 import tempfile
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pygit2
 
-from gitperf.core.config import PROBE_PAD_FLAGS, BuildConfig
+from gitperf.core.config import BuildConfig
 from gitperf.core.errors import BuildError
 from gitperf.core.proc import alive, die_with_parent
+from gitperf.git import pad
 
 
 def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
@@ -77,27 +79,38 @@ def checkout(repo: pygit2.Repository, commit: str, fresh: bool = False) -> Itera
 COMPILERS = ("cc", "gcc", "c++", "g++", "clang", "clang++")
 
 
-def probe_pad_path(lock_dir: Path) -> str:
-    """A PATH whose first directory wraps every compiler found on ours so that it compiles with
-    PROBE_PAD_FLAGS.  Wrappers rather than CFLAGS: a makefile's `CFLAGS ?= -O2 -g` would lose its own
-    flags to an exported CFLAGS, and Lua's sets CC and CFLAGS outright.  The directory persists
-    (under .git/perf): a build system that records the compiler's path (cmake) keeps finding it."""
+@dataclass(frozen=True)
+class Built:
+    """How a build went: the padding each wrapped compiler used (`pad.describe`, "" = unpadded), and
+    what the user should know of it ("" = nothing)."""
+
+    pad: str = ""
+    note: str = ""
+
+
+def probe_pad_path(lock_dir: Path) -> tuple[str, dict[str, pad.Pad]]:
+    """A PATH whose first directory wraps every compiler found on ours so that it compiles with the
+    padding it links with (`pad.choose`), and those paddings.  Wrappers rather than CFLAGS: a
+    makefile's `CFLAGS ?= -O2 -g` would lose its own flags to an exported CFLAGS, and Lua's sets CC and
+    CFLAGS outright.  The directory persists (under .git/perf): a build system that records the
+    compiler's path (cmake) keeps finding it."""
     path = os.environ.get("PATH", os.defpath)
     shims = lock_dir / "probe-pad-bin"
     shims.mkdir(parents=True, exist_ok=True)
-    flags = " ".join(PROBE_PAD_FLAGS)
+    pads = {}
     for name in COMPILERS:
         real = shutil.which(name, path=path)
         if real is None or Path(real).parent == shims:
             continue
-        text = f'#!/bin/sh\n# git perf build.probe_pad\nexec {shlex.quote(real)} {flags} "$@"\n'
+        pads[name] = pad.choose(real, lock_dir)
+        text = pad.shim(real, pads[name])
         shim = shims / name
         if not shim.exists() or shim.read_text() != text:
             tmp = shims / f".{name}.{os.getpid()}"
             tmp.write_text(text)
             tmp.chmod(0o755)
             tmp.replace(shim)  # atomic: a concurrent build never runs half a script
-    return f"{shims}{os.pathsep}{path}"
+    return f"{shims}{os.pathsep}{path}", pads
 
 
 def _build(command: str, root: Path, env: dict | None, timeout: float) -> subprocess.CompletedProcess:
@@ -116,24 +129,56 @@ def _build(command: str, root: Path, env: dict | None, timeout: float) -> subpro
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> None:
-    """Run the build command at `root`.  Builds of one directory are serialised (two collections at
-    once in one work tree would otherwise race inside make); the second build is then a no-op."""
+def _in_our_worktree(root: Path) -> bool:
+    return root.parent.name.startswith(_PREFIX)
+
+
+def _failure(r: subprocess.CompletedProcess, commit: str, command: str) -> str:
+    tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+    return f"build of {commit[:12]} failed (exit {r.returncode}): {command}\n{tail}"
+
+
+def _scrub(root: Path) -> None:
+    """Our temporary worktree as checked out: a padded build's objects must not meet an unpadded one."""
+    for argv in (["git", "reset", "-q", "--hard"], ["git", "clean", "-q", "-xffd"]):
+        subprocess.run(argv, cwd=root, capture_output=True)
+
+
+def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float) -> tuple[subprocess.CompletedProcess, Built]:
+    """The build with padded entries; when it fails and unpadded succeeds (in our worktree, scrubbed),
+    that one, with a note: a failure our flags caused is never the user's (ARCHITECTURE.md §6)."""
+    path, pads = probe_pad_path(lock_dir)
+    r = _build(command, root, {**os.environ, "PATH": path}, timeout)
+    if r.returncode == 0 or not _in_our_worktree(root):
+        return r, Built(pad=pad.describe(pads))
+    _scrub(root)
+    plain = _build(command, root, None, timeout)
+    if plain.returncode != 0:
+        return plain, Built()
+    last = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+    return plain, Built(note=f"the build failed with git perf's NOP-padded entries ({pad.describe(pads)}: "
+                             f"{last[0][:160]}); rebuilt without them: traced calls cost more (ARCHITECTURE.md §6)")
+
+
+def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> Built:
+    """Run the build command at `root` (padded when `build.probe_pad`).  Builds of one directory are
+    serialised (two collections at once in one work tree would otherwise race inside make); the
+    second build is then a no-op."""
     command = build.command
     if not command.strip():
-        return
+        return Built()
     lock = lock_dir / f"build-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}.lock"
     try:
         with open(lock, "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                env = {**os.environ, "PATH": probe_pad_path(lock_dir)} if build.probe_pad else None
-                r = _build(command, root, env, timeout)
+                r, done = (_build_padded(command, root, lock_dir, timeout) if build.probe_pad
+                           else (_build(command, root, None, timeout), Built()))
             finally:
-                if root.parent.name.startswith(_PREFIX):  # our temporary worktree: no other build waits on it
+                if _in_our_worktree(root):  # our temporary worktree: no other build waits on it
                     lock.unlink(missing_ok=True)
     except subprocess.TimeoutExpired:
         raise BuildError(f"build of {commit[:12]} did not finish in {timeout:.0f}s: {command}") from None
     if r.returncode != 0:
-        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
-        raise BuildError(f"build of {commit[:12]} failed (exit {r.returncode}): {command}\n{tail}")
+        raise BuildError(_failure(r, commit, command))
+    return done

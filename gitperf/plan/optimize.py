@@ -19,6 +19,7 @@ from gitperf.core.config import Config
 from gitperf.core.config import load as load_config
 from gitperf.core.errors import GitPerfError
 from gitperf.core.fmt import names
+from gitperf.core.names import short
 from gitperf.core.model import ROOT, FunctionStats, Mode, Profile
 from gitperf.core.progress import Progress
 from gitperf.git import sourcediff
@@ -146,7 +147,7 @@ def _diff(subject: Subject, base: str, cg: callgraph.CallGraph, criterion: str,
         progress(f"diff tracing skipped: cannot analyse the base {base[:12]}: {e}")
         return None
     progress(f"diff tracing against {base[:12]} ({criterion}): changed {names(diff.changed)}; "
-             f"new {names(diff.new)}; renamed {names(f'{a}->{b}' for a, b in diff.renamed.items())}")
+             f"new {names(diff.new)}; renamed {names(f'{short(a)}->{short(b)}' for a, b in diff.renamed.items())}")
     return diff
 
 

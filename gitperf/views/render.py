@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from gitperf.checks.noise import NoiseReport
-from gitperf.core.config import PROBE_PAD_FLAG
 from gitperf.core import stacks
 from gitperf.core.fmt import fmt_bytes, fmt_ns, table
 from gitperf.core.model import CORRECTABLE_SHARE, ROOT, Profile, StoredProfile, comparison_key
@@ -85,11 +84,11 @@ def unwound_share(p: Profile) -> float | None:
 
 def folded_text(profiles: list[StoredProfile]) -> str:
     """Every workload's stacks summed over its profiles, in the folded format (flamegraph.pl, inferno,
-    speedscope); under a root frame named after the workload when there are several."""
+    speedscope), names readable; under a root frame named after the workload when there are several."""
     summed = stacks.per_workload(sp.profile for sp in profiles)
     out = []
     for name, st in summed.items():
-        out += stacks.lines(st, prefix=name if len(summed) > 1 else "")
+        out += stacks.lines(stacks.for_people(st), prefix=name if len(summed) > 1 else "")
     return "\n".join(out)
 
 
@@ -108,8 +107,8 @@ def single_stepped(p: Profile) -> str:
     pad_s = sum(calls.values()) * p.calibration.get("nop", 0.0) / 1e9
     kinds = ", ".join(f"{cls} {sum(1 for c in names.values() if c == cls)}" for cls in SINGLE_STEPPED
                       if cls in names.values())
-    saving = (f" (~{pad_s:.2f} s with NOP-padded entries: build.probe_pad = true, or add {PROBE_PAD_FLAG} to the"
-              " compiler flags)"
+    saving = (f" (~{pad_s:.2f} s with NOP-padded entries: build.probe_pad = true, or add"
+              " -fpatchable-function-entry=5 to the compiler flags of a C program)"
               if pad_s < cost_s else "")
     return (f"entry probes: {len(names)} probed functions are single-stepped ({kinds}); their "
             f"{sum(calls.values()):,} calls cost ~{cost_s:.2f} s of probe time{saving}")
@@ -172,6 +171,8 @@ def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
                  f"machine {h.machine}  kernel {h.kernel}  plan {p.plan.describe()}", "  " + metrics_line(p)]
     if h.config:
         lines.append(f"  configuration: {h.config} (the commit has no .gitperf.toml of its own)")
+    if p.plan.pad:
+        lines.append(f"  built with padded function entries: {p.plan.pad}")
     if share := probe_share(p):
         lines.append("  " + share)
     lines += ["  warning: " + w for w in _warnings(p)]
@@ -206,6 +207,8 @@ def _session_block(group: list[StoredProfile], top: int) -> list[str]:
                  f"  machine {h.machine}  plan {first.plan.describe()}",
              f"  run time: median {fmt_ns(inference.center(prt))}{band} (95% interval of the median); "
              f"`show --runs` lists every run"]
+    if first.plan.pad:
+        lines.append(f"  built with padded function entries: {first.plan.pad}")
     lines += ["  warning: " + w for w in dict.fromkeys(w for sp in group for w in _warnings(sp.profile))]
     by_name: dict[str, list] = {}
     for sp in group:

@@ -7,6 +7,7 @@ import math
 
 from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
 from gitperf.core.fmt import fmt_confidence, fmt_ns, table
+from gitperf.core.names import short
 
 HEADLINE = {
     DEGRADATION: "slower", OPTIMIZATION: "faster", NO_CHANGE: "no significant change",
@@ -38,11 +39,11 @@ def _line(c: Change) -> str:
     calls = "" if c.base_calls == c.target_calls else f"  calls {c.base_calls:.0f} -> {c.target_calls:.0f}"
     where = f"  ({c.location})" if c.location else ""
     if c.type in (DEGRADATION, OPTIMIZATION, "accepted"):
-        return (f"{c.type:12s} {c.workload}/{c.function}{where}: {_pct(c.relative)} {_interval(c)}  "
+        return (f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {_pct(c.relative)} {_interval(c)}  "
                 f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} per run ({fmt_ns(c.absolute_ns)}; "
                 f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}"
                 f"{_instructions(c)}")
-    return f"{c.type:12s} {c.workload}/{c.function}{where}: {c.method}{calls}{_instructions(c)}"
+    return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
 def check_text(r: CheckResult, limit: int = 20) -> str:
@@ -84,12 +85,12 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
         for c in group:
             flag = " *(changed in this commit)*" if c.changed else ""
             instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
-            out.append(f"| {_md(c.workload)} | {_code(c.function)}{flag} | **{_pct(c.relative)}** "
+            out.append(f"| {_md(c.workload)} | {_code(short(c.function, 80))}{flag} | **{_pct(c.relative)}** "
                        f"({fmt_ns(c.absolute_ns)}) | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
                        f"{fmt_confidence(c.confidence)} | {instr} | {_md(c.location) or '-'} |")
     if other:
         out += ["", "### Other", ""]
-        out += [f"- {_code(c.function)} ({_md(c.workload)}): {c.type} — {_md(c.method)}" for c in other]
+        out += [f"- {_code(short(c.function, 80))} ({_md(c.workload)}): {c.type} — {_md(c.method)}" for c in other]
     out += ["", "<details><summary>How this was decided</summary>", ""]
     for p in r.pairs:
         if p.base_commit:
@@ -102,7 +103,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
                "(Holm-adjusted over all functions), and above `check.min_relative` and `check.min_absolute_ns`.")
     for c in degr[:5]:
         if c.votes:
-            out.append(f"- {_code(c.function)}: other methods say " +
+            out.append(f"- {_code(short(c.function, 80))}: other methods say " +
                        ", ".join(f"{k} {v}" for k, v in sorted(c.votes.items())) + f"; noise {c.noise}.")
     out += [f"- warning: {_md(w)}" for w in r.warnings]
     out += ["", "</details>", ""]

@@ -11,6 +11,7 @@ import hashlib
 
 from flask import current_app, request, url_for
 
+from gitperf.core import names
 from gitperf.core.fmt import fmt_confidence, fmt_ns
 
 # endpoint -> path of the exported file (None: not exported, the link is left out)
@@ -61,4 +62,6 @@ def _ns(x) -> str:
     return "" if x is None else fmt_ns(x)
 
 
-FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": _date, "ns": _ns, "short": lambda s: (s or "")[:12]}
+FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": _date, "ns": _ns, "short": lambda s: (s or "")[:12],
+           # function names: the symbol stays in links and data; people read these (core.names)
+           "readable": names.readable, "shortname": lambda s: names.short(s, 70)}

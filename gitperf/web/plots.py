@@ -14,6 +14,7 @@ import hashlib
 from html import escape
 
 from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION
+from gitperf.core.names import labels, readable, short
 
 RED, GREEN, BLUE, GREY = "#c0392b", "#1e8449", "#1f77b4", "#7f8c8d"
 MS = 1e6
@@ -97,9 +98,9 @@ def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main
 
 def functions_timeline(title: str, series: dict[str, list[dict]]) -> dict:
     """The top functions' exclusive time over commits (log scale: they differ by orders of magnitude)."""
-    data = [{"type": "scatter", "mode": "lines+markers", "name": escape(name), "x": [r["seq"] for r in rows],
+    data = [{"type": "scatter", "mode": "lines+markers", "name": escape(short(name, 50)), "x": [r["seq"] for r in rows],
              "y": [max(r["exclusive_ns"], 1) / MS for r in rows], "marker": {"size": 4},
-             "text": [f"{escape(name)}<br>{r['commit'][:12]} {escape(r['subject'])}" for r in rows],
+             "text": [f"{escape(readable(name))}<br>{r['commit'][:12]} {escape(r['subject'])}" for r in rows],
              "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>"}
             for name, rows in series.items() if rows]
     layout = _layout(title, "exclusive time per run (ms, log)", log=True, height=420)
@@ -129,9 +130,10 @@ def exclusive_bars(title: str, functions: list[dict], types: dict[str, str], top
     rows = sorted(functions, key=lambda f: -f["exclusive_ns"])[:top][::-1]
     color = {DEGRADATION: RED, OPTIMIZATION: GREEN, ACCEPTED: "#e67e22"}
     return {"data": [{"type": "bar", "orientation": "h", "x": [f["exclusive_ns"] / MS for f in rows],
-                      "y": [escape(f["name"]) for f in rows],
+                      "y": [escape(n) for n in labels([f["name"] for f in rows], 50)],
+                      "text": [escape(readable(f["name"])) for f in rows],
                       "marker": {"color": [color.get(types.get(f["name"], ""), BLUE) for f in rows]},
-                      "hovertemplate": "%{y}: %{x:.3f} ms exclusive<extra></extra>"}],
+                      "hovertemplate": "%{text}: %{x:.3f} ms exclusive<extra></extra>"}],
             "layout": dict(_layout(title, ""), height=max(260, 22 * len(rows) + 80),
                            xaxis={"title": {"text": "exclusive time per run (ms)"}},
                            yaxis={"automargin": True, "type": "category"}, margin={"l": 10, "r": 20, "t": 40, "b": 50})}
@@ -143,12 +145,13 @@ def change_bars(title: str, changes: list[dict], top: int = 25) -> dict:
                   key=lambda c: -abs(c["relative"]))[:top][::-1]
     color = {DEGRADATION: RED, OPTIMIZATION: GREEN}
     return {"data": [{"type": "bar", "orientation": "h", "x": [c["relative"] * 100 for c in rows],
-                      "y": [escape(c["function"]) for c in rows],
+                      "y": [escape(n) for n in labels([c["function"] for c in rows], 50)],
+                      "text": [escape(readable(c["function"])) for c in rows],
                       "error_x": {"type": "data", "symmetric": False,
                                   "array": [((c["ci_high"] or c["relative"]) - c["relative"]) * 100 for c in rows],
                                   "arrayminus": [(c["relative"] - (c["ci_low"] or c["relative"])) * 100 for c in rows]},
                       "marker": {"color": [color.get(c["type"], GREY) for c in rows]},
-                      "hovertemplate": "%{y}: %{x:+.1f}%<extra></extra>"}],
+                      "hovertemplate": "%{text}: %{x:+.1f}%<extra></extra>"}],
             "layout": dict(_layout(title, ""), height=max(260, 22 * len(rows) + 80),
                            xaxis={"title": {"text": "change of time per run (%), with interval"}},
                            yaxis={"automargin": True, "type": "category"}, margin={"l": 10, "r": 20, "t": 40, "b": 50})}
@@ -211,10 +214,10 @@ def flame(title: str, stacks: dict[str, int], base: dict[str, int] | None = None
     labels, parents, hover, colors = [], [], [], []
     for k in ids:
         name = k.rsplit(";", 1)[-1]
-        labels.append(escape(("◆ " if name in changed else "") + name))
+        labels.append(escape(("◆ " if name in changed else "") + short(name, 80)))
         parents.append(k.rsplit(";", 1)[0] if ";" in k else ALL)
         share = now[k] / total
-        line = f"{escape(name)}<br>{share:.1%} of samples ({now[k]})"
+        line = f"{escape(readable(name))}<br>{share:.1%} of samples ({now[k]})"
         if base is not None:
             was = before.get(k, 0) / (base_total or 1)
             rel = share / was - 1 if was else DIFF_CLIP

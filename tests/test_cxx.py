@@ -1,0 +1,145 @@
+"""C++ programs (issue #38): padded builds that link, names people read.
+
+The padding tests compile with the machine's real compilers; the check runs under real eBPF on a
+three-unit C++ program (`cxxproj`) whose every unit instantiates `std::vector<std::string>`, the case
+GCC 12's `-fpatchable-function-entry` cannot link.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from helpers import FLAMEGRAPH_PL
+
+import cxxproj
+from gitperf.analysis import elf
+from gitperf.core import names
+from gitperf.core.config import BuildConfig
+from gitperf.git import pad
+from gitperf.git.repo import open_repo
+from gitperf.git.worktree import checkout, run_build
+from gitperf.store.notes import NotesStore
+
+SCAN = "_ZNK6Widget4scanERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+SCAN_READABLE = "Widget::scan(std::string const&) const"
+REALLOC = ("_ZNSt6vectorINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESaIS5_EE17_M_realloc_insertIJS5_EEEvN9"
+           "__gnu_cxx17__normal_iteratorIPS5_S7_EEDpOT_")
+
+
+def test_names_are_demangled_with_the_standard_librarys_typedefs():
+    assert names.readable(SCAN) == SCAN_READABLE
+    assert names.readable(SCAN + ".cold") == SCAN_READABLE + " [clone .cold]"
+    assert names.readable(REALLOC) == ("void std::vector<std::string>::_M_realloc_insert<std::string>(__gnu_cxx::"
+                                       "__normal_iterator<std::string*, std::vector<std::string> >, std::string&&)")
+    for plain in ("main", "luaH_resize", "_Znot_a_symbol", "[library]", ""):
+        assert names.readable(plain) == plain
+
+
+def test_short_names_elide_templates_first_and_stay_apart_in_a_table():
+    assert names.short(REALLOC, 60) == "void std::vector<…>::_M_realloc_insert<…>(…)"
+    assert names.short(SCAN, 60) == SCAN_READABLE  # fits: unchanged
+    # two instantiations whose short forms collide keep the end where they differ
+    a, b = "_Z12count_if_lenILi5EElRKSt6vectorINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESaIS6_EE", \
+        "_Z12count_if_lenILi7EElRKSt6vectorINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESaIS6_EE"
+    la, lb = names.labels([a, b], 30)
+    assert la != lb and len(la) <= 30 and len(lb) <= 30
+
+
+def _cxx_compiler() -> str:
+    real = shutil.which("g++") or shutil.which("c++")
+    if real is None:
+        pytest.skip("no C++ compiler (scripts/setup.sh installs gcc and g++)")
+    return real
+
+
+def test_the_chosen_padding_links_the_two_unit_template_program_and_pads_its_functions(tmp_path):
+    """Whatever the compiler, the padding chosen for it links two units that both instantiate
+    std::vector<std::string> (GCC 12's -fpatchable-function-entry does not), and pads main; the choice is
+    cached per compiler version."""
+    real = _cxx_compiler()
+    chosen = pad.choose(real, tmp_path)
+    assert chosen.name, f"no padding links with {real}"
+    work = tmp_path / "again"
+    work.mkdir()
+    assert pad.links(real, chosen, work)
+    assert json.loads((tmp_path / "pads.json").read_text()) == {pad._identity(real): chosen.name}
+    (tmp_path / "pads.json").write_text("{not json")  # a damaged cache is asked again, not trusted
+    assert pad.choose(real, tmp_path) == chosen
+
+
+def test_the_wrapper_builds_shared_libraries_and_one_step_programs_without_gprofs_run_time(tmp_path):
+    """The mfentry wrapper keeps -pg off the link line (gprof's start-up would write gmon.out) and off
+    -fPIC compiles (GCC refuses -mnop-mcount there); the build's -fomit-frame-pointer is dropped where
+    -pg refuses it."""
+    real = _cxx_compiler()
+    shim = tmp_path / "c++"
+    shim.write_text(pad.shim(real, pad.MFENTRY))
+    shim.chmod(0o755)
+    (tmp_path / "a.cc").write_text(pad._CXX_UNITS["a.cc"])
+    (tmp_path / "b.cc").write_text(pad._CXX_UNITS["b.cc"])
+    run = lambda *argv: subprocess.run([str(shim), *argv], cwd=tmp_path, capture_output=True, text=True)  # noqa: E731
+    assert run("-O2", "-fomit-frame-pointer", "-c", "a.cc", "b.cc").returncode == 0
+    assert run("a.o", "b.o", "-o", "t").returncode == 0
+    assert run("-O2", "a.cc", "b.cc", "-o", "one").returncode == 0
+    assert run("-O2", "-fPIC", "-shared", "a.cc", "-o", "liba.so").returncode == 0
+    for exe in ("t", "one"):
+        assert subprocess.run([str(tmp_path / exe)], cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "gmon.out").exists()
+    assert pad._padded_entry(tmp_path / "t")
+
+
+def _repo(tmp_path: Path) -> tuple[Path, list[str]]:
+    root = tmp_path / "widget"
+    return root, cxxproj.build(root)
+
+
+def test_a_build_that_fails_only_with_our_padding_is_rebuilt_without_it(tmp_path):
+    """A failure our flags caused is never the user's: the build is scrubbed and run unpadded, with a
+    note; a build that fails unpadded too is the user's error, reported as such."""
+    root, commits = _repo(tmp_path)
+    perf = tmp_path / "perf"
+    perf.mkdir()
+    repo = open_repo(root)
+    picky = "case $(command -v g++) in *probe-pad-bin*) echo 'unknown flag -pg' >&2; exit 1;; esac; make -s"
+    with checkout(repo, commits[1], fresh=True) as tree:
+        done = run_build(BuildConfig(command=picky, binary="app", probe_pad=True), tree, commits[1], perf)
+        assert done.pad == "" and "rebuilt without them" in done.note and "unknown flag -pg" in done.note
+        assert elf.load(tree / "app").by_name()[SCAN]  # built
+    with checkout(repo, commits[1], fresh=True) as tree:
+        done = run_build(BuildConfig(command="make -s", binary="app", probe_pad=True), tree, commits[1], perf)
+        assert "g++=" in done.pad and not done.note
+        assert elf.load(tree / "app").by_name()[SCAN].entry in ("nop", "nop5")
+
+
+@pytest.mark.ebpf
+@pytest.mark.slow
+def test_a_cxx_check_builds_padded_and_names_the_slowed_member_function_readably(tmp_path):
+    """Issue #38's test: check --collect at defaults on a C++ program sharing template instantiations
+    between units builds (padded, the same on both sides), finds the slowed `Widget::scan`, and every
+    view names it readably while the notes keep the symbol."""
+    root, commits = _repo(tmp_path)
+    r = run_cli(root, "check", "HEAD", "--collect", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    first = out["changes"][0]
+    assert (first["function"], first["name"], first["type"]) == (SCAN, SCAN_READABLE, "degradation"), out["changes"]
+    assert first["location"] == "widget.cc:3"
+    store = NotesStore(open_repo(root))
+    pads = {p.profile.plan.pad for c in commits for p in store.read(c)[0]}
+    assert len(pads) == 1 and "g++=" in pads.pop()  # both sides built alike, padded
+    text = run_cli(root, "check", "HEAD")
+    assert f"degradation  scan/{SCAN_READABLE}" in text.stdout and SCAN not in text.stdout
+    md = run_cli(root, "report", "HEAD", "--format", "markdown")
+    assert f"`{SCAN_READABLE}`" in md.stdout
+    show = run_cli(root, "show", "HEAD")
+    assert SCAN_READABLE in show.stdout and "built with padded function entries: " in show.stdout
+    folded = run_cli(root, "show", "HEAD", "--folded").stdout
+    assert f"main;{SCAN_READABLE} " in folded and "_ZN" not in folded
+    svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded, capture_output=True, text=True)
+    assert svg.returncode == 0 and re.search(r"<title>Widget::scan\(std::string const&amp;\) const \(", svg.stdout)
