@@ -33,6 +33,12 @@ def test_roundtrip_is_exact():
     # a plan made for two binaries at once (check --collect: PlanRecord.spec) likewise
     paired = replace(p, plan=replace(p.plan, spec="0123456789"))
     assert comparison_key(replace(paired, plan=replace(paired.plan, totals=OUTERMOST))) != comparison_key(paired)
+    # the entry padding the binary was built with (git.pad): kept, and part of what is comparable
+    padded = replace(now, plan=replace(now.plan, pad="c++=mfentry cc=patchable"))
+    assert codec.decode(codec.encode(padded)).plan.pad == "c++=mfentry cc=patchable"
+    assert comparison_key(padded) != comparison_key(now)
+    assert comparison_key(replace(padded, plan=replace(padded.plan, spec="0123456789"))) != comparison_key(
+        replace(now, plan=replace(now.plan, spec="0123456789")))
 
 
 def test_plain_json_lines_are_read():
