@@ -143,3 +143,18 @@ def test_a_cxx_check_builds_padded_and_names_the_slowed_member_function_readably
     assert f"main;{SCAN_READABLE} " in folded and "_ZN" not in folded
     svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded, capture_output=True, text=True)
     assert svg.returncode == 0 and re.search(r"<title>Widget::scan\(std::string const&amp;\) const \(", svg.stdout)
+
+
+def test_a_check_says_when_its_sides_were_built_without_the_padding_it_asked_for():
+    from dataclasses import replace
+
+    from helpers import make_profile
+
+    from gitperf.checks.paired import pad_note
+    from gitperf.core.config import CheckConfig
+    from gitperf.core.model import StoredProfile
+    p = make_profile("c")
+    unpadded = [StoredProfile("c", 0, "id", p)]
+    padded = [StoredProfile("c", 0, "id", replace(p, plan=replace(p.plan, pad="c++=mfentry cc=patchable")))]
+    assert "built without padded function entries" in pad_note(unpadded, CheckConfig())
+    assert pad_note(padded, CheckConfig()) == "" and pad_note(unpadded, CheckConfig(probe_pad=False)) == ""

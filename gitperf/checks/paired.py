@@ -133,6 +133,14 @@ def focus_note(focus: Focus, rounds: int) -> str:
             + (f"; only stack-sampled: {sampled}" if sampled else ""))
 
 
+def pad_note(target: list[StoredProfile], cfg: CheckConfig) -> str:
+    """Whether the sides were built with padded entries, as the check asked ("" when they were)."""
+    if not cfg.probe_pad or not target or target[0].profile.plan.pad:
+        return ""
+    return ("built without padded function entries: the padded build failed, so both sides were built "
+            "unpadded (traced calls cost ~10x more; ARCHITECTURE.md §6)")
+
+
 def locate(changes: list[Change], focus: Focus) -> list[Change]:
     """A changed function left to the stack samples has few of them: a slowdown of it may show only
     in a traced caller's inclusive time.  When that caller degraded, its own time did not grow
@@ -189,7 +197,7 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
         pairs, changes = [], []
         for run, (b, t) in zip(runs, sides):
             pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
-            notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg))
+            notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg), pad_note(t, cfg))
             pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
             changes.extend(locate(found, run.focus))
         result = conclude(request, pairs, changes, [])

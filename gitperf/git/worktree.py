@@ -7,7 +7,6 @@ import fcntl
 import hashlib
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
