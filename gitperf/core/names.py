@@ -3,7 +3,7 @@
 A profile, a note and every comparison keep the symbol as the binary has it (`_ZNK6Widget4scan...`):
 that is the identity, and it is what two builds share.  What a view shows is `readable(name)`: the
 C++ name demangled by libstdc++'s own `__cxa_demangle` (the `cxxfilt` package; 47,000 real symbols in
-0.08 s, against 0.15 s through binutils' `c++filt` as one batch process: `bench/names.py`), with
+0.08 s, against 0.15 s through binutils' `c++filt` as one batch process: ARCHITECTURE.md §5a), with
 the standard library's spelled-out typedefs put back (`std::string`, not
 `std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >`).  A C name, or
 one the demangler does not know, is shown as it is.  `short(name)` elides template arguments and
@@ -81,7 +81,6 @@ def short(name: str, width: int = 60) -> str:
         if len(text) <= width:
             return text
     return text[:width - 1] + "…"
-
 
 
 def labels(names: list[str], width: int = 60) -> list[str]:
