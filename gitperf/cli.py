@@ -116,9 +116,11 @@ class Seconds(click.ParamType):
 
 
 def _progress(quiet: bool):
+    from gitperf.core.progress import bounded
+
     def say(msg: str) -> None:
         if not quiet:
-            _echo(f"git perf: {msg}", err=True)
+            _echo("\n".join(bounded(f"git perf: {line}") for line in msg.splitlines() or [""]), err=True)
     return say
 
 

@@ -129,3 +129,129 @@ def build(root: Path) -> list[str]:
     (root / "widget.cc").write_text(SLOW_SCAN)
     _git(root, "commit", "-qam", "widget: a second pass in scan")
     return _git(root, "rev-list", "--reverse", "HEAD").split()
+
+
+# ---------------------------------------------------------------- the term indexer (issue #33's case)
+# A term dictionary on std::unordered_map, then on std::map: every lookup becomes a tree descent of
+# std::string comparisons (a new template callee, libc's memcmp under it), slowing `Index::add_term`
+# and `Index::find` several times over in instructions and time.
+
+INDEX_H = """\
+#pragma once
+#include <string>
+#include <{header}>
+
+struct Posting {{ long count = 0; long last = -1; }};
+
+class Index {{
+ public:
+  void add_term(const std::string& term, long doc);
+  long find(const std::string& term) const;
+  long stats() const;
+ private:
+  std::{container}<std::string, Posting> terms_;
+}};
+"""
+
+INDEX_CC = """\
+#include "index.h"
+
+void Index::add_term(const std::string& term, long doc) {
+  Posting& p = terms_[term];
+  p.count++;
+  p.last = doc;
+}
+
+long Index::find(const std::string& term) const {
+  auto it = terms_.find(term);
+  return it == terms_.end() ? 0 : it->second.count;
+}
+
+long Index::stats() const {
+  long s = 0;
+  for (const auto& kv : terms_) s += kv.second.count * (long)kv.first.size();
+  return s;
+}
+"""
+
+INDEXER_CC = """\
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+#include "index.h"
+
+static std::vector<std::string> vocabulary(int n) {
+  std::vector<std::string> out;
+  unsigned x = 2463534242u;
+  for (int i = 0; i < n; i++) {
+    std::string w;
+    int len = 4 + i % 9;
+    for (int k = 0; k < len; k++) { x ^= x << 13; x ^= x >> 17; x ^= x << 5; w += (char)('a' + x % 26); }
+    out.push_back("term_" + w);
+  }
+  return out;
+}
+
+// the rest of the program: work the commit does not touch
+__attribute__((noinline)) static long digest(const std::vector<std::string>& vocab, int passes) {
+  unsigned long h = 1469598103u;
+  for (int p = 0; p < passes; p++)
+    for (const std::string& w : vocab)
+      for (char c : w) h = (h ^ (unsigned char)c) * 1099511628211ul;
+  return (long)(h >> 1);
+}
+
+int main(int argc, char** argv) {
+  int docs = argc > 1 ? atoi(argv[1]) : 200;
+  std::vector<std::string> vocab = vocabulary(5000);
+  long d = digest(vocab, 12 * docs / 10);
+  Index idx;
+  unsigned x = 88172645u;
+  for (int d = 0; d < docs; d++)
+    for (int w = 0; w < 300; w++) { x ^= x << 13; x ^= x >> 17; x ^= x << 5; idx.add_term(vocab[x % vocab.size()], d); }
+  long hits = 0;
+  for (int q = 0; q < 20000; q++) hits += idx.find(vocab[(q * 7919u) % vocab.size()]);
+  printf("%ld %ld %ld\\n", hits, idx.stats(), d);
+  return 0;
+}
+"""
+
+INDEXER_MAKEFILE = """\
+CXXFLAGS ?= -O2 -g
+OBJS = indexer.o index.o
+indexer: $(OBJS)
+\t$(CXX) $(CXXFLAGS) -o $@ $(OBJS)
+%.o: %.cc index.h
+\t$(CXX) $(CXXFLAGS) -c $< -o $@
+"""
+
+INDEXER_CONFIG = """\
+[build]
+command = "make -s"
+binary = "indexer"
+
+[[workload]]
+name = "index"
+command = "./indexer 1000"
+timeout = 60
+"""
+
+ADD_TERM = "_ZN5Index8add_termERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEl"
+FIND = "_ZNK5Index4findERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+
+
+def build_indexer(root: Path) -> list[str]:
+    """The indexer's history in `root`: [hash map, std::map] commit ids."""
+    root.mkdir(parents=True, exist_ok=True)
+    files = {"index.h": INDEX_H.format(header="unordered_map", container="unordered_map"), "index.cc": INDEX_CC,
+             "indexer.cc": INDEXER_CC, "Makefile": INDEXER_MAKEFILE, ".gitperf.toml": INDEXER_CONFIG,
+             ".gitignore": "*.o\nindexer\n"}
+    for name, text in files.items():
+        (root / name).write_text(text)
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "index: terms in a hash map")
+    (root / "index.h").write_text(INDEX_H.format(header="map", container="map"))
+    _git(root, "commit", "-qam", "index: terms in an ordered map")
+    return _git(root, "rev-list", "--reverse", "HEAD").split()

@@ -23,3 +23,21 @@ def make_profile(commit: str, workload: str = "w", n_functions: int = 3, seed: i
 
 # Brendan Gregg's flamegraph.pl, vendored (its README says why): what the folded output must render with
 FLAMEGRAPH_PL = Path(__file__).parent / "vendor" / "FlameGraph" / "flamegraph.pl"
+
+
+def assert_one_estimate(changes: list[dict]) -> int:
+    """The identities every compared function's numbers keep (ARCHITECTURE.md §10, "One estimate per
+    number"): after = before x (1 + change), absolute = after - before, the interval brackets the
+    change, and a label says what they measure.  Returns how many changes were checked."""
+    import math
+    checked = 0
+    for c in changes:
+        if c["type"] in ("new", "removed", "unknown") or c["relative"] is None or c["ci_low"] is None:
+            continue
+        where = f"{c['function']}: {c}"
+        assert math.isclose(c["target_ns"], c["base_ns"] * (1 + c["relative"]), rel_tol=1e-6, abs_tol=1e-3), where
+        assert math.isclose(c["absolute_ns"], c["target_ns"] - c["base_ns"], rel_tol=1e-6, abs_tol=1e-3), where
+        assert c["ci_low"] - 1e-9 <= c["relative"] <= c["ci_high"] + 1e-9, where
+        assert c["measure"], where
+        checked += 1
+    return checked

@@ -309,6 +309,32 @@ def test_tail_calls_are_calls_in_the_call_graph_of_the_diff(tmp_path):
     assert bindiff.Code({}, code.calls).callers({"g"}) == {"f"}
 
 
+def _compiled(tmp_path, name: str, text: str):
+    src = tmp_path / f"{name}.c"
+    src.write_text(text)
+    subprocess.run(["cc", "-O2", "-o", str(tmp_path / name), str(src)], check=True)
+    return elf.load(tmp_path / name)
+
+
+def test_the_diff_follows_renames_and_sees_a_call_into_another_library_function(tmp_path):
+    """What a commit can change without changing code: a function renamed (its callers then call it
+    by another name: relocated, not changed), its place in the file.  What it cannot: calling another
+    library function (`strncmp` instead of `memcmp` through the PLT) is other code."""
+    from gitperf.analysis import bindiff
+    body = ("#include <string.h>\n#include <stdio.h>\n"
+            "__attribute__((noinline)) long {name}(const char *a, const char *b) {{ return {cmp}(a, b{n}) + 1; }}\n"
+            "__attribute__((noinline)) long other(long x) {{ return x * 7 + 3; }}\n"
+            "int main(int c, char **v) {{ printf(\"%ld\\n\", {name}(v[0], v[c - 1]) + other(c)); return 0; }}\n")
+    base = _compiled(tmp_path, "a", body.format(name="same", cmp="memcmp", n=", 3"))
+    renamed = _compiled(tmp_path, "b", body.format(name="alike", cmp="memcmp", n=", 3"))
+    d = bindiff.diff(base, renamed)
+    assert d.renamed == {"same": "alike"} and d.relocated == ("main",) and d.nothing_changed, d
+    assert "memcmp@plt" in bindiff.plt_names(str(tmp_path / "a")).values()
+    other = _compiled(tmp_path, "c", body.format(name="same", cmp="strncmp", n=", 3"))  # the same code but the callee
+    d = bindiff.diff(base, other)
+    assert d.changed == ("same",) and not d.nothing_changed, d
+
+
 def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
     """The user built the clean HEAD in the work tree without the pad; a check that wants padded entries
     (`check --collect` by default, or build.probe_pad) builds in a fresh worktree: make in the work

@@ -61,39 +61,38 @@ def _change(name: str, kind: str, base_ns: float, relative: float, excl: float, 
                   method="paired rounds", base_ns=base_ns, target_ns=base_ns * (1 + relative), changed=True)
 
 
-def _focus(**kw):
-    from gitperf.plan.focus import Focus
-    return Focus(changed=("auxsort",), new=(), callers=("sort",), traced=("main", "sort"),
-                 sampled={"auxsort": "probes were 59% of its measured time"}, **kw)
+TRACED = {"main", "sort"}  # auxsort changed, sampled: its probes were 59% of its measured time
 
 
 def test_a_sampled_changed_functions_slowdown_is_located_through_its_traced_callers_inclusive_time():
     """The detection bench's case (Lua, auxsort 2x): `auxsort`'s few samples leave it undecided, while
     `sort`, traced, gained 1.34 ms of inclusive time and none of its own; `auxsort` is the only changed
     function `sort` calls, so the degradation is located there and ranked first."""
-    from gitperf.checks.paired import locate
+    from gitperf.checks.verdict import locate
     sort = _change("sort", "degradation", 12.5e6, 0.107, 0.0, 0.068, 0.148)
     aux = _change("auxsort", "no-change", 1.17e6, 0.36, 37e3, -0.22, 1.38)
-    out = locate([sort, aux], _focus(reaches={"sort": ("auxsort",)}))
+    out = locate([sort, aux], TRACED, {"sort": ("auxsort",)})
     got = {c.function: c for c in out}
     assert got["sort"] == sort
     a = got["auxsort"]
     assert a.type == "degradation" and a.absolute_ns == sort.absolute_ns and a.confidence == sort.confidence
     assert math.isclose(a.relative, 12.5e6 * 0.107 / 1.17e6) and math.isclose(a.ci_low, 0.068 * 12.5e6 / 1.17e6)
     assert "located through sort" in a.method
+    # one estimate: its before and after moved by the gain located in it
+    assert math.isclose(a.target_ns - a.base_ns, a.absolute_ns) and math.isclose(a.target_ns / a.base_ns - 1, a.relative)
     assert sorted(out, key=lambda c: c.severity)[0].function == "auxsort"
 
 
-@pytest.mark.parametrize("why, focus, sort_excl", [
-    ("the caller's own time grew: its own code may be slower", {"reaches": {"sort": ("auxsort",)}}, 0.5e6),
-    ("the caller reaches two changed functions", {"reaches": {"sort": ("auxsort", "partition")}}, 0.0),
+@pytest.mark.parametrize("why, reaches, sort_excl", [
+    ("the caller's own time grew: its own code may be slower", {"sort": ("auxsort",)}, 0.5e6),
+    ("the caller reaches two changed functions", {"sort": ("auxsort", "partition")}, 0.0),
     ("no call path known", {}, 0.0),
 ])
-def test_a_degradation_is_not_located_where_the_caller_does_not_single_out_one_function(why, focus, sort_excl):
-    from gitperf.checks.paired import locate
+def test_a_degradation_is_not_located_where_the_caller_does_not_single_out_one_function(why, reaches, sort_excl):
+    from gitperf.checks.verdict import locate
     sort = _change("sort", "degradation", 12.5e6, 0.107, sort_excl, 0.068, 0.148)
     aux = _change("auxsort", "no-change", 1.17e6, 0.36, 37e3, -0.22, 1.38)
-    assert locate([sort, aux], _focus(**focus)) == [sort, aux], why
+    assert locate([sort, aux], TRACED, reaches) == [sort, aux], why
 
 
 def test_callees_within_a_depth():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from helpers import FLAMEGRAPH_PL
+from helpers import FLAMEGRAPH_PL, assert_one_estimate
 
 import cxxproj
 from gitperf.analysis import elf
@@ -130,6 +130,9 @@ def test_a_cxx_check_builds_padded_and_names_the_slowed_member_function_readably
     first = out["changes"][0]
     assert (first["function"], first["name"], first["type"]) == (SCAN, SCAN_READABLE, "degradation"), out["changes"]
     assert first["location"] == "widget.cc:3"
+    # every compared function's numbers are one estimate (the stored check, every function)
+    every = json.loads(run_cli(root, "check", "HEAD", "--json", "--all").stdout)["changes"]
+    assert assert_one_estimate(every) >= 3
     store = NotesStore(open_repo(root))
     pads = {p.profile.plan.pad for c in commits for p in store.read(c)[0]}
     assert len(pads) == 1 and "g++=" in pads.pop()  # both sides built alike, padded
@@ -143,6 +146,31 @@ def test_a_cxx_check_builds_padded_and_names_the_slowed_member_function_readably
     assert f"main;{SCAN_READABLE} " in folded and "_ZN" not in folded
     svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded, capture_output=True, text=True)
     assert svg.returncode == 0 and re.search(r"<title>Widget::scan\(std::string const&amp;\) const \(", svg.stdout)
+
+
+@pytest.mark.ebpf
+@pytest.mark.slow
+def test_a_container_change_is_found_in_the_slowed_member_and_nothing_is_called_faster_against_its_work(tmp_path):
+    """Issue #33's C++ case: the term dictionary moved from std::unordered_map to std::map; every
+    lookup is now a tree descent of string comparisons (new template code, libc's memcmp), `add_term`
+    runs 3x the instructions and the run ~+33%.  Own-code samples once called the caller's neighbours
+    "faster"; inclusive samples and the witness rules must name the lookups, call nothing faster
+    whose instructions rose, and print numbers that agree with each other."""
+    root = tmp_path / "indexer"
+    cxxproj.build_indexer(root)
+    r = run_cli(root, "check", "HEAD", "--collect", "--json", "--all", timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    by = {c["function"]: c for c in out["changes"]}
+    degraded = [c for c in out["changes"] if c["type"] == "degradation"]
+    assert by["main"]["type"] == "degradation", by["main"]
+    assert degraded[0]["function"] in (cxxproj.ADD_TERM, cxxproj.FIND), [c["name"] for c in degraded[:4]]
+    assert by[cxxproj.ADD_TERM]["type"] == "degradation"
+    b, t = by[cxxproj.ADD_TERM]["instructions"]
+    assert t > 2 * b, (b, t)  # the witness saw the 3x
+    faster = [c for c in out["changes"] if c["type"] == "optimization"]
+    assert not [c for c in faster if c["instructions"] and c["instructions"][1] > 1.01 * c["instructions"][0]], faster
+    assert assert_one_estimate(out["changes"]) >= 3
 
 
 def test_a_check_says_when_its_sides_were_built_without_the_padding_it_asked_for():

@@ -38,7 +38,8 @@ def _repo(tmp_path, ticks: str = "for(;;)") -> Path:
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "one")
-    (repo / "s.c").write_text((repo / "s.c").read_text() + "/* two */\n")
+    # other code in `tick` (a comment alone would leave nothing to measure: no rounds to interrupt)
+    (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(1000)", "usleep(999)"))
     git(repo, "commit", "-qam", "two")
     return repo
 

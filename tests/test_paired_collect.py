@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
-from helpers import FLAMEGRAPH_PL
+from helpers import FLAMEGRAPH_PL, assert_one_estimate
 
 from gitperf.analysis import bindiff, elf
 from gitperf.core import codec
@@ -45,8 +45,13 @@ def test_bindiff_finds_the_changed_functions_of_the_demo_history(demo, tmp_path)
     assert bindiff.diff(builds[0], builds[1]).changed == ()  # a comment changes no code
     assert bindiff.diff(builds[2], builds[3]).changed == ("checksum_block",)
     assert "text_generate" in bindiff.diff(builds[3], builds[4]).changed
+    # the rename: one function under another name, and main calling it by that name: nothing changed
     renamed = bindiff.diff(builds[1], builds[2])
-    assert renamed.new == ("checksum_strings",) and renamed.removed == ("checksum_all",)
+    assert renamed.renamed == {"checksum_all": "checksum_strings"} and renamed.relocated == ("main",)
+    assert renamed.nothing_changed and not (renamed.new or renamed.removed or renamed.changed)
+    # the new function: new, and main, which now calls it, changed (it calls other code)
+    added = bindiff.diff(builds[4], _build(root, commits[5], tmp_path / "b5"))
+    assert added.new == ("report_lengths",) and "main" in added.changed and not added.renamed
     assert "checksum_all" in bindiff.read_code(builds[1]).callers({"checksum_block"})
 
 
@@ -96,6 +101,8 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     # a later plain check pairs the same profiles: the same verdict from the notes alone
     again = run_cli(root, "check", commits[3], "--workload", "gate", "--json")
     assert again.returncode == 1 and json.loads(again.stdout)["changes"][0]["function"] == "checksum_block"
+    every = json.loads(run_cli(root, "check", commits[3], "--workload", "gate", "--json", "--all").stdout)["changes"]
+    assert assert_one_estimate(every) >= 3
 
 
 def test_check_collect_finds_the_speedup_in_native_time(demo):
@@ -116,15 +123,26 @@ def test_check_collect_finds_the_speedup_in_native_time(demo):
     assert not [c for c in out["changes"] if c["type"] == "degradation"], out["changes"][:3]
 
 
-def test_check_collect_of_a_comment_only_commit_finds_nothing(demo):
+@pytest.mark.parametrize("index, diff", [(1, "no function differs"),
+                                         (2, "relocated main; renamed checksum_all -> checksum_strings")])
+def test_a_commit_that_changes_no_code_is_told_without_rounds_and_recorded(demo, index, diff):
+    """The comment-only and the rename commit: the builds' machine code differs in no function (the
+    rename moved `main`'s call to the same code under another name), so nothing runs, and the result
+    is recorded: a later plain check, the hook and the index read it."""
     root, commits = demo
-    r = run_cli(root, "check", commits[1], "--collect", "--workload", "gate", "--rounds", "3", "--json",
-                timeout=900)
+    r = run_cli(root, "check", commits[index], "--collect", "--workload", "gate", "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
-    assert out["result"] == "no-change", out["changes"][:3]
-    [note] = [n for n in out["workloads"][0]["notes"] if n.startswith("paired check")]
-    assert "3 interleaved rounds: changed -; new -; callers -; traced main" in note, note
+    assert out["result"] == "no-change" and out["changes"] == [], out
+    [pair] = out["workloads"]
+    assert pair["target_profiles"] == 0 and pair["base"] == commits[index - 1]
+    assert pair["notes"] == [f"no function's machine code differs between the two builds ({diff}): nothing to measure"]
+    assert "round" not in r.stderr and "instruction witness" not in r.stderr, r.stderr
+    store = NotesStore(open_repo(root))
+    assert store.read(commits[index])[0] == [] and store.read(commits[index - 1])[0] == []
+    again = run_cli(root, "check", commits[index], "--workload", "gate", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["result"] == "no-change"
+    assert "nothing measured" in run_cli(root, "check", commits[index], "--workload", "gate").stdout
 
 
 def test_a_commit_from_before_adoption_is_collected_with_the_working_trees_configuration(demo):
@@ -199,9 +217,12 @@ def test_the_demo_tells_the_truth_and_its_overview_agrees(checked_demo):
     assert page.count('data-workload="gate"') == 1 and page.count('id="total-') == 1
     fig = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
     line = next(t for t in fig["data"] if t.get("name", "").startswith("run time"))
-    assert len(line["x"]) == len(commits)  # every checked commit (and the first, as a base) on one line
-    marked = next((t["x"] for t in fig["data"] if t.get("name") == "degradations"), [])
     seq = {c: i for i, c in enumerate(commits)}
+    # every measured commit on one line: the comment-only and rename checks ran nothing (identical
+    # machine code, their no-change stored as records), so the first commit and the comment-only one
+    # have no runs; the rename commit has, as the slowdown's base
+    assert line["x"] == [seq[c] for c in commits[2:]], line["x"]
+    marked = next((t["x"] for t in fig["data"] if t.get("name") == "degradations"), [])
     assert marked == [seq[commits[3]]], marked  # the slowdown, not the rename
 
 

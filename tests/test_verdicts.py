@@ -522,3 +522,38 @@ def test_a_traced_functions_sampled_own_time_never_exceeds_its_inclusive_time():
         overflow=0, unmatched=0, stack_samples=10, unknown_samples=1, attach_method="uprobe_multi")
     [main] = build_functions(plan, raw, None, {})
     assert main.exclusive_ns == 40_600  # 9/10 of 100 us would be 90 us
+
+
+def test_a_sampled_functions_time_includes_its_callees_from_the_stacks():
+    """The C++ case: a member function's own code unchanged, its new callee (a `std::map` lookup and
+    libc's memcmp under it) doubling the time under it.  Its own-code samples do not move; the
+    samples whose stack holds it do (`perf report --children`), and its change says so, in numbers
+    that agree with each other.  The same stacks on both sides are no change."""
+    rng = np.random.default_rng(11)
+
+    def run(commit: str, callee: float, r: int) -> StoredProfile:
+        n = int(rng.poisson(400))
+        own, under = int(rng.binomial(n, 0.1)), int(rng.binomial(n, callee))
+        wall = 0.05 * math.exp(rng.normal(0, 0.03))
+        folded = {"main": n - own - under, "main;work": own, **({"main;work;find;[library]": under} if under else {})}
+        funcs = [FunctionStats("main", 1, int(wall * 1e9), 0),
+                 FunctionStats("work", 0, int(own / n * wall * 1e9), int(own / n * wall * 1e9), sampled=True,
+                               ci_low=1.0, ci_high=2e9, stack_samples=own)]
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=("main", "work"), mode="hybrid", traced=("main",), params={"round": float(r)})
+        return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
+                                                                tuple(funcs), stacks=folded))
+    base = [run("b", 0.0, r) for r in range(15)]
+    slow = [run("t", 0.1, r) for r in range(15)]
+    cfg = CheckConfig()
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", slow, base), cfg, frozenset({"work"}),
+                                                            opinions=False)}
+    w = found["work"]
+    assert w.type == checks.DEGRADATION and "(inclusive)" in w.noise and w.measure.startswith("inclusive"), w
+    assert w.ci_low < 1.0 < w.ci_high  # the truth: twice the time under it
+    assert math.isclose(w.target_ns, w.base_ns * (1 + w.relative)) and math.isclose(w.absolute_ns, w.target_ns - w.base_ns)
+    assert w.ci_low <= w.relative <= w.ci_high
+    same = [run("t", 0.0, r) for r in range(15)]
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), cfg, frozenset({"work"}),
+                                                            opinions=False)}
+    assert found["work"].type == checks.NO_CHANGE

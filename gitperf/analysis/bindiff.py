@@ -2,11 +2,21 @@
 
 `check --collect` needs to know which functions a commit changed in seconds, not the minutes angr
 takes on a large binary.  Each function's machine code is disassembled (capstone) and normalised
-so that code which merely moved compares equal: branch and call targets become the callee's name
-or an offset inside the function, RIP-relative displacements and absolute addresses inside the
-binary are masked.  What remains differs only where the compiler emitted different code: the
-function's own source changed, or code inlined into it did.  The same pass yields the direct
-call graph (calls through pointers are not seen), from which the callers of a changed function come.
+so that code which merely moved compares equal: branch targets inside the function become offsets,
+call (and tail-call) targets a placeholder whose callee is kept aside in order (a function of the
+binary, a library function through its PLT stub, `memcmp@plt`, or a place inside another function,
+`foo.cold+12`), RIP-relative
+displacements and absolute addresses inside the binary are masked.  What remains differs only where
+the compiler emitted different code: the function's own source changed, or code inlined into it did.
+The same pass yields the direct call graph (calls through pointers are not seen), from which the
+callers of a changed function come.
+
+Names are matched before code is compared (`diff`): a function only in the base and one only in the
+target with the same normalised code are one function **renamed**; a function whose code is the same
+and whose callees are the same once renames are followed is **relocated** (the demo's rename commit
+changed `main` only in the name of the function it calls), not changed.  A function that now calls
+another existing function calls other code: changed.  So `changed`, `new` and `removed` are exactly
+what can run differently, and a commit with none of them has nothing to measure (`checks.paired`).
 """
 
 from __future__ import annotations
@@ -16,8 +26,12 @@ import re
 from dataclasses import dataclass, field
 
 import capstone
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
 
 from gitperf.analysis.elf import BinaryInfo, FunctionSymbol
+from gitperf.core.fmt import names
+from gitperf.core.names import short
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 _RIP = re.compile(r"\[rip [+-] 0x[0-9a-f]+\]")
@@ -27,8 +41,9 @@ _RIP = re.compile(r"\[rip [+-] 0x[0-9a-f]+\]")
 class Code:
     """One build's functions: a fingerprint of each one's normalised code, and whom each calls."""
 
-    fingerprints: dict[str, str]
+    fingerprints: dict[str, str]  # of the code with call targets masked
     calls: dict[str, frozenset[str]]
+    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # callee of each call site, in order
 
     def callees(self, name: str, depth: int = 1) -> set[str]:
         """Functions `name` calls, directly or up to `depth` levels down."""
@@ -57,20 +72,77 @@ class BinDiff:
     new: tuple[str, ...] = ()  # only in the target
     removed: tuple[str, ...] = ()  # only in the base
     target_calls: dict[str, frozenset[str]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # base name -> target name, same code
+    relocated: tuple[str, ...] = ()  # same code and callees, some of them renamed
+
+    @property
+    def nothing_changed(self) -> bool:
+        """No function runs other code: what the commit changed is names, comments, layout."""
+        return not (self.changed or self.new or self.removed)
+
+    def describe(self) -> str:
+        """One bounded line: what the diff found, in readable names (for progress and the report)."""
+        parts = [f"{k} {names(v)}" for k, v in (("changed", self.changed), ("new", self.new),
+                                                 ("removed", self.removed), ("relocated", self.relocated)) if v]
+        renamed = sorted(self.renamed.items())
+        if renamed:
+            a, b = renamed[0]
+            parts.append(f"renamed {short(a, 40)} -> {short(b, 40)}"
+                         + (f" and {len(renamed) - 1} more" if len(renamed) > 1 else ""))
+        return "; ".join(parts) or "no function differs"
 
 
-def _normalise(insn, f: FunctionSymbol, starts: dict[int, str], lo: int, hi: int) -> str:
-    ops = insn.op_str
+def _inside(binary: BinaryInfo, address: int) -> str:
+    """A jump into another function's body (a function and its `.cold` part jump to and fro): the
+    function and the offset ("X": no function there)."""
+    sym = binary.symbolize(address)
+    return f"{sym.name}+{address - sym.vaddr}" if sym else "X"
+
+
+def _normalise(insn, f: FunctionSymbol, binary: BinaryInfo, starts: dict[int, str], plt: dict[int, str], lo: int,
+               hi: int) -> tuple[str, str | None]:
+    """The instruction with addresses masked, and the function it calls or jumps to (None: none)."""
+    ops, callee = insn.op_str, None
     if insn.group(capstone.x86.X86_GRP_JUMP) or insn.group(capstone.x86.X86_GRP_CALL):
         if ops.startswith("0x"):
             target = int(ops, 16)
             if f.vaddr <= target < f.vaddr + f.size:
                 ops = f"L{target - f.vaddr}"
             else:
-                ops = starts.get(target, "X")
+                callee, ops = starts.get(target) or plt.get(target) or _inside(binary, target), "F"
     ops = _RIP.sub("[rip]", ops)
     ops = _HEX.sub(lambda m: "A" if lo <= int(m.group(0), 16) < hi else m.group(0), ops)
-    return f"{insn.mnemonic} {ops}"
+    return f"{insn.mnemonic} {ops}", callee
+
+
+_SLOT = re.compile(r"\[rip \+ (0x[0-9a-f]+)\]")
+
+
+def plt_names(path: str) -> dict[int, str]:
+    """Address of each PLT stub -> the library function it jumps to (`memcmp@plt`): a call into a
+    library is a call target like any other (a commit that calls `strcmp` instead of `memcmp` changed
+    its caller).  Each stub's `jmp [rip + d]` reads a GOT slot that a relocation names."""
+    with open(path, "rb") as fh:
+        e = ELFFile(fh)
+        slots: dict[int, str] = {}
+        for sec in e.iter_sections():
+            if isinstance(sec, RelocationSection) and sec["sh_link"] and sec.name in (".rela.plt", ".rela.dyn"):
+                symbols = e.get_section(sec["sh_link"])
+                for r in sec.iter_relocations():
+                    if r["r_info_sym"] and (name := symbols.get_symbol(r["r_info_sym"]).name):
+                        slots[r["r_offset"]] = name
+        md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        out = {}
+        for name in (".plt", ".plt.sec", ".plt.got"):
+            sec = e.get_section_by_name(name)
+            if sec is None:
+                continue
+            start, size = sec["sh_addr"], sec["sh_entsize"] or 16
+            for insn in md.disasm(sec.data(), start):
+                m = _SLOT.search(insn.op_str) if insn.mnemonic.endswith("jmp") else None
+                if m and (target := slots.get(insn.address + insn.size + int(m.group(1), 16))):
+                    out[start + (insn.address - start) // size * size] = f"{target}@plt"
+    return out
 
 
 def read_code(binary: BinaryInfo) -> Code:
@@ -78,16 +150,20 @@ def read_code(binary: BinaryInfo) -> Code:
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     starts = {f.vaddr: f.name for f in binary.functions}
+    plt = plt_names(binary.path)
     lo = min(f.vaddr for f in binary.functions)
     hi = max(f.vaddr + f.size for f in binary.functions)
-    fingerprints, calls = {}, {}
+    fingerprints, calls, targets = {}, {}, {}
     with open(binary.path, "rb") as fh:
         for f in binary.functions:
             fh.seek(f.offset)
             code = fh.read(f.size)
-            lines, callees = [], set()
+            lines, callees, order = [], set(), []
             for insn in md.disasm(code, f.vaddr):
-                lines.append(_normalise(insn, f, starts, lo, hi))
+                line, target = _normalise(insn, f, binary, starts, plt, lo, hi)
+                lines.append(line)
+                if target is not None:
+                    order.append(target)
                 # a call, or a jump to another function's start: a tail call (Lua's luaS_newlstr ends
                 # in `jmp internshrstr`), whose callee's time its caller's return probe still covers
                 call = insn.group(capstone.x86.X86_GRP_CALL)
@@ -97,13 +173,38 @@ def read_code(binary: BinaryInfo) -> Code:
                         callees.add(callee)
             fingerprints[f.name] = hashlib.sha1("\n".join(lines).encode()).hexdigest()
             calls[f.name] = frozenset(callees)
-    return Code(fingerprints, calls)
+            targets[f.name] = tuple(order)
+    return Code(fingerprints, calls, targets)
+
+
+def renames(a: Code, b: Code) -> dict[str, str]:
+    """Functions only in `a` matched to functions only in `b` with the same normalised code and the
+    same number of call sites: base name -> target name.  Only one-to-one matches (two empty stubs
+    alike match nothing)."""
+    gone, added = a.fingerprints.keys() - b.fingerprints.keys(), b.fingerprints.keys() - a.fingerprints.keys()
+    shape = lambda c, n: (c.fingerprints[n], len(c.targets.get(n, ())))  # noqa: E731
+    by_shape: dict[tuple, tuple[list[str], list[str]]] = {}
+    for n in sorted(gone):
+        by_shape.setdefault(shape(a, n), ([], []))[0].append(n)
+    for n in sorted(added):
+        by_shape.setdefault(shape(b, n), ([], []))[1].append(n)
+    return {olds[0]: news[0] for olds, news in by_shape.values() if len(olds) == 1 and len(news) == 1}
 
 
 def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
     a, b = read_code(base), read_code(target)
-    both = a.fingerprints.keys() & b.fingerprints.keys()
-    return BinDiff(changed=tuple(sorted(n for n in both if a.fingerprints[n] != b.fingerprints[n])),
-                   new=tuple(sorted(b.fingerprints.keys() - a.fingerprints.keys())),
-                   removed=tuple(sorted(a.fingerprints.keys() - b.fingerprints.keys())),
-                   target_calls=b.calls)
+    renamed = renames(a, b)
+    follow = lambda ts: tuple(renamed.get(t, t) for t in ts)  # noqa: E731
+    changed, relocated = [], []
+    for n in sorted(a.fingerprints.keys() & b.fingerprints.keys()):
+        ta, tb = a.targets.get(n, ()), b.targets.get(n, ())
+        if a.fingerprints[n] != b.fingerprints[n] or follow(ta) != tb:
+            changed.append(n)
+        elif ta != tb:
+            relocated.append(n)
+    # a renamed function whose callees changed (not only by renames) runs other code: changed too
+    changed += [new for old, new in renamed.items() if follow(a.targets.get(old, ())) != b.targets.get(new, ())]
+    return BinDiff(changed=tuple(sorted(changed)),
+                   new=tuple(sorted(b.fingerprints.keys() - a.fingerprints.keys() - set(renamed.values()))),
+                   removed=tuple(sorted(a.fingerprints.keys() - b.fingerprints.keys() - renamed.keys())),
+                   target_calls=b.calls, renamed=renamed, relocated=tuple(sorted(relocated)))

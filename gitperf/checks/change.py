@@ -46,8 +46,10 @@ class Change:
     workload: str
     function: str
     type: str
-    relative: float  # estimated change of inclusive time per run (functions: net of the common shift)
-    absolute_ns: float  # the same in ns per run (base_ns and target_ns are the raw medians)
+    # One estimate (ARCHITECTURE.md §10, "One estimate per number"): target_ns = base_ns x (1 + relative),
+    # absolute_ns = target_ns - base_ns, ci_low <= relative <= ci_high, all in what `measure` says
+    relative: float  # estimated change of `measure`
+    absolute_ns: float  # the same in ns
     exclusive_delta_ns: float  # same for exclusive time: where the time was added
     confidence: float  # 1 - Holm-adjusted p-value of the change's direction
     ci_low: float  # interval of `relative` at the configured confidence
@@ -66,16 +68,23 @@ class Change:
     statistic: float = 0.0  # what was tested: log ratio (root) or log ratio minus the common shift
     per_call_ci: tuple[float, float] | None = None  # bootstrap 95% interval of the mean call's change
     instructions: tuple[float, float] | None = None  # inclusive instructions a run (base, target): callgrind
+    # what base_ns and target_ns are: "inclusive time per run", "own time per run (stack samples)", ...
+    measure: str = ""
+    # its inclusive instructions moved beyond their A/A spread the way its time did (checks.witness):
+    # named as a cause, ranked before time verdicts the instructions do not back
+    cause: bool = False
 
     @property
     def severity(self) -> tuple:
-        """Degradations first; among them, where the most time was added (exclusive time first, so
-        the function that got slower comes before its callers whose inclusive time merely follows)."""
+        """Degradations first; among them, those whose instructions back their time (`cause`: the
+        instructions locate, time confirms), then where the most time was added (exclusive time
+        first, so the function that got slower comes before its callers whose inclusive time merely
+        follows)."""
         rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT: 2, NEW: 3, REMOVED: 4,
                 UNKNOWN: 5, NO_CHANGE: 6}[self.type]
         if self.type == OPTIMIZATION:
-            return rank, self.exclusive_delta_ns, self.absolute_ns
-        return rank, -max(self.exclusive_delta_ns, 0.0), -abs(self.absolute_ns)
+            return rank, not self.cause, self.exclusive_delta_ns, self.absolute_ns
+        return rank, not self.cause, -max(self.exclusive_delta_ns, 0.0), -abs(self.absolute_ns)
 
     def to_dict(self) -> dict:
         d = {k: _num(v) for k, v in asdict(self).items() if k != "statistic"}

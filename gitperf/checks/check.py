@@ -21,10 +21,10 @@ from gitperf.checks.change import (
     CheckResult,
     WorkloadPair,
 )
-from gitperf.checks import record, witness
-from gitperf.checks.compare import Sides, compare_workload
+from gitperf.checks import record, verdict, witness
+from gitperf.checks.compare import Sides, rooted_share
 from gitperf.core.config import CheckConfig
-from gitperf.core.model import StoredProfile, comparison_key
+from gitperf.core.model import ROOT, StoredProfile, comparison_key
 from gitperf.git import sourcediff
 from gitperf.git.repo import ancestors, resolve_commit
 from gitperf.store.notes import NotesStore
@@ -128,8 +128,21 @@ def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> st
     return ""
 
 
+# Below this share of stack samples unwound to the root, the report says how many did.
+SAY_ROOTED = 0.9
+
+
 def _notes(target: list[StoredProfile], base: list[StoredProfile]) -> tuple[str, ...]:
     notes = [n for n in (witness.note(target, base),) if n]
+    rooted = {side: rooted_share(ps) for side, ps in (("base", base), ("target", target))
+              if any(p.profile.metrics.stack_samples for p in ps)}
+    if rooted and min(rooted.values()) < SAY_ROOTED:
+        shares = ", ".join(f"{side} {share:.0%}" for side, share in rooted.items())
+        notes.append(f"stack samples that unwound to {ROOT}: {shares}; the others stopped in code without frame "
+                     "pointers, and a sampled function's inclusive time misses those of them taken under it")
+    if any((f := p.profile.function(ROOT)) is not None and f.by_run for p in target + base):
+        notes.append(f"{ROOT} never returned (the program calls exit() inside it): its time is each run's wall time, "
+                     "less the probes' calibrated cost")
     if len(target) == 1 or len(base) == 1:
         notes.append("one run on a side: a transient disturbance of the machine cannot be told from a "
                      "change; set repeat = 3 for the workload (git perf noise shows why)")
@@ -152,10 +165,10 @@ def check_workload(req: Request, key: str, target: list[StoredProfile], base: Ba
         why = other_plans(req.store, req.line, target[0])
         return WorkloadPair(workload, key, len(target), None, 0, 0, "", (why or NO_BASELINE,)), []
     locations = {f.name: f.location for p in target for f in p.profile.functions if f.location}
-    changed = frozenset(sourcediff.changed_functions(req.repo, base.commit, req.commit, locations))
-    changed |= {n for p in target for n in p.profile.plan.changed}
+    changed = verdict.changed([p.profile for p in target], lambda: sourcediff.changed_functions(
+        req.repo, base.commit, req.commit, locations))
     sides = Sides(workload, target, base.profiles, base.history, base.history_commits)
-    found = witness.annotate(compare_workload(sides, req.cfg, changed, req.cfg.votes), target, base.profiles)
+    found = verdict.judge(sides, req.cfg, changed, req.cfg.votes)
     sources = sorted({c.noise.split(" ")[0] for c in found if c.noise})
     pair = WorkloadPair(workload, key, len(target), base.commit, len(base.profiles), len(base.history),
                         ", ".join(sources) or "-", _notes(target, base.profiles))

@@ -57,6 +57,7 @@ import numpy as np
 
 from gitperf.checks.change import DEGRADATION, NEW, NO_CHANGE, OPTIMIZATION, REMOVED, UNKNOWN, Change
 from gitperf.core.config import CheckConfig
+from gitperf.core import stacks
 from gitperf.core.model import ROOT, FunctionStats, StoredProfile
 from gitperf.plan.costs import relative_sd
 from gitperf.stats import inference, models
@@ -131,6 +132,10 @@ class Tested:
     # a test of the median call instead of the time a run: each side's center of calls x median call
     # (base, target; ns a run), so that the relative change x base is the time a run gained
     per_call: tuple[float, float] | None = None
+    # the base value the relative change applies to (ns a run) when it is not the center of the base
+    # side's totals (pooled inclusive samples), and what that value measures (`Change.measure`)
+    base_ns: float | None = None
+    measure: str = ""
 
 
 def _absent_is_zero(p: StoredProfile, name: str) -> bool:
@@ -475,7 +480,8 @@ def _call_tests(rs: Rounds | None, both: dict[str, tuple[_Side, _Side]], changed
         per_run = (inference.center([mb[0] for _, mb in calls]) * inference.center(b.counts),
                    inference.center([mt[0] for mt, _ in calls]) * inference.center(t.counts))
         out.append(Tested(n, inference.center(d), math.sqrt(se ** 2 + own), df,
-                          f"median call, paired rounds ±{s * 100:.1f}%", per_run))
+                          f"median call, paired rounds ±{s * 100:.1f}%", per_run,
+                          measure="median call x calls, per run (probed time)"))
     return out
 
 
@@ -490,33 +496,72 @@ def _own_samples(profiles: list[StoredProfile], n: str) -> int:
     return sum(f.stack_samples - f.library_samples for p in profiles if (f := p.profile.function(n)))
 
 
+@dataclass(frozen=True)
+class _Pool:
+    """One side's stack samples pooled over its runs: per function its samples (inclusive: every
+    sample whose stack holds it, once; or own code only) out of `total`."""
+
+    total: int
+    samples: dict[str, int]
+    inclusive: bool
+
+    @staticmethod
+    def of(profiles: list[StoredProfile], inclusive: bool) -> _Pool:
+        if inclusive:
+            merged = stacks.merge(p.profile.stacks for p in profiles)
+            return _Pool(sum(merged.values()), stacks.inclusive(merged), True)
+        return _Pool(sum(p.profile.metrics.stack_samples for p in profiles), {}, False)
+
+    def count(self, profiles: list[StoredProfile], n: str) -> int:
+        return self.samples.get(n, 0) if self.inclusive else _own_samples(profiles, n)
+
+
+def rooted_share(profiles: list[StoredProfile]) -> float:
+    """The share of a side's stack samples (probe time aside) whose stack unwound to the root (1 with
+    no samples): the rest stop early, in a library built without frame pointers, and count for the
+    frames found below the cut only."""
+    m = [p.profile.metrics for p in profiles]
+    taken = sum(x.stack_samples - x.probe_samples for x in m)
+    return min(sum(x.rooted_samples for x in m) / taken, 1.0) if taken > 0 else 1.0
+
+
 def _pooled(sides: Sides, rs: Rounds | None, both: dict[str, tuple[_Side, _Side]],
             changed: frozenset[str]) -> dict[str, Tested]:
     """Paired rounds, functions only stack samples cover on both sides: a few samples a run make
-    per-round ratios useless, so each side's samples are pooled over its runs.  Own time = share of
-    the samples x run time: the log ratio of the pooled shares (multinomial: variance 1/k_t + 1/k_b)
-    plus the center of the per-round log ratios of run time (its spread over the rounds).  Only the
-    samples in the function's own code count: which function a sample in a library goes to depends
-    on the stack above it, and two builds' stacks differ (`FunctionStats.library_samples`).  A
-    function the diff did not change carries PLACEMENT_SPREAD besides."""
+    per-round ratios useless, so each side's samples are pooled over its runs.  A function's time is
+    its share of the samples x run time, **inclusive of its callees**: every sample whose stack holds
+    it counts, once (`core.stacks.inclusive`, as `perf report --children`), so a new callee's time and
+    a library's are its caller's too (a C++ member slowed 3x through a new `std::map` lookup and
+    `memcmp` had gained nothing in its own code).  The log ratio of the pooled shares (multinomial:
+    variance 1/k_t + 1/k_b) plus the center of the per-round log ratios of run time (its spread over
+    the rounds).  A stack cut short (a library without frame pointers: `rooted_share`, which the check
+    reports) counts for the frames found below the cut, so an inclusive count is never less than the
+    own-code one.  Where a profile has no stacks (taken before they were kept), own-code samples
+    are compared, on both sides (like with like), and the noise says so.  A function the diff did
+    not change carries PLACEMENT_SPREAD besides."""
     if not rs or len(rs) < MIN_POOLED_ROUNDS:
         return {}
-    n_t = sum(p.profile.metrics.stack_samples for p in sides.target)
-    n_b = sum(p.profile.metrics.stack_samples for p in sides.base)
-    walls = [math.log(max(pt.profile.metrics.PRT, 1e-9) / max(pb.profile.metrics.PRT, 1e-9)) for pt, pb in rs.pairs()]
+    inclusive = all(p.profile.stacks for p in sides.target + sides.base)
+    pt, pb = _Pool.of(sides.target, inclusive), _Pool.of(sides.base, inclusive)
+    if not pt.total or not pb.total:
+        return {}
+    walls = [math.log(max(t.profile.metrics.PRT, 1e-9) / max(b.profile.metrics.PRT, 1e-9)) for t, b in rs.pairs()]
     wall, wall_var = inference.center(walls), inference.spread(walls)[0] ** 2 * inference.center_var(len(walls))
+    base_wall = inference.center([p.profile.metrics.PRT for p in sides.base]) * 1e9
+    what = "inclusive" if inclusive else "own code"
     out = {}
     for n, (t, b) in both.items():
-        if not (t.sampled and b.sampled) or not n_t or not n_b:
+        if not (t.sampled and b.sampled):
             continue
-        k_t, k_b = _own_samples(sides.target, n), _own_samples(sides.base, n)
+        k_t, k_b = pt.count(sides.target, n), pb.count(sides.base, n)
         if k_t + k_b < 10 or not k_t or not k_b:
             continue  # too few samples to say anything; the unpaired test (with its intervals) decides
-        stat = math.log((k_t / n_t) / (k_b / n_b)) + wall
+        stat = math.log((k_t / pt.total) / (k_b / pb.total)) + wall
         placement = 0.0 if n in changed else PLACEMENT_SPREAD
+        between = "" if n in changed else f", ±{placement:.0%} between builds"
         out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var + placement ** 2), math.inf,
-                        f"pooled samples {k_b} -> {k_t}" + ("" if n in changed else
-                                                            f", ±{placement:.0%} between builds"))
+                        f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=k_b / pb.total * base_wall,
+                        measure=f"{what} time per run (stack samples x run time)")
     return out
 
 
@@ -658,7 +703,10 @@ def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, cha
     """One function's verdict with its interval, the history's opinion and the other methods' votes."""
     (t, b), x = sides, r.tested
     run_t = inference.center(t.totals)  # the time a run, for the history's z-score and change points
-    mb, mt = x.per_call or (inference.center(b.totals), run_t)
+    # one estimate for every number (ARCHITECTURE.md §10, "One estimate per number"): the base value
+    # the test's change applies to, and the target value, change and interval all from the statistic
+    mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else inference.center(b.totals)
+    mt = mb * math.exp(x.statistic)
     kind, conf = _verdict(r, mb, sh.cfg, sh.sign)
     h = sh.values(x.name)
     z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
@@ -666,12 +714,21 @@ def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, cha
     since = _since(sh.history[x.name], run_t, 1 - sh.cfg.confidence, sh.sign) if kind == DEGRADATION else None
     return Change(
         workload=sh.sides.workload, function=x.name, type=kind, relative=math.expm1(x.statistic),
-        absolute_ns=mb * math.expm1(x.statistic),
+        absolute_ns=mt - mb, measure=x.measure or _measure(sh, t, b, x),
         exclusive_delta_ns=inference.center(t.exclusive) - inference.center(b.exclusive), confidence=conf,
         ci_low=r.ci[0], ci_high=r.ci[1], method=method, location=t.location or b.location, base_ns=mb, target_ns=mt,
         base_calls=inference.center(b.counts), target_calls=inference.center(t.counts),
         noise=x.noise + ("" if t.native else "; probed time"), history_z=z, since=since, votes=votes,
         changed=changed, statistic=x.statistic, per_call_ci=per_call)
+
+
+def _measure(sh: _Shared, t: _Side, b: _Side, x: Tested) -> str:
+    """What a change's before and after values are, when the test did not say (`Change.measure`)."""
+    if t.sampled or b.sampled:
+        what = "own time per run (stack samples)"
+    else:
+        what = "inclusive time per run" + (", probes taken out" if t.native and b.native else " (probed time)")
+    return what if x.name == ROOT or sh.paired else what + f", net of the common shift {math.expm1(sh.shift.common):+.1%}"
 
 
 def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = frozenset(),

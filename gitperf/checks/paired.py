@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 
 import pygit2
 
-from gitperf.checks import record
-from gitperf.checks.change import DEGRADATION, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult
+from gitperf.checks import record, verdict
+from gitperf.checks.change import DEGRADATION, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult, WorkloadPair
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
-from gitperf.checks.compare import Sides, compare_workload
+from gitperf.checks.compare import Sides
 from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
 from gitperf.core.config import CheckConfig
@@ -32,9 +32,6 @@ from gitperf.git.repo import ancestors, parent, resolve_commit
 from gitperf.plan.focus import Focus
 from gitperf.store.notes import NotesStore
 
-# A caller's degradation is located in its one changed callee when the caller's own (exclusive) time
-# took at most this share of what its inclusive time gained: the rest went into its callees.
-LOCATED_EXCLUSIVE = 0.25
 MIN_ROUNDS = 3  # medians need three runs a side to shrug off one disturbed run
 # Enough rounds for a sampled function's +30% on Lua (ARCHITECTURE.md §10a, "Sixty, not fifteen"); most checks stop earlier.
 MAX_ROUNDS = 60
@@ -113,10 +110,11 @@ def unresolved_note(changes: list[Change], focus: Focus, cfg: CheckConfig) -> st
 
 
 def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
-    """After a round: the focus functions the rounds so far leave undecided."""
+    """After a round: the focus functions the rounds so far leave undecided, by the verdicts the check
+    would give now (`checks.verdict`: the same pipeline and the same changed set)."""
     sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
-    return undecided(compare_workload(sides, cfg, frozenset(runs.focus.changed), opinions=False), runs.focus, cfg,
-                     len(runs.target))
+    changed = verdict.changed(runs.target, set)
+    return undecided(verdict.judge(sides, cfg, changed, opinions=False), runs.focus, cfg, len(runs.target))
 
 
 def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
@@ -127,9 +125,11 @@ def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
 def focus_note(focus: Focus, rounds: int) -> str:
     """What the paired check looked at, for the report (text and JSON)."""
     names = lambda xs: ", ".join(short(x) for x in xs) or "-"  # noqa: E731
-    sampled = "; ".join(f"{n}: {why}" for n, why in focus.sampled.items())
+    sampled = "; ".join(f"{short(n)}: {why}" for n, why in focus.sampled.items())
+    renamed = ", ".join(f"{short(a)} -> {short(b)}" for a, b in sorted(focus.renamed.items()))
     return (f"paired check, {rounds} interleaved rounds: changed {names(focus.changed)}; new {names(focus.new)}; "
             f"callers {names(focus.callers)}; traced {names(focus.traced)}"
+            + (f"; renamed (same code, not measured as new): {renamed}" if renamed else "")
             + (f"; only stack-sampled: {sampled}" if sampled else ""))
 
 
@@ -139,34 +139,6 @@ def pad_note(target: list[StoredProfile], cfg: CheckConfig) -> str:
         return ""
     return ("built without padded function entries: the padded build failed, so both sides were built "
             "unpadded (traced calls cost ~10x more; ARCHITECTURE.md §6)")
-
-
-def locate(changes: list[Change], focus: Focus) -> list[Change]:
-    """A changed function left to the stack samples has few of them: a slowdown of it may show only
-    in a traced caller's inclusive time.  When that caller degraded, its own time did not grow
-    (exclusive delta at most LOCATED_EXCLUSIVE of the gain), and of everything it calls only this one
-    function has different code, the gain is located there: the function gets the caller's
-    degradation (its added ns, interval and confidence; relative to its own sampled time)."""
-    by = {c.function: c for c in changes}
-    out = list(changes)
-    for caller, reached in sorted(focus.reaches.items()):
-        c = by.get(caller)
-        if c is None or c.type != DEGRADATION or len(reached) != 1 or caller not in focus.traced:
-            continue
-        f = by.get(reached[0])
-        if (f is None or f not in out or f.function not in focus.sampled or f.type in (DEGRADATION, OPTIMIZATION)
-                or f.base_ns <= 0 or c.exclusive_delta_ns > LOCATED_EXCLUSIVE * c.absolute_ns):
-            continue  # (`f not in out`: already located through another caller)
-        scale = c.base_ns / f.base_ns  # the caller's relative change, in units of the function's own time
-        out[out.index(f)] = replace(
-            f, type=DEGRADATION, relative=c.absolute_ns / f.base_ns, absolute_ns=c.absolute_ns,
-            exclusive_delta_ns=c.absolute_ns - max(c.exclusive_delta_ns, 0.0),  # ranks it before the caller
-            ci_low=c.ci_low * scale, ci_high=c.ci_high * scale, confidence=c.confidence,
-            method=f"located through {caller}: its inclusive time {c.relative:+.1%} "
-                   f"[{c.ci_low:+.1%}, {c.ci_high:+.1%}], its own time {c.exclusive_delta_ns / 1e3:+.0f} us, "
-                   f"and of what it calls only {f.function} changed; relative to {f.function}'s sampled time",
-            per_call_ci=None)
-    return out
 
 
 def _commits(repo: pygit2.Repository, rev: str, base_rev: str | None) -> tuple[str, str]:
@@ -189,17 +161,21 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     # both sides built alike, from scratch, by the check itself (CheckConfig.probe_pad)
     req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config, probe_pad=cfg.probe_pad, fresh=True)
     preq = paired.PairedRequest(req, base, opts.depth, stop, witness=cfg.witness == "instructions")
-    runs = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
+    collected = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
+    runs = collected.runs
     store = NotesStore(repo)
     request = Request(repo, store, commit, cfg, ancestors(repo, commit))
     try:
         lines, sides = paired.encode_runs(base, commit, runs)
         pairs, changes = [], []
         for run, (b, t) in zip(runs, sides):
+            if run.skipped:  # nothing to measure: no rounds, no witness, and no verdict but this one
+                pairs.append(WorkloadPair(run.workload, "", 0, base, 0, 0, "-", (run.skipped,)))
+                continue
             pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
             notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg), pad_note(t, cfg))
             pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
-            changes.extend(locate(found, run.focus))
+            changes.extend(found)
         result = conclude(request, pairs, changes, [])
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None

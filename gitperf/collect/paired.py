@@ -14,6 +14,11 @@ nothing is left open; then every profile is stored in one batch.
   workload and stores nothing; the profiles of every workload and both sides are written at the
   end, all or nothing (`encode_runs`, then one `NotesStore.add_lines` with the check's record).
 
+* **Nothing to measure, nothing to wait for.** When no function's machine code differs between the
+  builds (names, comments, layout: `analysis.bindiff`), no workload runs; when a workload's counting
+  run shows none of the changed or new functions running, its rounds are skipped.  Either says why
+  (`PairedRuns.skipped`), and the check still records its result.
+
 When to stop is the caller's decision (it needs the statistics): `collect_pairs` asks `until` after
 every round from `Stop.min_rounds` on.
 """
@@ -29,6 +34,7 @@ from typing import Callable
 
 import pygit2
 
+from gitperf.analysis.bindiff import BinDiff
 from gitperf.collect.budgeted import count_pass
 from gitperf.collect.collection import built
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
@@ -37,6 +43,7 @@ from gitperf.core import codec
 from gitperf.core.config import Workload
 from gitperf.core.errors import CollectionAborted
 from gitperf.core.fmt import names
+from gitperf.core.names import short
 from gitperf.core.model import ROOT, InstructionCounts, Mode, Profile, StoredProfile, content_id
 from gitperf.engine import callgrind
 from gitperf.engine.base import Engine, Session
@@ -97,6 +104,15 @@ class PairedRuns:
     focus: Focus
     base: list[Profile] = field(default_factory=list)
     target: list[Profile] = field(default_factory=list)
+    skipped: str = ""  # why no round ran ("" = they did)
+
+
+@dataclass(frozen=True)
+class PairedCollection:
+    """What a paired collection found: the two builds' machine-code diff and each workload's rounds."""
+
+    diff: BinDiff
+    runs: list[PairedRuns]
 
 
 # What is still open after a round (names; empty = decided): the checks' statistics answer it.
@@ -139,7 +155,7 @@ def prepare(base: CollectContext, target: CollectContext, wl: Workload, cands: C
     base_per_call = call_costs(planning.counting_plan(base.binary), base.cost_ns)
     f = planning.focus(cands, measure(target, wl, cands, base_per_call), planning.stack_hz(base.cost_ns))
     for n, why in list(f.sampled.items())[:SAMPLED_SHOWN]:  # the report lists them all
-        target.progress(f"  {n}: stack-sampled, not traced: {why}")
+        target.progress(f"  {short(n, 50)}: stack-sampled, not traced: {why}")
     if len(f.sampled) > SAMPLED_SHOWN:
         target.progress(f"  ... and {len(f.sampled) - SAMPLED_SHOWN} more stack-sampled focus functions")
     base_commit = base.target.commit
@@ -164,7 +180,7 @@ def run_round(pair: Pair, r: int) -> tuple[Profile, Profile]:
     def run(side: Side) -> Profile:
         opt = replace(side.plan, params={**side.plan.params, "round": float(r), "pairing": pair.pairing})
         p = profile_run(side.ctx, opt, pair.workload, side.session)
-        return replace(p, plan=replace(p.plan, spec=spec))
+        return replace(p, plan=replace(p.plan, spec=spec, reaches=pair.focus.reaches))
 
     if r % 2 == 0:
         b = run(pair.base)
@@ -234,8 +250,13 @@ def build_both(stack: ExitStack, repo: pygit2.Repository, preq: PairedRequest, e
     return bctx, tctx
 
 
+NOTHING_CHANGED = "no function's machine code differs between the two builds ({}): nothing to measure"
+NOT_REACHED = ("the workload ran none of the changed or new functions (counting run: {}): its time cannot "
+               "have changed through them; no rounds")
+
+
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
-                  until: Until) -> list[PairedRuns]:
+                  until: Until) -> PairedCollection:
     """Both commits checked out and built, then per workload a shared plan and its rounds.  Nothing
     is stored (see `encode_runs`); an interruption raises CollectionAborted with the probes detached."""
     engine.check()
@@ -246,18 +267,30 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
         with ExitStack() as stack:
             bctx, tctx = build_both(stack, repo, preq, engine, progress)
             cands = planning.candidates(bctx.binary, tctx.binary, preq.depth)
+            if cands.diff.nothing_changed:
+                why = NOTHING_CHANGED.format(cands.diff.describe())
+                progress(why)
+                empty = planning.Focus((), (), (), (), {})
+                return PairedCollection(cands.diff, [PairedRuns(wl.name, empty, skipped=why)
+                                                     for wl in tctx.workloads()])
             progress(f"focus: changed {names(sorted(cands.changed))}; new {names(sorted(cands.new))}; "
                      f"callers {names(sorted(cands.callers))}")
             for wl in tctx.workloads():
                 progress(f"workload {wl.name}: {preq.base[:12]} (base) against {commit[:12]}, interleaved")
                 pair = prepare(bctx, tctx, wl, cands)
+                if not pair.focus.reached:
+                    why = NOT_REACHED.format(", ".join(f"{n} {pair.focus.calls.get(n, 0):.0f} calls"
+                                                       for n in (pair.focus.changed + pair.focus.new)[:4]))
+                    progress(f"  {why}")
+                    out.append(PairedRuns(wl.name, pair.focus, skipped=why))
+                    continue
                 with ExitStack() as programs:
                     out.append(run_rounds(load(pair, programs), preq.stop, until, progress))
                 if preq.witness:  # after the rounds, with the probes detached
                     count_instructions(pair, out[-1], progress)
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
-    return out
+    return PairedCollection(cands.diff, out)
 
 
 def encode_runs(base: str, commit: str, runs: list[PairedRuns],

@@ -83,8 +83,27 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
             kw.update(count=round(count.value), total_ns=round(total.value),
                       exclusive_ns=round(r.exclusive_ns / duty), sampled=True, ci_low=total.low, ci_high=total.high,
                       probe_ns=round(kw["probe_ns"] / duty), nested=round(r.nested / duty))
+        if (plan.root is not None and f is plan.functions[plan.root] and plan.is_traced(f.name) and r.count
+                and not r.total_ns and not raw.run.partial):
+            kw.update(_unreturned_root(plan, raw, cost_ns or {}, inside))
         out.append(FunctionStats(**kw))
     return out
+
+
+def _unreturned_root(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float],
+                     inside: dict[str, float]) -> dict:
+    """The root was entered and never returned: the program called exit() inside it (ninja's
+    `main` calls `real_main`, which exits), so its uretprobe never fired and no call of it was timed.
+    Its inclusive time is then the run's: the wall time, and as probe time every traced call's and
+    every sample's calibrated cost (what the probes added to the run); its own time from the samples."""
+    per_call = call_costs(plan, cost_ns)
+    probe = sum(r.count * per_call.get(f.name, 0.0) for f, r in zip(plan.functions, raw.functions)
+                if plan.is_traced(f.name))
+    probe += raw.stack_samples * cost_ns.get(SAMPLE_KEY, 0.0)
+    wall_ns = raw.run.wall_s * 1e9
+    own = estimate.sample_share(raw.functions[plan.root].stack_samples, raw.samples_total, wall_ns).value
+    return dict(count=1, total_ns=round(wall_ns), exclusive_ns=round(min(own, wall_ns)), min_ns=round(wall_ns),
+                max_ns=round(wall_ns), probe_ns=round(probe), by_run=True, outer_calls=0)
 
 
 def burst_duty(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float] | None = None) -> float:

@@ -40,14 +40,20 @@ def printable(text: str) -> str:
                         text)
 
 
-def names(xs, shown: int = 6) -> str:
-    """A list of function names for a progress line: the first few, readable and short, and how many
-    more ("-" for none)."""
+def names(xs, shown: int = 6, width: int = 90) -> str:
+    """A list of function names for a progress line: the first few (at most `shown`, within about
+    `width` characters), readable and short, and how many more ("-" for none)."""
     xs = list(xs)
     if not xs:
         return "-"
-    more = len(xs) - shown
-    return ", ".join(short(x) for x in xs[:shown]) + (f" and {more} more" if more > 0 else "")
+    out: list[str] = []
+    for x in xs[:shown]:
+        name = short(x, 40)
+        if out and sum(len(o) + 2 for o in out) + len(name) > width:
+            break
+        out.append(name)
+    more = len(xs) - len(out)
+    return ", ".join(out) + (f" and {more} more" if more > 0 else "")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence], align: str, indent: str = "  ") -> str:

@@ -82,7 +82,7 @@ class Metrics:
     records: int = 0  # sampled call records delivered
     stack_samples: int = 0  # perf_event samples taken
     probe_samples: int = 0  # of them, taken while the kernel handled a probe (probe time, no function's)
-    rooted_samples: int = 0  # of them, those whose stack unwound to the root (`Profile.stacks`)
+    rooted_samples: int = 0  # of them, those whose stack unwound to the root (`Profile.stacks` holds them all)
     untimed: int = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
     attach_s: float = 0.0
     detach_s: float = 0.0
@@ -133,6 +133,9 @@ class FunctionStats:
     nested: int = 0  # probed calls nested in its outermost calls (exact kernel count)
     # the outermost calls, when recursion made them fewer than the timed calls (0: every call was one)
     outer_calls: int = 0
+    # the root never returned (the program called exit() inside it: ninja's real_main does), so no call
+    # was timed: total_ns is the run's wall time instead (`collect.profile.build_functions`)
+    by_run: bool = False
 
     @property
     def mean_ns(self) -> float:
@@ -173,6 +176,9 @@ class PlanRecord:
     sample_every: dict[str, int] = field(default_factory=dict)  # per-function periods (dynamic sampling)
     base: str = ""  # the commit diff tracing and the baseline statistics came from
     traced: tuple[str, ...] = ()  # hybrid: the functions traced on every call (the rest: stack samples)
+    # paired check: per traced caller, the changed and new functions it reaches within the depth it was
+    # traced for (`checks.verdict.locate` reads it; not part of the fingerprint, the plan's spec is)
+    reaches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # entry-instruction class -> the probed functions of that class (analysis.elf.classify), every
     # class but `push`, which is what a function not listed here starts with
     entries: dict[str, tuple[str, ...]] = field(default_factory=dict)

@@ -62,6 +62,13 @@ class Focus:
     reaches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     stack_hz: int = STACK_HZ  # the shared sampling rate
     calls: dict[str, float] = field(default_factory=dict)  # the counting run's calls a run (absent: not counted)
+    renamed: dict[str, str] = field(default_factory=dict)  # base name -> target name, same code (not focus)
+
+    @property
+    def reached(self) -> bool:
+        """Whether the workload ran any changed or new function (by the counting run; one it could not
+        count is taken as run)."""
+        return any(self.calls.get(n, 1.0) > 0 for n in self.changed + self.new)
 
     @property
     def decisive(self) -> set[str]:
@@ -85,6 +92,7 @@ class Candidates:
     callers: frozenset[str]
     calls: dict[str, frozenset[str]]
     depth: int
+    diff: bindiff.BinDiff = field(default_factory=bindiff.BinDiff)  # what the two builds' code differs in
 
     @property
     def in_order(self) -> list[str]:
@@ -103,7 +111,7 @@ def candidates(base: BinaryInfo, target: BinaryInfo, depth: int) -> Candidates:
     d = bindiff.diff(base, target)
     changed, new = frozenset(d.changed), frozenset(d.new)
     callers = bindiff.Code({}, d.target_calls).callers(changed | new, depth) - changed - new
-    return Candidates(changed, new, frozenset(callers), d.target_calls, depth)
+    return Candidates(changed, new, frozenset(callers), d.target_calls, depth, d)
 
 
 def stack_hz(cost_ns: dict[str, float]) -> int:
@@ -181,7 +189,7 @@ def choose(cands: Candidates, c: Costs) -> tuple[tuple[str, ...], dict[str, str]
 def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
     traced, sampled = choose(cands, c)
     return Focus(tuple(sorted(cands.changed)), tuple(sorted(cands.new)), tuple(sorted(cands.callers)), traced,
-                 sampled, cands.reaches(), hz, dict(c.calls))
+                 sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed))
 
 
 def spec_of(f: Focus) -> str:
@@ -201,7 +209,7 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
                    changed=tuple(n for n in f.changed + f.new if n in names))
     plan = replace(plan, probe_cost=call_costs(plan, cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in f.sampled.items()}
-    return Optimized(plan, "paired", ("diff-focus",), reasons, base=base_commit,
+    return Optimized(plan, "paired", ("diff-focus",), reasons, renamed=dict(f.renamed), base=base_commit,
                      params={"focus_callers": float(len(f.callers))})
 
 

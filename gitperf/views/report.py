@@ -40,7 +40,7 @@ def _line(c: Change) -> str:
     where = f"  ({c.location})" if c.location else ""
     if c.type in (DEGRADATION, OPTIMIZATION, "accepted"):
         return (f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {_pct(c.relative)} {_interval(c)}  "
-                f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} per run ({fmt_ns(c.absolute_ns)}; "
+                f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} {c.measure or 'per run'} ({fmt_ns(c.absolute_ns)}; "
                 f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}"
                 f"{_instructions(c)}")
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
@@ -50,7 +50,9 @@ def check_text(r: CheckResult, limit: int = 20) -> str:
     base = f" against {r.base[:12]}" if r.base else ""
     lines = [f"git perf check {r.commit[:12]}{base}: {HEADLINE.get(r.result, r.result)}"]
     for p in r.pairs:
-        if p.base_commit:
+        if p.base_commit and not p.target_profiles:
+            lines.append(f"  {p.workload}: against {p.base_commit[:12]}, nothing measured")
+        elif p.base_commit:
             lines.append(f"  {p.workload}: {p.target_profiles} run(s) vs {p.base_profiles} of {p.base_commit[:12]}, "
                          f"{p.history_commits} earlier commit(s)" + (f"; noise from {p.noise_source}" if p.noise_source else ""))
         for n in p.notes:
@@ -80,27 +82,32 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
         if not group:
             continue
         out += ["", f"### {title}", "",
-                "| workload | function | change | interval | before | after | confidence | instructions | source |",
-                "|---|---|---:|---|---:|---:|---:|---:|---|"]
+                "| workload | function | change | interval | before | after | measured as | confidence | instructions "
+                "| source |", "|---|---|---:|---|---:|---:|---|---:|---:|---|"]
         for c in group:
             flag = " *(changed in this commit)*" if c.changed else ""
             instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
             out.append(f"| {_md(c.workload)} | {_code(short(c.function, 80))}{flag} | **{_pct(c.relative)}** "
                        f"({fmt_ns(c.absolute_ns)}) | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
-                       f"{fmt_confidence(c.confidence)} | {instr} | {_md(c.location) or '-'} |")
+                       f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | "
+                       f"{_md(c.location) or '-'} |")
     if other:
         out += ["", "### Other", ""]
         out += [f"- {_code(short(c.function, 80))} ({_md(c.workload)}): {c.type} — {_md(c.method)}" for c in other]
     out += ["", "<details><summary>How this was decided</summary>", ""]
     for p in r.pairs:
-        if p.base_commit:
+        if p.base_commit and not p.target_profiles:
+            out.append(f"- **{_md(p.workload)}**: against {p.base_commit[:12]}, nothing measured.")
+        elif p.base_commit:
             out.append(f"- **{_md(p.workload)}**: {p.target_profiles} run(s) against {p.base_profiles} of "
                        f"{p.base_commit[:12]}, {p.history_commits} earlier commit(s) of history; run-to-run noise "
                        f"estimated from {p.noise_source}.")
         out += [f"- {_md(p.workload)}: {_md(n)}" for n in p.notes]
-    out.append("- Times are inclusive per run, measured under eBPF probes (they include the probes' cost, "
-               "equally on both sides); instructions are inclusive per run, counted by callgrind (the witness). A change counts only if it is significant at the configured confidence "
-               "(Holm-adjusted over all functions), and above `check.min_relative` and `check.min_absolute_ns`.")
+    out.append("- Each row's change, interval, before and after are one estimate of what its *measured as* says "
+               "(after = before x (1 + change)); traced times are measured under eBPF probes, sampled ones are shares "
+               "of the stack samples x run time; instructions are inclusive per run, counted by callgrind (the "
+               "witness). A change counts only if it is significant at the configured confidence (Holm-adjusted "
+               "over all functions), and above `check.min_relative` and `check.min_absolute_ns`.")
     for c in degr[:5]:
         if c.votes:
             out.append(f"- {_code(short(c.function, 80))}: other methods say " +

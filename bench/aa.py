@@ -1,0 +1,440 @@
+"""False alarms and detection of `git perf check REV --collect` on real projects, quiet and beside a
+busy neighbour, in one run (ARCHITECTURE.md §10d).
+
+Two real projects of different shapes, each pinned, each with a base commit and one commit per case
+branched from it and checked at defaults (`git perf check C --collect --base BASE --json`):
+
+* **ninja** (C++, CMake, `std::`/template-heavy; https://github.com/ninja-build/ninja at f1a2f421,
+  the commit that switched its hash maps from `std::unordered_map` to `emhash8`).  Workload: parse a
+  Chromium-like fake manifest (its own misc/write_fake_manifests.py, 400 targets, 8 MB) and list
+  every target, ~50 ms.
+* **lua** (C, Make; Lua 5.4 from bench/realworld.py).  Workload bench/lua/detect.lua, ~30 ms.
+* **indexer** (C++, the term indexer of tests/cxxproj.py, ~90 ms): its `map` case moves the term
+  dictionary from `std::unordered_map` to `std::map` (issue #33's C++ case: `add_term` 3x the
+  instructions, the run ~+33%).
+
+Cases (`--cases`):
+
+* harmless: `comment` (a comment in a hot file), `rename` (a hot function renamed everywhere),
+  `unused` (a function nothing calls), `moved` (a function moved to the end of its file), `reordered`
+  (the object files linked in reverse order: every function at another address), `nop` (one `nop`
+  instruction in a hot function: its code differs, its speed does not — the one harmless case the
+  rounds must decide, not the diff);
+* slowdowns: `slow30`, `slow2x` (a busy loop at the entry of a hot function worth +30% and +100% of
+  its inclusive native time per call, sized by measurement: calls from callgrind, inclusive time from
+  stack samples that hold it, the loop's cost measured alone) and, on ninja, `revert` (f1a2f421
+  undone: `std::unordered_map` again, the author's 5.14 s -> 4.62 s on a Chromium no-op build read
+  backwards: a container change slowing every lookup through a template callee and libc).
+
+Neighbours (`--neighbours`): `quiet`; `one` / `two`: one or two processes that each keep a core busy
+in bursts (busy 50-300 ms, idle 50-300 ms, at random), started before the check and stopped after.
+
+A harmless case's check is a false alarm when it gives any function a time verdict of either sign
+(degradation or optimization); a slowdown is detected when the check's result is `degradation`.
+Rates are printed with Wilson 95% intervals.  `--demo N` runs `make demo`'s job (examples/demo) N
+times beside each neighbour instead and counts how often its truth table held.  Usage:
+
+    .venv/bin/python bench/aa.py [--projects ninja,lua] [--cases ...] [--neighbours quiet,two]
+                                 [--repeat N] [--slow-repeat N] [--work DIR] [--ninja-src URL_OR_PATH]
+    .venv/bin/python bench/aa.py --demo 5 --neighbours two
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from _common import ROOT, table  # noqa: F401  (sets sys.path)
+
+import detection  # noqa: E402  (the busy-loop snippet and its measured costs, Lua's repository)
+
+from gitperf.analysis import elf  # noqa: E402
+from gitperf.core import stacks  # noqa: E402
+from gitperf.core.config import CollectConfig  # noqa: E402
+from gitperf.engine import callgrind, workload  # noqa: E402
+from gitperf.engine.bcc_engine import BccEngine  # noqa: E402
+from gitperf.plan.probes import make_plan  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+NINJA_URL = "https://github.com/ninja-build/ninja"
+NINJA_COMMIT = "f1a2f421859742f45c3b964a579221c869ef276c"  # "Switch hash tables to emhash8::HashMap."
+HARMLESS = ("comment", "rename", "unused", "moved", "reordered", "nop")
+SLOWDOWNS = ("slow30", "slow2x", "revert", "map")
+
+
+def git(cwd: Path, *args: str) -> str:
+    return detection.git(cwd, *args)
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    if old not in text:
+        raise SystemExit(f"{path.name} no longer contains the text this case edits:\n{old[:200]}")
+    path.write_text(text.replace(old, new, 1))
+
+
+def rename_everywhere(repo: Path, pattern: str, old: str, new: str) -> None:
+    """`old` renamed `new` as a whole word in every source file matching `pattern` (a glob)."""
+    for path in repo.glob(pattern):
+        text = path.read_text()
+        if re.search(rf"\b{old}\b", text):
+            path.write_text(re.sub(rf"\b{old}\b", new, text))
+
+
+def move_to_end(path: Path, head: str) -> None:
+    """The function whose definition starts with the line `head` moved to the end of its file."""
+    lines = path.read_text().split("\n")
+    i = lines.index(head)
+    j = next(k for k in range(i, len(lines)) if lines[k] == "}")
+    block = lines[i:j + 1]
+    del lines[i:j + 1]
+    path.write_text("\n".join(lines).rstrip("\n") + "\n\n" + "\n".join(block) + "\n")
+
+
+@dataclass
+class Project:
+    name: str
+    workload: str
+    make: Callable[[Path], Path]  # work dir -> repository at the base commit (built once, for sizing)
+    exe: str  # the binary, relative to the repository
+    cases: dict[str, Callable[[Path], None]]
+    hot: str  # the function the nop and slowdowns go into (linkage name)
+    hot_file: str
+    hot_head: str  # the first line of its definition
+
+
+# ---------------------------------------------------------------- ninja (C++)
+
+NINJA_CONFIG = """\
+[build]
+command = "cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF -DCMAKE_CXX_FLAGS=-fno-omit-frame-pointer > /dev/null && cmake --build build -j2 --target ninja > /dev/null"
+binary = "build/ninja"
+
+[[workload]]
+name = "parse"
+command = "./build/ninja -C {fake} -t targets all"
+timeout = 120
+"""
+NINJA_HOT = "_ZN5State7GetNodeE11StringPiecem"
+NINJA_HOT_HEAD = "Node* State::GetNode(StringPiece path, uint64_t slash_bits) {"
+
+
+def ninja_repo(work: Path, src: str) -> Path:
+    repo = work / "ninja"
+    if not repo.exists():
+        subprocess.run(["git", "clone", "-q", src, str(repo)], check=True)
+    git(repo, "checkout", "-q", "-B", "bench", NINJA_COMMIT)
+    fake = work / "ninja-manifest"
+    if not fake.exists():
+        subprocess.run([sys.executable, str(repo / "misc" / "write_fake_manifests.py"), "-t", "400", str(fake)],
+                       check=True, capture_output=True)
+    (repo / ".gitperf.toml").write_text(NINJA_CONFIG.format(fake=fake))
+    git(repo, "add", ".gitperf.toml")
+    git(repo, "commit", "-q", "-m", "bench: git perf configuration")
+    shutil.rmtree(repo / "build", ignore_errors=True)
+    subprocess.run(["sh", "-c", NINJA_CONFIG.split('"')[1]], cwd=repo, check=True)
+    return repo
+
+
+def ninja_reorder(repo: Path) -> None:
+    path = repo / "CMakeLists.txt"
+    text = path.read_text()
+    m = re.search(r"add_library\(libninja OBJECT\n((?:\tsrc/[^\n]+\n)+)\)", text)
+    path.write_text(text.replace(m.group(1), "".join(reversed(m.group(1).splitlines(True)))))
+
+
+def ninja_revert(repo: Path) -> None:
+    h = repo / "src" / "hash_map.h"
+    edit(h, '#include "third_party/emhash/hash_table8.hpp"\n', "")
+    edit(h, "namespace std {", "#include <unordered_map>\n\nnamespace std {")
+    edit(h, "typedef emhash8::HashMap<StringPiece, V> Type;", "typedef std::unordered_map<StringPiece, V> Type;")
+
+
+def ninja(src: str) -> Project:
+    return Project(
+        "ninja", "parse", lambda work: ninja_repo(work, src), "build/ninja", {
+            "comment": lambda r: edit(r / "src" / "state.cc", NINJA_HOT_HEAD,
+                                      "// Every path of the manifest is looked up or added here.\n" + NINJA_HOT_HEAD),
+            "rename": lambda r: rename_everywhere(r, "src/*.[ch]*", "LookupNode", "FindNode"),
+            "unused": lambda r: edit(r / "src" / "util.cc", "void SetCloseOnExec(int fd) {",
+                                     "int UnusedBenchHelper(int x) { return x * 3 + 1; }\n\nvoid SetCloseOnExec(int fd) {"),
+            "moved": lambda r: move_to_end(r / "src" / "state.cc", "Edge* State::AddEdge(const Rule* rule) {"),
+            "reordered": ninja_reorder,
+            "revert": ninja_revert,
+        }, NINJA_HOT, "src/state.cc", NINJA_HOT_HEAD)
+
+
+# ---------------------------------------------------------------- Lua (C)
+
+LUA_HOT = "luaH_getshortstr"
+LUA_HOT_HEAD = "const TValue *luaH_getshortstr (Table *t, TString *key) {"
+
+
+def lua_repo(work: Path) -> Path:
+    repo = detection.make_repo(work / "lua", "detect")
+    git(repo, "checkout", "-q", "-B", "bench")
+    return repo
+
+
+def lua_reorder(repo: Path) -> None:
+    path = repo / "makefile"
+    text = path.read_text()
+    m = re.search(r"CORE_O=\t([^\n]+(?:\\\n\t[^\n]+)*)", text)
+    objs = m.group(1).replace("\\\n", " ").split()
+    path.write_text(text.replace(m.group(1), " ".join(reversed(objs))))
+
+
+def lua() -> Project:
+    return Project(
+        "lua", "detect", lua_repo, "lua", {
+            "comment": lambda r: edit(r / "ltable.c", LUA_HOT_HEAD, "/* the string-key lookup */\n" + LUA_HOT_HEAD),
+            "rename": lambda r: rename_everywhere(r, "*.[ch]", "luaH_getint", "luaH_getinteger"),
+            "unused": lambda r: edit(r / "lauxlib.c", "LUALIB_API int luaL_getmetafield",
+                                     "int unused_bench_helper (int x) { return x * 3 + 1; }\n\n"
+                                     "LUALIB_API int luaL_getmetafield"),
+            "moved": lambda r: move_to_end(r / "ltable.c", "void luaH_resizearray (lua_State *L, Table *t, unsigned int nasize) {"),
+            "reordered": lua_reorder,
+        }, LUA_HOT, "ltable.c", LUA_HOT_HEAD)
+
+
+# ---------------------------------------------------------------- the term indexer (C++, issue #33's case)
+
+sys.path.insert(0, str(ROOT / "tests"))
+import cxxproj  # noqa: E402  (the indexer's sources: tests check the same program)
+
+INDEXER_HEAD = "void Index::add_term(const std::string& term, long doc) {"
+
+
+def indexer_repo(work: Path) -> Path:
+    repo = work / "indexer"
+    shutil.rmtree(repo, ignore_errors=True)
+    cxxproj.build_indexer(repo)
+    git(repo, "checkout", "-q", "-B", "bench", "HEAD~1")
+    subprocess.run(["make", "-s"], cwd=repo, check=True)
+    return repo
+
+
+def indexer() -> Project:
+    return Project(
+        "indexer", "index", indexer_repo, "indexer", {
+            "comment": lambda r: edit(r / "index.cc", INDEXER_HEAD, "// one posting per term\n" + INDEXER_HEAD),
+            "rename": lambda r: rename_everywhere(r, "*.[ch]*", "stats", "summary"),
+            "unused": lambda r: edit(r / "index.cc", INDEXER_HEAD, "int unused_helper(int x) { return 3 * x + 1; }\n\n"
+                                     + INDEXER_HEAD),
+            "moved": lambda r: move_to_end(r / "index.cc", INDEXER_HEAD),
+            "reordered": lambda r: edit(r / "Makefile", "OBJS = indexer.o index.o", "OBJS = index.o indexer.o"),
+            "map": lambda r: (r / "index.h").write_text(cxxproj.INDEX_H.format(header="map", container="map")),
+        }, cxxproj.ADD_TERM, "index.cc", INDEXER_HEAD)
+
+
+# ---------------------------------------------------------------- sizing the slowdowns
+
+
+def workload_argv(repo: Path, p: Project) -> list[str]:
+    import shlex
+    import tomllib
+    cfg = tomllib.loads((repo / ".gitperf.toml").read_text())
+    return shlex.split(next(w["command"] for w in cfg["workload"] if w["name"] == p.workload))
+
+
+def inclusive_per_call(p: Project, repo: Path, runs: int = 10) -> tuple[float, float, float]:
+    """(calls a run, inclusive native ns a call, native run time s) of the hot function: calls from
+    callgrind, inclusive time as the share of stack samples whose stack holds it x the native run."""
+    exe, argv = repo / p.exe, workload_argv(repo, p)
+    counted = callgrind.run(argv, str(repo), 600, str(exe))
+    if counted.error:
+        raise SystemExit(f"callgrind: {counted.error}")
+    calls = counted.functions[p.hot][0]
+    binary = elf.load(exe)
+    plan = make_plan(binary, CollectConfig(mode="stack", stack_hz=4999))
+    held, total, wall = 0, 0, 0.0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(argv, cwd=repo, check=True, capture_output=True)
+        wall += time.perf_counter() - t0
+        raw = BccEngine().collect(binary, plan, lambda where: workload.run(argv, str(repo), 600, where),
+                                  lambda _m: None)
+        folded = stacks.folded(raw.stacks)
+        held += stacks.inclusive(folded).get(p.hot, 0)
+        total += sum(folded.values())
+    native_s = wall / runs
+    return calls, held / max(total, 1) * native_s * 1e9 / max(calls, 1), native_s
+
+
+def slowdown(p: Project, magnitude: float, per_call_ns: float, costs: dict[int, float]) -> tuple[Callable, str]:
+    iters, added = detection.size(costs, magnitude * per_call_ns)
+    snippet = detection.SNIPPET.format(n=iters)
+    return (lambda r: edit(r / p.hot_file, p.hot_head, p.hot_head + f"\n  {snippet}  /* injected by bench/aa.py */"),
+            f"+{added:.0f} ns on {per_call_ns:.0f} ns a call ({added / per_call_ns:+.0%})")
+
+
+def nop(p: Project) -> Callable:
+    return lambda r: edit(r / p.hot_file, p.hot_head, p.hot_head + '\n  __asm__ volatile("nop");  /* harmless */')
+
+
+# ---------------------------------------------------------------- neighbours and checks
+
+
+def _bursts(seed: int) -> None:
+    rng = random.Random(seed)
+    while True:
+        end = time.perf_counter() + rng.uniform(0.05, 0.3)
+        while time.perf_counter() < end:
+            pass
+        time.sleep(rng.uniform(0.05, 0.3))
+
+
+@contextlib.contextmanager
+def neighbour(kind: str):
+    """`quiet`, or `one`/`two` processes keeping a core busy in bursts, for as long as the block runs."""
+    n = {"quiet": 0, "one": 1, "two": 2}[kind]
+    procs = [multiprocessing.Process(target=_bursts, args=(i,), daemon=True) for i in range(n)]
+    for proc in procs:
+        proc.start()
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.join()
+
+
+def check(repo: Path, commit: str, base: str, workload: str) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "gitperf", "check", commit, "--collect", "--base", base, "--workload",
+                        workload, "--json", "--all", "-q"], cwd=repo, capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    if r.returncode not in (0, 1, 3):
+        raise SystemExit(f"check of {commit[:12]} failed (exit {r.returncode}): {r.stderr[-2000:]}")
+    return json.loads(r.stdout), time.perf_counter() - t0
+
+
+def commit_case(repo: Path, base: str, label: str, change: Callable[[Path], None]) -> str:
+    git(repo, "checkout", "-q", "--detach", base)
+    change(repo)
+    git(repo, "commit", "-q", "-am", label)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> str:
+    if not n:
+        return "-"
+    p = k / n
+    mid, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return f"{k}/{n} [{max(mid - half, 0):.0%}, {min(mid + half, 1):.0%}]"
+
+
+def summarise(out: dict) -> tuple[int, str, str, int]:
+    """(time verdicts of either sign, the result, the first degraded function, rounds)."""
+    timed = [c for c in out["changes"] if c["type"] in ("degradation", "optimization")]
+    first = next((c.get("name") or c["function"] for c in out["changes"] if c["type"] == "degradation"), "-")
+    rounds = max([w["target_profiles"] for w in out["workloads"]] or [0])
+    return len(timed), out["result"], first, rounds
+
+
+HEADER = ["project", "case", "neighbour", "what", "result", "time verdicts", "first degraded", "rounds", "check time"]
+
+
+def demo(work: Path, times: int, hoods: list[str]) -> None:
+    """`make demo`'s job (examples/demo/run-demo.sh: five checks, the truth table) `times` times beside
+    each neighbour: how often its truth table holds."""
+    script = ROOT / "examples" / "demo" / "run-demo.sh"
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    for hood in hoods:
+        held = []
+        for k in range(times):
+            t0 = time.perf_counter()
+            with neighbour(hood):
+                r = subprocess.run(["bash", str(script), str(work / f"demo-{hood}-{k}")], capture_output=True,
+                                   text=True, env=env)
+            held.append(r.returncode == 0)
+            table_lines = [ln for ln in r.stdout.splitlines() if ln.startswith(("commit ", "why:")) or " yes" in ln
+                           or " NO" in ln]
+            print(f"demo {hood} {k}: truth table {'held' if held[-1] else 'FAILED'} in "
+                  f"{time.perf_counter() - t0:.0f} s", *table_lines[1:6], sep="\n  ", flush=True)
+        print(f"demo truth table beside {hood}: {wilson(sum(held), len(held))}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--projects", default="ninja,lua")
+    ap.add_argument("--cases", default=",".join(HARMLESS + SLOWDOWNS))
+    ap.add_argument("--neighbours", default="quiet,two")
+    ap.add_argument("--repeat", type=int, default=1, help="checks of each harmless case beside each neighbour")
+    ap.add_argument("--slow-repeat", type=int, default=1, help="checks of each slowdown beside each neighbour")
+    ap.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
+    ap.add_argument("--ninja-src", default=NINJA_URL, help="a clone URL or path of ninja's repository")
+    ap.add_argument("--demo", type=int, default=0, help="run make demo's job this many times beside each "
+                                                        "neighbour instead (its truth table held or not)")
+    a = ap.parse_args()
+    work = a.work or Path(tempfile.mkdtemp(prefix="gitperf-aa-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if a.demo:
+        return demo(work, a.demo, a.neighbours.split(","))
+    cases = a.cases.split(",")
+    projects = {"ninja": lambda: ninja(a.ninja_src), "lua": lua, "indexer": indexer}
+    rows, alarms, detected = [], {}, {}
+    for name in a.projects.split(","):
+        p = projects[name]()
+        repo = p.make(work)
+        base = git(repo, "rev-parse", "HEAD")
+        plan: dict[str, tuple[Callable, str]] = {c: (p.cases[c], "harmless") for c in cases if c in p.cases
+                                                 and c in HARMLESS}
+        if "nop" in cases:
+            plan["nop"] = (nop(p), "harmless: code differs")
+        if {"slow30", "slow2x"} & set(cases):
+            calls, per_call, native_s = inclusive_per_call(p, repo)
+            costs = detection.loop_costs(work, 2 * per_call)
+            print(f"# {name}: {p.hot} {calls:,.0f} calls a run, {per_call:.0f} ns inclusive a call, "
+                  f"run {native_s * 1e3:.0f} ms natively", flush=True)
+            for c, m in (("slow30", 0.3), ("slow2x", 1.0)):
+                if c in cases:
+                    plan[c] = slowdown(p, m, per_call, costs)
+        if "revert" in cases and "revert" in p.cases:
+            plan["revert"] = (p.cases["revert"], "f1a2f421 undone: std::unordered_map again")
+        if "map" in cases and "map" in p.cases:
+            plan["map"] = (p.cases["map"], "terms in std::map instead of std::unordered_map")
+        commits = {c: commit_case(repo, base, f"bench case {c}", change) for c, (change, _) in plan.items()}
+        for hood in a.neighbours.split(","):
+            for k in range(max(a.repeat, a.slow_repeat)):
+                for c, (_, what) in plan.items():
+                    if k >= (a.repeat if c in HARMLESS else a.slow_repeat):
+                        continue
+                    with neighbour(hood):
+                        out, secs = check(repo, commits[c], base, p.workload)
+                    (work / "checks").mkdir(exist_ok=True)
+                    (work / "checks" / f"{name}-{c}-{hood}-{k}.json").write_text(json.dumps(out, indent=1))
+                    timed, result, first, rounds = summarise(out)
+                    rows.append([name, c, hood, what, result, timed, first[:40], rounds, f"{secs:.0f} s"])
+                    print(table(HEADER, rows[-1:]).split("\n")[-1], flush=True)
+                    if c in HARMLESS:
+                        alarms.setdefault((name, hood, c == "nop"), []).append(timed > 0)
+                    else:
+                        detected.setdefault((name, hood, c), []).append(result == "degradation")
+    print()
+    print(table(HEADER, rows))
+    print("\nfalse alarms (harmless commits with any time verdict):")
+    for (name, hood, rounds), xs in sorted(alarms.items()):
+        print(f"  {name:6s} {hood:6s} {'code changed (rounds)' if rounds else 'code unchanged':22s} "
+              f"{wilson(sum(xs), len(xs))}")
+    print("detection (result: degradation):")
+    for (name, hood, c), xs in sorted(detected.items()):
+        print(f"  {name:6s} {hood:6s} {c:22s} {wilson(sum(xs), len(xs))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The one verdict pipeline (ARCHITECTURE.md §10, "One pipeline"): what happens to one workload's
+measurements after they are taken, in this order, for every check — `check` from stored profiles,
+`check --collect` and its stop rule after each round, the index and the pre-push hook:
+
+1. **compare** (`compare.compare_workload`): every function's time change, its interval and confidence;
+2. **witness** (`witness.annotate`): the instruction counts beside each, and the first witness rule
+   that applies (conflict, placement, instructions);
+3. **locate** (`locate`): a changed function left to the stack samples gets its traced caller's
+   degradation when that caller singles it out;
+4. **accept** (`check.conclude`, over all workloads): an accepted commit's degradations are `accepted`.
+
+The set of changed functions all steps and the stop rule share comes from one place (`changed`): for
+a paired check, the machine-code diff of its two builds as its plan stored it (`PlanRecord.changed`:
+changed and new functions, renames and relocations left out, `analysis.bindiff`); for profiles
+collected one commit at a time, the source diff's functions and the plan's diff tracing.  What locate
+needs (which functions were traced, which changed functions each caller reaches) is stored in the
+plan too (`PlanRecord.traced`, `PlanRecord.reaches`), so a check recomputed from the notes decides as
+the paired check did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from gitperf.checks import witness
+from gitperf.checks.change import DEGRADATION, OPTIMIZATION, Change
+from gitperf.checks.compare import Sides, compare_workload
+from gitperf.core.config import CheckConfig
+from gitperf.core.model import Profile
+
+# A caller's degradation is located in its one changed callee when the caller's own (exclusive) time
+# took at most this share of what its inclusive time gained: the rest went into its callees.
+LOCATED_EXCLUSIVE = 0.25
+
+
+def paired(profiles: list[Profile]) -> bool:
+    """Whether these runs are one side of a paired check (its plan stored the two builds' diff)."""
+    return bool(profiles) and all("pairing" in p.plan.params for p in profiles)
+
+
+def changed(target: list[Profile], source_diff: Callable[[], set[str]]) -> frozenset[str]:
+    """The functions the commit changed, for every step and the stop rule: a paired check's
+    machine-code diff (`PlanRecord.changed`), else the source diff's functions (`source_diff`, called
+    only then) with what the plans' diff tracing found."""
+    stored = {n for p in target for n in p.plan.changed}
+    return frozenset(stored if paired(target) else stored | source_diff())
+
+
+def judge(sides: Sides, cfg: CheckConfig, changed_set: frozenset[str], opinions: bool = True) -> list[Change]:
+    """Steps 1-3 for one workload (the module's docstring); `opinions`: the other methods' votes too."""
+    found = compare_workload(sides, cfg, changed_set, opinions)
+    found = witness.annotate(found, sides.target, sides.base)
+    plan = sides.target[0].profile.plan if sides.target else None
+    return locate(found, set(plan.traced), plan.reaches) if plan else found
+
+
+def locate(changes: list[Change], traced: set[str], reaches: dict[str, tuple[str, ...]]) -> list[Change]:
+    """A changed function left to the stack samples has few of them: a slowdown of it may show only
+    in a traced caller's inclusive time.  When that caller degraded, its own time did not grow
+    (exclusive delta at most LOCATED_EXCLUSIVE of the gain), and of everything it calls (`reaches`:
+    the changed and new functions within the depth it was traced for) only this one function has
+    different code, the gain is located there: the function gets the caller's degradation (its added
+    ns, interval and confidence), its values before and after moved by that gain, and its relative
+    change against its own sampled time."""
+    by = {c.function: c for c in changes}
+    out = list(changes)
+    for caller, reached in sorted(reaches.items()):
+        c = by.get(caller)
+        if c is None or c.type != DEGRADATION or len(reached) != 1 or caller not in traced:
+            continue
+        f = by.get(reached[0])
+        if (f is None or f not in out or f.function in traced or f.type in (DEGRADATION, OPTIMIZATION)
+                or f.base_ns <= 0 or c.exclusive_delta_ns > LOCATED_EXCLUSIVE * c.absolute_ns):
+            continue  # (`f not in out`: already located through another caller)
+        scale = c.base_ns / f.base_ns  # the caller's relative change, in units of the function's own time
+        out[out.index(f)] = replace(
+            f, type=DEGRADATION, relative=c.absolute_ns / f.base_ns, absolute_ns=c.absolute_ns,
+            target_ns=f.base_ns + c.absolute_ns,
+            exclusive_delta_ns=c.absolute_ns - max(c.exclusive_delta_ns, 0.0),  # ranks it before the caller
+            ci_low=c.ci_low * scale, ci_high=c.ci_high * scale, confidence=c.confidence,
+            method=f"located through {caller}: its inclusive time {c.relative:+.1%} "
+                   f"[{c.ci_low:+.1%}, {c.ci_high:+.1%}], its own time {c.exclusive_delta_ns / 1e3:+.0f} us, "
+                   f"and of what it calls only {f.function} changed; relative to {f.function}'s sampled time",
+            per_call_ci=None, measure=f"{f.measure or 'time per run'}, after: plus the gain located through {caller}")
+    return out
