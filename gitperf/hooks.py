@@ -11,12 +11,13 @@ from __future__ import annotations
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
-from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, CheckResult, check
+from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, CheckResult, check, record
 from gitperf.core import config
 from gitperf.core.errors import EnvironmentUnavailable, GitPerfError, InputError
 from gitperf.core.fmt import printable
@@ -149,6 +150,13 @@ def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: 
     if not parent(repo, commit):
         say(f"{commit[:12]} has no parent: nothing to compare with")
         return check(NotesStore(repo), commit, cfg.check, workloads=workloads)
+    base = parent(repo, commit)
+    stored = None if cfg.hook.recollect else record.newest(NotesStore(repo), commit, base, workloads)
+    if stored is not None:  # the paired check that `check --collect` (or an earlier push) kept: its verdict
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(stored.time))
+        say(f"{commit[:12]}: its paired check against {base[:12]} of {when} is stored: that verdict "
+            "([hook] recollect = true measures again)")
+        return check(NotesStore(repo), commit, cfg.check, base_rev=base, workloads=workloads)
     try:
         say(f"checking {commit[:12]} against its parent: both built and profiled, interleaved")
         opts = PairedOptions(rev=commit, workloads=workloads, rounds=cfg.hook.rounds or None)

@@ -373,3 +373,9 @@ def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
         assert elf.load(tree / "p").by_name()["leaf"].entry == "nop"
     assert elf.load(root / "p").by_name()["leaf"].entry == "singlestep"  # the user's tree untouched
     assert not list(perf.glob("build-*.lock"))  # a temporary worktree's build lock does not pile up
+
+
+def test_a_cold_part_is_its_functions_code():
+    from gitperf.analysis.bindiff import whole
+    assert whole("main.cold") == "main" and whole("_ZN5Index8add_termERKSsl.cold.2") == "_ZN5Index8add_termERKSsl"
+    assert whole("f.part.0") == "f.part.0" and whole("g.isra.0") == "g.isra.0"  # callable clones stay apart

@@ -146,6 +146,9 @@ def test_accept_makes_check_collect_and_the_pre_push_hook_pass(demo_repo, tmp_pa
     p = push(root, commits[3])
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"{commits[3][:12]}: accepted" in p.stderr
+    # ... from the stored check, not a second collection (no second record, no rounds)
+    assert "is stored: that verdict" in p.stderr and "round" not in p.stderr, p.stderr[-2000:]
+    assert len(NotesStore(open_repo(root)).record_lines(commits[3], "gitperf-check ")) == 1
 
 
 @pytest.mark.ebpf

@@ -92,15 +92,32 @@ class BinDiff:
         return "; ".join(parts) or "no function differs"
 
 
-def _inside(binary: BinaryInfo, address: int) -> str:
-    """A jump into another function's body (a function and its `.cold` part jump to and fro): the
-    function and the offset ("X": no function there)."""
-    sym = binary.symbolize(address)
-    return f"{sym.name}+{address - sym.vaddr}" if sym else "X"
+@dataclass(frozen=True)
+class _Places:
+    """What an address in one build is: a function's start, a PLT stub, inside a function, in the text."""
+
+    binary: BinaryInfo
+    starts: dict[int, str]
+    plt: dict[int, str]
+    lo: int  # the text's bounds: absolute addresses inside it are masked
+    hi: int
+
+    @staticmethod
+    def of(binary: BinaryInfo) -> _Places:
+        return _Places(binary, {f.vaddr: f.name for f in binary.functions}, plt_names(binary.path),
+                       min(f.vaddr for f in binary.functions), max(f.vaddr + f.size for f in binary.functions))
+
+    def callee(self, address: int) -> str:
+        """The function a call or jump to `address` reaches: a function's name, `memcmp@plt`, or for a
+        jump into another function's body (a function and its `.cold` part jump to and fro) the
+        function and the offset ("X": no function there)."""
+        if name := self.starts.get(address) or self.plt.get(address):
+            return name
+        sym = self.binary.symbolize(address)
+        return f"{sym.name}+{address - sym.vaddr}" if sym else "X"
 
 
-def _normalise(insn, f: FunctionSymbol, binary: BinaryInfo, starts: dict[int, str], plt: dict[int, str], lo: int,
-               hi: int) -> tuple[str, str | None]:
+def _normalise(insn, f: FunctionSymbol, places: _Places) -> tuple[str, str | None]:
     """The instruction with addresses masked, and the function it calls or jumps to (None: none)."""
     ops, callee = insn.op_str, None
     if insn.group(capstone.x86.X86_GRP_JUMP) or insn.group(capstone.x86.X86_GRP_CALL):
@@ -109,9 +126,9 @@ def _normalise(insn, f: FunctionSymbol, binary: BinaryInfo, starts: dict[int, st
             if f.vaddr <= target < f.vaddr + f.size:
                 ops = f"L{target - f.vaddr}"
             else:
-                callee, ops = starts.get(target) or plt.get(target) or _inside(binary, target), "F"
+                callee, ops = places.callee(target), "F"
     ops = _RIP.sub("[rip]", ops)
-    ops = _HEX.sub(lambda m: "A" if lo <= int(m.group(0), 16) < hi else m.group(0), ops)
+    ops = _HEX.sub(lambda m: "A" if places.lo <= int(m.group(0), 16) < places.hi else m.group(0), ops)
     return f"{insn.mnemonic} {ops}", callee
 
 
@@ -149,10 +166,8 @@ def read_code(binary: BinaryInfo) -> Code:
     """Fingerprints and direct calls (tail calls included) of every function (one capstone pass over the text)."""
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
-    starts = {f.vaddr: f.name for f in binary.functions}
-    plt = plt_names(binary.path)
-    lo = min(f.vaddr for f in binary.functions)
-    hi = max(f.vaddr + f.size for f in binary.functions)
+    places = _Places.of(binary)
+    starts = places.starts
     fingerprints, calls, targets = {}, {}, {}
     with open(binary.path, "rb") as fh:
         for f in binary.functions:
@@ -160,7 +175,7 @@ def read_code(binary: BinaryInfo) -> Code:
             code = fh.read(f.size)
             lines, callees, order = [], set(), []
             for insn in md.disasm(code, f.vaddr):
-                line, target = _normalise(insn, f, binary, starts, plt, lo, hi)
+                line, target = _normalise(insn, f, places)
                 lines.append(line)
                 if target is not None:
                     order.append(target)
@@ -204,7 +219,20 @@ def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
             relocated.append(n)
     # a renamed function whose callees changed (not only by renames) runs other code: changed too
     changed += [new for old, new in renamed.items() if follow(a.targets.get(old, ())) != b.targets.get(new, ())]
-    return BinDiff(changed=tuple(sorted(changed)),
-                   new=tuple(sorted(b.fingerprints.keys() - a.fingerprints.keys() - set(renamed.values()))),
-                   removed=tuple(sorted(a.fingerprints.keys() - b.fingerprints.keys() - renamed.keys())),
-                   target_calls=b.calls, renamed=renamed, relocated=tuple(sorted(relocated)))
+    new = b.fingerprints.keys() - a.fingerprints.keys() - set(renamed.values())
+    removed = a.fingerprints.keys() - b.fingerprints.keys() - renamed.keys()
+    # a `.cold` part is its function's unlikely code, jumped into, never called: a change, appearance or
+    # disappearance of it is a change of its function (when that function is in both builds)
+    both = a.fingerprints.keys() & b.fingerprints.keys()
+    parts = {n for n in (*changed, *new, *removed) if whole(n) != n and whole(n) in both}
+    changed = {whole(n) if n in parts else n for n in changed} | {whole(n) for n in parts}
+    return BinDiff(changed=tuple(sorted(changed)), new=tuple(sorted(new - parts)), removed=tuple(sorted(removed - parts)),
+                   target_calls=b.calls, renamed=renamed, relocated=tuple(sorted(set(relocated) - changed)))
+
+
+_COLD = re.compile(r"\.cold(\.\d+)?$")
+
+
+def whole(name: str) -> str:
+    """The function a `.cold` part (GCC's hot/cold splitting) belongs to; other names as they are."""
+    return _COLD.sub("", name)

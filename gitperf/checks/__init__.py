@@ -1,8 +1,9 @@
 """Checks (ARCHITECTURE.md §10): degradations of a commit against its baseline and history.
 
 `check` walks the history and pairs profiles; `compare` holds the statistics of one workload;
-`change` the result types; `record` a paired check's stored result; `noise` the A/A analysis;
-`bisect` the search for a first slow commit."""
+`witness` the instruction counts' rules; `verdict` the one pipeline after measurement; `change` the
+result types; `record` a paired check's stored result; `noise` the A/A analysis; `bisect` the search
+for a first slow commit."""
 
 from gitperf.checks.change import (
                                    ACCEPTED,

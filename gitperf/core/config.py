@@ -100,6 +100,8 @@ class HookConfig:
     push_notes: bool = False
     workloads: tuple[str, ...] = ()  # which workloads the hook collects and checks (() = all)
     rounds: int = 0  # rounds of the paired check (0 = until the changed functions are decided)
+    # measure again even when the pushed commit has a stored paired check against its parent
+    recollect: bool = False
 
 
 @dataclass(frozen=True)
@@ -311,6 +313,7 @@ max_commits = 5
 on_cannot_collect = "allow"     # allow | reject the push when this machine cannot collect
 on_not_enough_data = "allow"
 push_notes = false              # also push refs/notes/perf to the remote
+recollect = false               # true: measure again though the commit's paired check is stored
 # workloads = ["small"]         # which workloads the hook collects and checks (default: all)
 # rounds = 5                    # rounds of the hook's paired check (default: until decided, 3 to 60)
 '''
