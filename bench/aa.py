@@ -353,7 +353,7 @@ def demo(work: Path, times: int, hoods: list[str]) -> None:
     """`make demo`'s job (examples/demo/run-demo.sh: five checks, the truth table) `times` times beside
     each neighbour: how often its truth table holds."""
     script = ROOT / "examples" / "demo" / "run-demo.sh"
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
     for hood in hoods:
         held = []
         for k in range(times):

@@ -31,7 +31,12 @@ COLLECTS = (EXIT_USAGE, EXIT_CANNOT_COLLECT, EXIT_INTERRUPTED)  # what every col
 # Options that several commands share, declared once (sqlite-utils' way) and stacked.
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (JSON).")
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
-repeat_option = click.option("--repeat", type=click.IntRange(min=1), help="Runs per workload (default: the "
+# Counts a user may ask for: enough for any measurement, never a MemoryError before the first run
+# (`--repeat 100000000` allocated 3.5 GB) or a check that never ends (fixed rounds skip the time limit).
+MAX_COUNT = 1000
+MAX_JOBS = 64
+
+repeat_option = click.option("--repeat", type=click.IntRange(min=1, max=MAX_COUNT), help="Runs per workload (default: the "
                              "workload's repeat).")
 
 
@@ -189,7 +194,7 @@ def init(binary, command, force, with_hooks):
               "count yet (overrides collect.max_overhead, default 5%; replaces --mode).")
 @click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks profiles "
               "(resumable: an interrupted range continues where it stopped).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_JOBS), default=1, show_default=True,
               help="With --range: collections at once (each in its own worktree; timings get noisier).")
 @repeat_option
 @click.option("--timeout", type=Seconds(), help="Seconds before a run is killed.")
@@ -386,7 +391,7 @@ CHECKS = (EXIT_DEGRADATION, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA)
 @click.option("--all", "all_functions", is_flag=True, help="--json: every function, not only the changed ones.")
 @click.option("--collect", "collect_now", is_flag=True, help="Build REV and its base and profile both now, with one "
               "probe plan focused on what REV changed, in interleaved rounds (needs root); then check.")
-@click.option("--rounds", type=click.IntRange(min=2), help="--collect: this many rounds (default: until every "
+@click.option("--rounds", type=click.IntRange(min=2, max=MAX_COUNT), help="--collect: this many rounds (default: until every "
               "changed function is decided, 3 to 60 rounds, rounds added for at most 90 s).")
 @config_option("--collect: the configuration for commits without a .gitperf.toml (default: the working tree's).")
 @click.option("--recompute", is_flag=True, help="Derive the result from all stored profiles even when REV has the "
@@ -482,7 +487,7 @@ def _export_html(repo, output) -> None:
 @main.command(epilog=epilog(0, EXIT_NOT_ENOUGH_DATA, *COLLECTS))
 @click.argument("rev", required=False, default="HEAD")
 @workloads_option("Workload (repeatable; default all).")
-@click.option("-k", "--sessions", type=click.IntRange(min=2), default=5, show_default=True,
+@click.option("-k", "--sessions", type=click.IntRange(min=2, max=MAX_COUNT), default=5, show_default=True,
               help="Collections of REV to compare with each other.")
 @repeat_option
 @click.option("--keep", is_flag=True, help="Store the profiles as notes (they are valid profiles of REV).")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import stat
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,8 +152,7 @@ def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: 
     base = parent(repo, commit)
     stored = None if cfg.hook.recollect else record.newest(NotesStore(repo), commit, base, workloads)
     if stored is not None:  # the paired check that `check --collect` (or an earlier push) kept: its verdict
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(stored.time))
-        say(f"{commit[:12]}: its paired check against {base[:12]} of {when} is stored: that verdict "
+        say(f"{commit[:12]}: its paired check against {base[:12]} of {record.when(stored.time)} is stored: that verdict "
             "([hook] recollect = true measures again)")
         return check(NotesStore(repo), commit, cfg.check, base_rev=base, workloads=workloads)
     try:

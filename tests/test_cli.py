@@ -81,3 +81,13 @@ def test_log_and_show(demo_repo):
     r = run_cli(root, "show", "no-such-rev")
     assert r.returncode == 2 and "unknown revision 'no-such-rev'" in r.stderr
     assert "no profiles" in run_cli(root, "show", commits[0]).stdout
+
+
+@pytest.mark.parametrize("args", [("check", "HEAD", "--collect", "--rounds", "100000000"),
+                                  ("collect", "--repeat", "100000000"), ("collect", "--range", "HEAD~1..HEAD", "-j", "10000"),
+                                  ("noise", "-k", "100000000")])
+def test_counts_are_bounded_before_anything_runs(empty_repo, args):
+    """Issue #37: `--repeat 100000000` allocated 3.5 GB before the first run; fixed `--rounds` skip the
+    time limit.  A count past what any measurement needs is a usage error."""
+    r = run_cli(empty_repo, *args)
+    assert r.returncode == 2 and "is not in the range" in r.stderr, r.stderr

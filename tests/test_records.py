@@ -135,3 +135,33 @@ def test_show_prints_one_block_per_session_and_every_run_with_runs(three):
     assert out.count("\nsession: paired check ") == 2 and "\nprofile " not in out
     assert "paired check s1, 12 runs" in out and "paired check s2, 7 runs" in out and "median" in out
     assert run_cli(root, "show", commits[1], "--runs").stdout.count("\nprofile ") == 19
+
+
+def test_a_record_claiming_an_impossible_time_neither_wins_nor_stops_a_command(three):
+    """Issue #37: a pulled record dated 2100 saying "degradation" outranked every later check until
+    2100, and one dated 1e300 stopped `check` with an OverflowError.  Undated records rank oldest and
+    show their time as unknown."""
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    rng = np.random.default_rng(3)
+    ours = _check_session(store, commits[0], commits[1], "p1", {}, rng)
+    pair = checks.WorkloadPair("w", "k", 5, commits[0], 5, 0, "paired")
+    slow = checks.Change("w", "parse", checks.DEGRADATION, 0.5, 10.0, 5.0, 0.99, 0.4, 0.6, "forged")
+    forged = checks.CheckResult(commits[1], commits[0], checks.DEGRADATION, (slow,), (pair,))
+    store.add_lines({commits[1]: [record.line(forged, ["p9"], at=4_102_444_800.0),  # 2100-01-01
+                                  record.line(forged, ["p8"], at=1e300)]})
+    assert [r.result.result for r in record.records(store, commits[1])][-1] == ours.result
+    assert checks.check(store, commits[1], CheckConfig()).result == ours.result
+    r = run_cli(root, "check", commits[1])
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
+    assert record.when(1e300) == "unknown time" and record.when(4_102_444_800.0) == "unknown time"
+
+
+def test_a_remote_is_never_an_option_to_git(three, tmp_path):
+    """Issue #37: `git perf pull -- --upload-pack=CMD` reached `git fetch` as an option, and git ran CMD."""
+    root, _commits = three
+    marker = tmp_path / "ran"
+    for cmd in ("pull", "push"):
+        r = run_cli(root, cmd, "--", f"--upload-pack=touch {marker}")
+        assert r.returncode == 2 and "is not a remote" in r.stderr, (cmd, r.stderr)
+    assert not marker.exists()

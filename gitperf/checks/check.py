@@ -6,7 +6,6 @@ diff touched); the statistics are `compare.compare_workload`'s.  Profiles are pa
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 
 import pygit2
@@ -234,8 +233,7 @@ def restored(req: Request, rec: record.CheckRecord, workloads: tuple[str, ...] =
     """A stored check's result as it ended, for the workloads asked (all when none), with what has
     happened since: an accept written later turns its degradations into `accepted`."""
     keep = lambda w: not workloads or w in workloads  # noqa: E731
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.time))
-    said = (f"stored result of the paired check of {when} (`git perf check --recompute` derives one from all "
+    said = (f"stored result of the paired check of {record.when(rec.time)} (`git perf check --recompute` derives one from all "
             "stored runs instead)",)
     pairs = [replace(p, notes=p.notes + said) for p in rec.result.pairs if keep(p.workload)]
     changes = [c for c in rec.result.changes if keep(c.workload)]

@@ -135,10 +135,27 @@ def parse(text: str, commit: str) -> CheckRecord | None:
         return None
 
 
+# A record's time is what its writer claims (records come from pulled notes too): one before this or
+# after a day from now is no time at all: shown as unknown, and never newer than a dated record.
+EARLIEST = 946_684_800.0  # 2000-01-01 UTC
+LATEST_AHEAD_S = 86_400.0
+
+
+def plausible(t: float, now: float | None = None) -> bool:
+    return EARLIEST <= t <= (time.time() if now is None else now) + LATEST_AHEAD_S
+
+
+def when(t: float) -> str:
+    """A record's time for people: local date and minute, or "unknown time" (`plausible`)."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if plausible(t) else "unknown time"
+
+
 def records(store: NotesStore, commit: str) -> list[CheckRecord]:
-    """The commit's readable check records, oldest first."""
+    """The commit's readable check records, oldest first (undated ones, `plausible`, first of all:
+    a pulled record claiming the year 2100 does not outrank every later check)."""
     found = [r for ln in store.record_lines(commit, PREFIX) if (r := parse(ln, commit)) is not None]
-    return sorted(found, key=lambda r: r.time)
+    now = time.time()
+    return sorted(found, key=lambda r: r.time if plausible(r.time, now) else float("-inf"))
 
 
 def newest(store: NotesStore, commit: str, base: str | None = None,

@@ -220,7 +220,8 @@ class NotesStore:
                 raise StoreConflict(f"merging {other_ref} into {self.ref} failed: {r.stderr.strip()}")
 
     def pull(self, remote: str = "origin") -> None:
-        r = self._git("fetch", "-q", remote, f"+{self.ref}:{SIDE_REF}", check=False)
+        _remote_name(remote)
+        r = self._git("fetch", "-q", "--", remote, f"+{self.ref}:{SIDE_REF}", check=False)
         if r.returncode != 0:
             if "couldn't find remote ref" in r.stderr:
                 return  # the remote has no profiles yet
@@ -229,14 +230,23 @@ class NotesStore:
 
     def push(self, remote: str = "origin", attempts: int = 5) -> None:
         """Push without force; when another clone pushed first, pull (union) and try again."""
+        _remote_name(remote)
         for _ in range(attempts):
             if self._git("rev-parse", "-q", "--verify", self.ref, check=False).returncode != 0:
                 return  # nothing to push
             # --no-verify: pushing notes is not pushing code; it must not run (our own) pre-push hook
-            r = self._git("push", "-q", "--no-verify", remote, f"{self.ref}:{self.ref}", check=False)
+            r = self._git("push", "-q", "--no-verify", "--", remote, f"{self.ref}:{self.ref}", check=False)
             if r.returncode == 0:
                 return
             if "rejected" not in r.stderr and "fetch first" not in r.stderr and "non-fast-forward" not in r.stderr:
                 raise InputError(f"git push {remote} failed: {r.stderr.strip()}")
             self.pull(remote)
         raise StoreConflict(f"{remote}'s {self.ref} kept moving during {attempts} attempts; run git perf push again")
+
+
+def _remote_name(remote: str) -> str:
+    """A remote's name or URL, never an option: `git perf pull -- --upload-pack=CMD` would have git run
+    CMD (the remote is passed after `--` as well)."""
+    if not remote or remote.startswith("-"):
+        raise InputError(f"{remote!r} is not a remote (a name such as origin, or a URL)")
+    return remote
