@@ -91,3 +91,9 @@ def test_counts_are_bounded_before_anything_runs(empty_repo, args):
     time limit.  A count past what any measurement needs is a usage error."""
     r = run_cli(empty_repo, *args)
     assert r.returncode == 2 and "is not in the range" in r.stderr, r.stderr
+
+
+def test_a_check_against_itself_is_a_usage_error(empty_repo):
+    """Issue #37: `check HEAD --base HEAD` compared HEAD with itself on the stored path."""
+    r = run_cli(empty_repo, "check", "HEAD", "--base", "HEAD")
+    assert r.returncode == 2 and "itself" in r.stderr, r.stderr

@@ -46,6 +46,7 @@ def test_template_is_valid_and_commented():
     ("[collect]\nmax_overhead = -5\n", "collect.max_overhead", ["percentage", "-5"]),
     ("[collect]\nmax_overhead = \"5%\"\n", "collect.max_overhead", ["a number"]),
     ("[collect]\nwatch = \"parse\"\n", "collect.watch", ["list of strings"]),
+    ("[[workload]]\nname = \"w\"\ncommand = \"a\"\ntimeout = 1e-300\n", "workload[0].timeout", ["at least 0.01"]),
 ])
 def test_errors_name_file_key_value_and_expectation(text, key, words):
     with pytest.raises(ConfigError) as e:

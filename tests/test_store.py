@@ -103,6 +103,20 @@ def test_pull_from_remote_without_notes_is_fine(empty_repo, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_a_remote_whose_notes_ref_is_not_a_commit_is_refused_and_nothing_breaks(empty_repo, tmp_path):
+    """Issue #37: a remote's refs/notes/perf pointing at a blob became the clone's own notes ref, and
+    every read command failed with a pygit2 error until `git update-ref -d` by hand."""
+    remote = tmp_path / "r.git"
+    git(tmp_path, "clone", "-q", "--bare", str(empty_repo), str(remote))
+    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input="not notes\n", cwd=remote,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    git(remote, "update-ref", NOTES_REF, blob)
+    a = _clone(remote, tmp_path / "a")
+    r = run_cli(a, "pull")
+    assert r.returncode == 2 and "is a blob, not a commit of notes" in r.stderr, r.stderr
+    assert run_cli(a, "log").returncode == 0 and run_cli(a, "check", "HEAD").returncode == 3
+
+
 PAIR_WRITER = """
 import sys
 from gitperf.git.repo import open_repo

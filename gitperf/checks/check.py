@@ -23,6 +23,7 @@ from gitperf.checks.change import (
 from gitperf.checks import record, verdict, witness
 from gitperf.checks.compare import Sides, rooted_share
 from gitperf.core.config import CheckConfig
+from gitperf.core.errors import InputError
 from gitperf.core.model import ROOT, StoredProfile, comparison_key
 from gitperf.git import sourcediff
 from gitperf.git.repo import ancestors, resolve_commit
@@ -189,10 +190,19 @@ def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = 
     against `base_rev` when given), else one `recompute`d from the stored profiles."""
     repo = store.repo
     commit = resolve_commit(repo, rev)
-    forced = resolve_commit(repo, base_rev) if base_rev else None
+    forced = _base(repo, commit, base_rev)
     if (rec := record.newest(store, commit, forced, workloads)) is not None:
         return restored(Request(repo, store, commit, cfg, ancestors(repo, commit)), rec, workloads)
     return recompute(store, commit, cfg, base_rev, workloads)
+
+
+def _base(repo: pygit2.Repository, commit: str, base_rev: str | None) -> str | None:
+    """The base a user named (None: none), never the commit itself."""
+    base = resolve_commit(repo, base_rev) if base_rev else None
+    if base == commit:
+        raise InputError(f"--base {base_rev} is {commit[:12]} itself: a check compares two commits (git perf noise "
+                         "compares a commit's collections with each other)")
+    return base
 
 
 def recompute(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = None,
@@ -203,7 +213,7 @@ def recompute(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | Non
     repo = store.repo
     commit = resolve_commit(repo, rev)
     req = Request(repo, store, commit, cfg, ancestors(repo, commit))
-    forced = resolve_commit(repo, base_rev) if base_rev else None
+    forced = _base(repo, commit, base_rev)
     target_profiles, bad = req.store.read(req.commit)
     warnings = [str(b) for b in bad]
     groups = {k: v for k, v in group(target_profiles).items()

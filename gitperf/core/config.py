@@ -141,6 +141,9 @@ _AT_MOST = {"workload.timeout": DAY_S, "workload.repeat": 1_000, "collect.sample
             "collect.series_limit": 10 ** 6, "collect.max_overhead": 10_000.0, "check.min_relative": 10.0,
             "check.min_absolute_ns": 3_600 * 10 ** 9, "check.history": 1_000, "hook.max_commits": 1_000,
             "hook.rounds": 1_000}
+# Lower bounds: a workload's timeout below this kills every run at once (`timeout = 1e-300` stored a
+# partial profile and passed); no process starts and exits in less.
+_AT_LEAST = {"workload.timeout": 0.01}
 
 
 def _typename(t) -> str:
@@ -184,6 +187,8 @@ def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
             raise ConfigError(path, key, f"expected a value > 0, got {value!r}")
         if generic in _NOT_NEGATIVE and value < 0:
             raise ConfigError(path, key, f"expected a value >= 0, got {value!r}")
+        if generic in _AT_LEAST and value < _AT_LEAST[generic]:
+            raise ConfigError(path, key, f"expected at least {_AT_LEAST[generic]:g}, got {value!r}")
         if generic in _AT_MOST and value > _AT_MOST[generic]:
             raise ConfigError(path, key, f"expected at most {_AT_MOST[generic]:g}, got {value!r}")
         if generic in _BELOW_ONE and value >= 1:

@@ -226,6 +226,11 @@ class NotesStore:
             if "couldn't find remote ref" in r.stderr:
                 return  # the remote has no profiles yet
             raise InputError(f"git fetch {remote} failed: {r.stderr.strip()}")
+        kind = self._git("cat-file", "-t", SIDE_REF, check=False).stdout.strip()
+        if kind != "commit":  # a blob there once broke every read command of a clone that had no notes
+            self._git("update-ref", "-d", SIDE_REF, check=False)
+            raise InputError(f"{remote}'s {self.ref} is a {kind or 'missing object'}, not a commit of notes: nothing "
+                             f"was pulled (whoever can push to {remote} should delete or restore that ref)")
         self.merge_from(SIDE_REF)
 
     def push(self, remote: str = "origin", attempts: int = 5) -> None:
