@@ -421,19 +421,19 @@ def main() -> None:
                     timed, result, first, rounds = summarise(out)
                     rows.append([name, c, hood, what, result, timed, first[:40], rounds, f"{secs:.0f} s"])
                     print(table(HEADER, rows[-1:]).split("\n")[-1], flush=True)
-                    if c in HARMLESS:
-                        alarms.setdefault((name, hood, c == "nop"), []).append(timed > 0)
+                    if c in HARMLESS:  # (split by whether the diff left anything to measure: rounds ran)
+                        alarms.setdefault((name, hood, rounds > 0), []).append(timed > 0)
                     else:
                         detected.setdefault((name, hood, c), []).append(result == "degradation")
     print()
     print(table(HEADER, rows))
     print("\nfalse alarms (harmless commits with any time verdict):")
     for (name, hood, rounds), xs in sorted(alarms.items()):
-        print(f"  {name:6s} {hood:6s} {'code changed (rounds)' if rounds else 'code unchanged':22s} "
+        print(f"  {name:7s} {hood:6s} {'measured (rounds ran)' if rounds else 'told by the diff':22s} "
               f"{wilson(sum(xs), len(xs))}")
     print("detection (result: degradation):")
     for (name, hood, c), xs in sorted(detected.items()):
-        print(f"  {name:6s} {hood:6s} {c:22s} {wilson(sum(xs), len(xs))}")
+        print(f"  {name:7s} {hood:6s} {c:22s} {wilson(sum(xs), len(xs))}")
 
 
 if __name__ == "__main__":
