@@ -4,6 +4,7 @@ different things, and a function that escaped the samples was not removed."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -130,3 +131,21 @@ def test_a_traced_functions_paired_noise_is_moderated_by_traced_functions_only()
     assert found["a"].type == checks.DEGRADATION, (found["a"].noise, found["a"].ci_low)
     assert float(found["a"].noise.split("±")[1].rstrip("%")) < 5, found["a"].noise
     assert all(found[n].type == checks.NO_CHANGE for n in sampled + ["b", "c"]), {n: found[n].type for n in found}
+
+
+def test_a_paired_check_has_one_changed_set_the_machine_code_diff():
+    """The stop rule and the verdict share one changed set: a paired check's is its builds' machine-code
+    diff as the plan stored it, and the source diff is not even computed (it once put the demo's
+    `main` in the verdict's set, whose code differed only in a renamed callee, and not in the stop
+    rule's).  Unpaired profiles add the source diff's functions."""
+    from gitperf.checks import verdict
+    from gitperf.core.model import PlanRecord
+    rng = np.random.default_rng(2)
+    p = run("t", rng, ("main",)).profile
+    paired = [replace(p, plan=replace(p.plan, changed=("parse",), params={"pairing": "x", "round": 0.0}))]
+
+    def source_diff():
+        raise AssertionError("the source diff is not the paired check's")
+    assert verdict.changed(paired, source_diff) == {"parse"}
+    alone = [replace(p, plan=PlanRecord(probed=p.plan.probed, changed=("parse",)))]
+    assert verdict.changed(alone, lambda: {"main"}) == {"parse", "main"}

@@ -117,6 +117,22 @@ def test_a_workload_that_never_runs_the_binary_stores_nothing_exit_2(tmp_path, c
     assert NotesStore(open_repo(repo)).commits() == []
 
 
+@pytest.mark.parametrize("exit_code, words", [(1, "failed: exit status 1"), (139, "crashed: SIGSEGV")])
+def test_a_failing_workload_fails_the_check_and_stores_nothing(tmp_path, exit_code, words):
+    """Issue #37: a workload that ran the binary and then exited 1 was "no significant change", exit 0,
+    stored over the commit's result.  Its runs measure other work: exit 2, naming the workload and
+    its command, nothing stored."""
+    repo = _repo(tmp_path, ticks="for (int i = 0; i < 3; i++)")
+    toml = repo / ".gitperf.toml"
+    toml.write_text(toml.read_text().replace("./s; true", f"./s; exit {exit_code}"))
+    (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(999)", "usleep(998)"))  # code to measure
+    git(repo, "commit", "-qam", "the workload fails")
+    r = run_cli(repo, "check", "HEAD", "--collect")
+    assert r.returncode == 2 and f"workload w {words}" in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert "./s; exit" in r.stderr  # its command, to run by hand
+    assert NotesStore(open_repo(repo)).commits() == []
+
+
 MOMENTS = {  # what the check's progress (stderr) says when it reaches a moment, or a condition
     "build": "building",
     "workload start": None,  # the run's cgroup exists

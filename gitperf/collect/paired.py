@@ -41,7 +41,7 @@ from gitperf.collect.context import CollectContext, CollectRequest, Progress, Ta
 from gitperf.collect.profile import profile_run
 from gitperf.core import codec
 from gitperf.core.config import Workload
-from gitperf.core.errors import CollectionAborted
+from gitperf.core.errors import CollectionAborted, WorkloadFailed
 from gitperf.core.fmt import names
 from gitperf.core.names import short
 from gitperf.core.model import ROOT, InstructionCounts, Mode, Profile, StoredProfile, content_id
@@ -128,6 +128,8 @@ def own_times(ctx: CollectContext, wl: Workload, plan: ProbePlan) -> tuple[float
     with ctx.target.engine.session(ctx.binary, stack, lambda _m: None) as s:
         for _ in range(PILOT_RUNS):
             raw = s.collect(ctx.runner(wl))
+            if raw.run.partial:
+                raise failed(wl, ctx.target.commit, raw.run.partial, "its first runs")
             wall += raw.run.wall_s
             total += raw.samples_total
             for f, r in zip(stack.functions, raw.functions):
@@ -189,12 +191,24 @@ def run_round(pair: Pair, r: int) -> tuple[Profile, Profile]:
     return run(pair.base), t
 
 
+def failed(wl: Workload, commit: str, partial: str, when: str) -> WorkloadFailed:
+    """A failing workload fails the check: its runs measure a different amount of work (issue #37:
+    one that exited 1 after 5 ms was "no significant change", exit 0)."""
+    return WorkloadFailed(f"workload {wl.name} {partial} on {commit[:12]} ({when}): a check of a failing workload "
+                          f"says nothing, and nothing was stored.  Its command: {' '.join(wl.argv)} (run it in a "
+                          f"checkout of {commit[:12]} to see its output; `timeout` in .gitperf.toml if it needs longer)")
+
+
 def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRuns:
-    """Rounds of the pair until `until` finds nothing open (or `stop`'s limits)."""
+    """Rounds of the pair until `until` finds nothing open (or `stop`'s limits); a run that crashed,
+    failed or timed out ends the check (`failed`)."""
     runs = PairedRuns(pair.workload.name, pair.focus)
     t0 = time.perf_counter()
     for r in range(stop.fixed or stop.max_rounds):
         b, t = run_round(pair, r)
+        for side, p in ((pair.base, b), (pair.target, t)):
+            if p.header.partial:
+                raise failed(pair.workload, side.ctx.target.commit, p.header.partial, f"round {r + 1}")
         runs.base.append(b)
         runs.target.append(t)
         line = f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s"

@@ -52,6 +52,11 @@ class BuildError(GitPerfError):
     """The project's build command failed for a revision."""
 
 
+class WorkloadFailed(GitPerfError):
+    """A workload crashed, failed or timed out during a paired check: its time says nothing, so the
+    check stops (exit 2) and stores nothing."""
+
+
 class EnvironmentUnavailable(GitPerfError):
     """This machine cannot collect: no root, no eBPF, no bcc, no kernel headers."""
 
