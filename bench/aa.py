@@ -69,7 +69,6 @@ from gitperf.engine import callgrind, workload  # noqa: E402
 from gitperf.engine.bcc_engine import BccEngine  # noqa: E402
 from gitperf.plan.probes import make_plan  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 NINJA_URL = "https://github.com/ninja-build/ninja"
 NINJA_COMMIT = "f1a2f421859742f45c3b964a579221c869ef276c"  # "Switch hash tables to emhash8::HashMap."
 HARMLESS = ("comment", "rename", "unused", "moved", "reordered", "nop")
