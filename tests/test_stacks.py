@@ -120,3 +120,9 @@ def test_charts_have_commit_ticks_true_axis_labels_and_no_webgl(empty_repo):
     assert lay["title"]["xanchor"] == "left"
     model = plots.model_plot("f", [(i, 100 + i) for i in range(20)], [])
     assert all(t["type"] != "scattergl" for t in model["data"])
+
+
+def test_own_samples_are_the_innermost_binary_frame_of_each_stack():
+    folded = {"main;work": 5, "main;work;[library]": 3, "main;work;find;[kernel]": 2, "[kernel]": 4, "[unknown]": 1}
+    assert stacks.own(folded) == {"work": 8, "find": 2}
+    assert stacks.inclusive(folded)["work"] == 10

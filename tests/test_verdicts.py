@@ -553,6 +553,9 @@ def test_a_sampled_functions_time_includes_its_callees_from_the_stacks():
     assert w.ci_low < 1.0 < w.ci_high  # the truth: twice the time under it
     assert math.isclose(w.target_ns, w.base_ns * (1 + w.relative)) and math.isclose(w.absolute_ns, w.target_ns - w.base_ns)
     assert w.ci_low <= w.relative <= w.ci_high
+    # its own time, in the same measure, did not move: the time went under it (a report once printed
+    # an exclusive gain larger than the inclusive one, from other denominators)
+    assert abs(w.exclusive_delta_ns) < 0.2 * w.absolute_ns, (w.exclusive_delta_ns, w.absolute_ns)
     same = [run("t", 0.0, r) for r in range(15)]
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), cfg, frozenset({"work"}),
                                                             opinions=False)}

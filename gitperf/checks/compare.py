@@ -136,6 +136,8 @@ class Tested:
     # side's totals (pooled inclusive samples), and what that value measures (`Change.measure`)
     base_ns: float | None = None
     measure: str = ""
+    # own (exclusive) time before and after (ns a run) in the same measure, when the test has its own
+    exclusive: tuple[float, float] | None = None
 
 
 def _absent_is_zero(p: StoredProfile, name: str) -> bool:
@@ -504,13 +506,14 @@ class _Pool:
     total: int
     samples: dict[str, int]
     inclusive: bool
+    own: dict[str, int]  # (inclusive pools) samples in the function's own code or a library it called
 
     @staticmethod
     def of(profiles: list[StoredProfile], inclusive: bool) -> _Pool:
         if inclusive:
             merged = stacks.merge(p.profile.stacks for p in profiles)
-            return _Pool(sum(merged.values()), stacks.inclusive(merged), True)
-        return _Pool(sum(p.profile.metrics.stack_samples for p in profiles), {}, False)
+            return _Pool(sum(merged.values()), stacks.inclusive(merged), True, stacks.own(merged))
+        return _Pool(sum(p.profile.metrics.stack_samples for p in profiles), {}, False, {})
 
     def count(self, profiles: list[StoredProfile], n: str) -> int:
         return self.samples.get(n, 0) if self.inclusive else _own_samples(profiles, n)
@@ -559,9 +562,13 @@ def _pooled(sides: Sides, rs: Rounds | None, both: dict[str, tuple[_Side, _Side]
         stat = math.log((k_t / pt.total) / (k_b / pb.total)) + wall
         placement = 0.0 if n in changed else PLACEMENT_SPREAD
         between = "" if n in changed else f", ±{placement:.0%} between builds"
+        # own time in the same measure (shares of the same samples, the same run times): it never
+        # exceeds the inclusive time of its side
+        own = ((pb.own.get(n, 0) / pb.total * base_wall, pt.own.get(n, 0) / pt.total * base_wall * math.exp(wall))
+               if inclusive else None)
         out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var + placement ** 2), math.inf,
                         f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=k_b / pb.total * base_wall,
-                        measure=f"{what} time per run (stack samples x run time)")
+                        measure=f"{what} time per run (stack samples x run time)", exclusive=own)
     return out
 
 
@@ -715,7 +722,8 @@ def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, cha
     return Change(
         workload=sh.sides.workload, function=x.name, type=kind, relative=math.expm1(x.statistic),
         absolute_ns=mt - mb, measure=x.measure or _measure(sh, t, b, x),
-        exclusive_delta_ns=inference.center(t.exclusive) - inference.center(b.exclusive), confidence=conf,
+        exclusive_delta_ns=(x.exclusive[1] - x.exclusive[0] if x.exclusive else
+                            inference.center(t.exclusive) - inference.center(b.exclusive)), confidence=conf,
         ci_low=r.ci[0], ci_high=r.ci[1], method=method, location=t.location or b.location, base_ns=mb, target_ns=mt,
         base_calls=inference.center(b.counts), target_calls=inference.center(t.counts),
         noise=x.noise + ("" if t.native else "; probed time"), history_z=z, since=since, votes=votes,

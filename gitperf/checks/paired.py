@@ -103,9 +103,10 @@ def unresolved_note(changes: list[Change], focus: Focus, cfg: CheckConfig) -> st
     for n in undecided(changes, focus, cfg):
         c = by_name.get(n)
         if c is None or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
-            parts.append(f"{n} (not measured: too few samples; a change of any size would go unseen)")
+            parts.append(f"{short(n)} (not measured: too few samples; a change of any size would go unseen)")
         else:
-            parts.append(f"{n} (a change between {c.ci_low:+.0%} and {c.ci_high:+.0%} cannot be told from noise)")
+            parts.append(f"{short(n)} (a change between {c.ci_low:+.0%} and {c.ci_high:+.0%} cannot be told from "
+                         "noise)")
     return ("unresolved when the rounds ended: " + "; ".join(parts)) if parts else ""
 
 

@@ -94,6 +94,19 @@ def inclusive(stacks: Mapping[str, int]) -> dict[str, int]:
     return dict(out)
 
 
+def own(stacks: Mapping[str, int]) -> dict[str, int]:
+    """Samples per function in its own code or a library it called: the innermost binary frame of each
+    stack (the frame before a trailing `[library]` or `[kernel]`)."""
+    out: Counter[str] = Counter()
+    for stack, n in stacks.items():
+        frames = stack.split(SEP)
+        while frames and frames[-1] in (LIBRARY, KERNEL):
+            frames.pop()
+        if frames and frames[-1] not in (UNKNOWN, OTHER):
+            out[frames[-1]] += n
+    return dict(out)
+
+
 def for_people(stacks: Mapping[str, int]) -> dict[str, int]:
     """The same stacks with every frame's readable name (`core.names.readable`: C++ demangled), as
     `show --folded` prints them and flame graphs draw them; the stored stacks keep the symbols."""
