@@ -146,10 +146,10 @@ def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: 
     cannot collect, the check of the stored profiles (or None: the hook's policy rejects the push)."""
     from gitperf.checks.paired import PairedOptions, check_collect
     from gitperf.engine.bcc_engine import BccEngine
-    if not parent(repo, commit):
+    base = parent(repo, commit)
+    if not base:
         say(f"{commit[:12]} has no parent: nothing to compare with")
         return check(NotesStore(repo), commit, cfg.check, workloads=workloads)
-    base = parent(repo, commit)
     stored = None if cfg.hook.recollect else record.newest(NotesStore(repo), commit, base, workloads)
     if stored is not None:  # the paired check that `check --collect` (or an earlier push) kept: its verdict
         say(f"{commit[:12]}: its paired check against {base[:12]} of {record.when(stored.time)} is stored: that verdict "

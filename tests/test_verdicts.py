@@ -524,6 +524,30 @@ def test_a_traced_functions_sampled_own_time_never_exceeds_its_inclusive_time():
     assert main.exclusive_ns == 40_600  # 9/10 of 100 us would be 90 us
 
 
+def test_a_root_that_never_returns_is_timed_by_its_run():
+    """ninja's `main` calls `real_main`, which calls exit(): main's return probe never fires, no call of
+    it is timed, and the workload had no total at all.  Its time is the run's wall time, its probe
+    time what the probes and samples cost, and the profile says how it was measured."""
+    from gitperf.analysis.elf import BinaryInfo
+    from gitperf.core.model import Mode
+    from gitperf.plan.costs import SAMPLE_KEY
+    funcs = (FunctionSymbol("main", 0x1000, 16, 0x1000, "push", "push"),
+             FunctionSymbol("parse", 0x1100, 16, 0x1100, "push", "push"))
+    plan = make_plan(BinaryInfo("/x", "id", True, funcs), CollectConfig(mode=Mode.HYBRID, stack_hz=999))
+    plan = replace(plan, traced=frozenset({"main", "parse"}))
+    raw = RawCollection(
+        functions=[RawFunction(count=1, timed=0, total_ns=0, exclusive_ns=0, stack_samples=2),
+                   RawFunction(count=1000, timed=1000, total_ns=30_000_000, exclusive_ns=30_000_000, stack_samples=40)],
+        run=RunResult(0, 0.05, False), attach_s=0, detach_s=0, collection_s=0, raw_bytes=0, records=0, dropped=0,
+        overflow=0, unmatched=0, stack_samples=50, unknown_samples=8, attach_method="uprobe_multi")
+    cost = {"push": 1000.0, SAMPLE_KEY: 2000.0}
+    main = next(f for f in build_functions(plan, raw, None, cost) if f.name == "main")
+    assert main.by_run and main.count == 1 and main.total_ns == 50_000_000
+    assert main.probe_ns > 0 and main.native_ns < main.total_ns and main.exclusive_ns <= main.total_ns
+    crashed = replace(raw, run=RunResult(-11, 0.05, False))  # a crash is a partial run, not a total
+    assert not next(f for f in build_functions(plan, crashed, None, cost) if f.name == "main").by_run
+
+
 def test_a_sampled_functions_time_includes_its_callees_from_the_stacks():
     """The C++ case: a member function's own code unchanged, its new callee (a `std::map` lookup and
     libc's memcmp under it) doubling the time under it.  Its own-code samples do not move; the

@@ -85,13 +85,12 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
                       probe_ns=round(kw["probe_ns"] / duty), nested=round(r.nested / duty))
         if (plan.root is not None and f is plan.functions[plan.root] and plan.is_traced(f.name) and r.count
                 and not r.total_ns and not raw.run.partial):
-            kw.update(_unreturned_root(plan, raw, cost_ns or {}, inside))
+            kw.update(_unreturned_root(plan, raw, cost_ns or {}))
         out.append(FunctionStats(**kw))
     return out
 
 
-def _unreturned_root(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float],
-                     inside: dict[str, float]) -> dict:
+def _unreturned_root(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float]) -> dict:
     """The root was entered and never returned: the program called exit() inside it (ninja's
     `main` calls `real_main`, which exits), so its uretprobe never fired and no call of it was timed.
     Its inclusive time is then the run's: the wall time, and as probe time every traced call's and
