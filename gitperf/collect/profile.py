@@ -85,24 +85,30 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
                       probe_ns=round(kw["probe_ns"] / duty), nested=round(r.nested / duty))
         if (plan.root is not None and f is plan.functions[plan.root] and plan.is_traced(f.name) and r.count
                 and not r.total_ns and not raw.run.partial):
-            kw.update(_unreturned_root(plan, raw, cost_ns or {}))
+            kw.update(_unreturned_root(plan, raw))
         out.append(FunctionStats(**kw))
-    return out
+    return _root_probe_time(plan, out, cost_ns or {}, raw.stack_samples)
 
 
-def _unreturned_root(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float]) -> dict:
+def _root_probe_time(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dict[str, float],
+                     samples: int) -> list[FunctionStats]:
+    """An unreturned root's probe time (`_unreturned_root`): what every traced call and sample cost
+    the run, i.e. the run's predicted overhead."""
+    if (root := next((f for f in funcs if f.by_run), None)) is None:
+        return funcs
+    probe = predicted_overhead(plan, funcs, cost_ns, samples) * 1e9
+    return [replace(f, probe_ns=round(probe)) if f is root else f for f in funcs]
+
+
+def _unreturned_root(plan: ProbePlan, raw: RawCollection) -> dict:
     """The root was entered and never returned: the program called exit() inside it (ninja's
     `main` calls `real_main`, which exits), so its uretprobe never fired and no call of it was timed.
-    Its inclusive time is then the run's: the wall time, and as probe time every traced call's and
-    every sample's calibrated cost (what the probes added to the run); its own time from the samples."""
-    per_call = call_costs(plan, cost_ns)
-    probe = sum(r.count * per_call.get(f.name, 0.0) for f, r in zip(plan.functions, raw.functions)
-                if plan.is_traced(f.name))
-    probe += raw.stack_samples * cost_ns.get(SAMPLE_KEY, 0.0)
+    Its inclusive time is then the run's: the wall time, and as probe time what the probes added to
+    the run (`build_functions`, once every function is built); its own time from the samples."""
     wall_ns = raw.run.wall_s * 1e9
     own = estimate.sample_share(raw.functions[plan.root].stack_samples, raw.samples_total, wall_ns).value
     return dict(count=1, total_ns=round(wall_ns), exclusive_ns=round(min(own, wall_ns)), min_ns=round(wall_ns),
-                max_ns=round(wall_ns), probe_ns=round(probe), by_run=True, outer_calls=0)
+                max_ns=round(wall_ns), by_run=True, outer_calls=0)
 
 
 def burst_duty(plan: ProbePlan, raw: RawCollection, cost_ns: dict[str, float] | None = None) -> float:
