@@ -116,19 +116,25 @@ def _git(root: Path, *args: str) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def build(root: Path) -> list[str]:
-    """The history in `root`: [base, slowed] commit ids."""
+def _history(root: Path, files: dict[str, str], first: str, changed: dict[str, str], second: str) -> list[str]:
+    """A two-commit history in `root`: `files`, then `changed` over them; [first, second] commit ids."""
     root.mkdir(parents=True, exist_ok=True)
-    files = {"widget.h": WIDGET_H, "widget.cc": WIDGET_CC, "words.cc": WORDS_CC, "main.cc": MAIN_CC,
-             "Makefile": MAKEFILE, ".gitperf.toml": CONFIG, ".gitignore": "*.o\napp\n"}
     for name, text in files.items():
         (root / name).write_text(text)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "widget: scan the words")
-    (root / "widget.cc").write_text(SLOW_SCAN)
-    _git(root, "commit", "-qam", "widget: a second pass in scan")
+    _git(root, "commit", "-qm", first)
+    for name, text in changed.items():
+        (root / name).write_text(text)
+    _git(root, "commit", "-qam", second)
     return _git(root, "rev-list", "--reverse", "HEAD").split()
+
+
+def build(root: Path) -> list[str]:
+    """The history in `root`: [base, slowed] commit ids."""
+    files = {"widget.h": WIDGET_H, "widget.cc": WIDGET_CC, "words.cc": WORDS_CC, "main.cc": MAIN_CC,
+             "Makefile": MAKEFILE, ".gitperf.toml": CONFIG, ".gitignore": "*.o\napp\n"}
+    return _history(root, files, "widget: scan the words", {"widget.cc": SLOW_SCAN}, "widget: a second pass in scan")
 
 
 # ---------------------------------------------------------------- the term indexer (issue #33's case)
@@ -243,15 +249,8 @@ FIND = "_ZNK5Index4findERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
 
 def build_indexer(root: Path) -> list[str]:
     """The indexer's history in `root`: [hash map, std::map] commit ids."""
-    root.mkdir(parents=True, exist_ok=True)
     files = {"index.h": INDEX_H.format(header="unordered_map", container="unordered_map"), "index.cc": INDEX_CC,
              "indexer.cc": INDEXER_CC, "Makefile": INDEXER_MAKEFILE, ".gitperf.toml": INDEXER_CONFIG,
              ".gitignore": "*.o\nindexer\n"}
-    for name, text in files.items():
-        (root / name).write_text(text)
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "index: terms in a hash map")
-    (root / "index.h").write_text(INDEX_H.format(header="map", container="map"))
-    _git(root, "commit", "-qam", "index: terms in an ordered map")
-    return _git(root, "rev-list", "--reverse", "HEAD").split()
+    return _history(root, files, "index: terms in a hash map",
+                    {"index.h": INDEX_H.format(header="map", container="map")}, "index: terms in an ordered map")
