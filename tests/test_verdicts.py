@@ -429,6 +429,28 @@ def test_a_changed_functions_median_call_shows_what_a_few_huge_calls_hide():
     assert alarms <= 1
 
 
+def test_a_median_call_that_jumps_between_call_sizes_does_not_decide_against_the_time_a_run():
+    """snappy's Uncompress, 600 calls of four files' sizes: with calls of two sizes split ~evenly, the
+    median sits on one size in one build and on the other in the next (30 -> 121 us, +300%), while
+    the time a run moved +1.3%.  The time a run decides; a median call that agrees with it still can
+    (the luaH_resize test above)."""
+    rng = np.random.default_rng(5)
+    base, target = [], []
+    for r in range(15):
+        for side, out, small, large in (("b", base, (301, 30_000), (299, 120_000)),
+                                        ("t", target, (299, 30_300), (301, 121_000))):
+            calls = [int(d * math.exp(rng.normal(0, 0.002))) for n, d in (small, large) for _ in range(n)]
+            funcs = (FunctionStats("main", 1, int(6e7 * math.exp(rng.normal(0, 0.002))), 0),
+                     FunctionStats("uncompress", 600, sum(calls), sum(calls), series=tuple(enumerate(calls))))
+            h = Header("t", side, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+            plan = PlanRecord(probed=("main", "uncompress"), params={"round": float(r)})
+            out.append(StoredProfile(side, r, f"{side}{r}", Profile(h, Metrics(), plan, funcs)))
+    c = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
+                                                        frozenset({"uncompress"}), opinions=False)}["uncompress"]
+    assert c.type == checks.NO_CHANGE and not c.method.startswith("median call"), c
+    assert c.relative == pytest.approx(0.013, abs=0.005)
+
+
 def test_a_function_tested_twice_splits_its_share_of_the_error_budget():
     from gitperf.checks.compare import error_budget
     changed = frozenset({"f", "f2"})
