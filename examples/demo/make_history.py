@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Build the demo git repository: the wordstat sources with a six-commit history.
 
-    python3 examples/demo/make_history.py DIR
+    python3 examples/demo/make_history.py [--no-config] DIR
+
+--no-config leaves .gitperf.toml out of every commit: a project that has never seen git perf (the
+README's first check starts there, with `git perf init`).
 
 Each commit is one realistic change; the README next to this file lists them with their ground
 truth.  The script is deterministic (fixed author, dates) so commit ids are stable across runs.
@@ -168,7 +171,7 @@ def git(root: Path, *args: str, date: str | None = None) -> str:
     return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def build(dest: Path) -> list[str]:
+def build(dest: Path, config: bool = True) -> list[str]:
     """Create the repository at DEST (must not exist or be empty); returns the commit ids, oldest first."""
     if dest.exists() and any(dest.iterdir()):
         raise SystemExit(f"make_history: {dest} exists and is not empty")
@@ -177,7 +180,8 @@ def build(dest: Path) -> list[str]:
     for f in SRC.iterdir():
         if f.suffix in (".c", ".h") or f.name == "Makefile":
             shutil.copy(f, dest / f.name)
-    (dest / ".gitperf.toml").write_text(CONFIG)
+    if config:
+        (dest / ".gitperf.toml").write_text(CONFIG)
     (dest / ".gitignore").write_text("*.o\nwordstat\n")
     commits = []
     for i, (subject, change) in enumerate(HISTORY):
@@ -190,7 +194,8 @@ def build(dest: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    args = [a for a in sys.argv[1:] if a != "--no-config"]
+    if len(args) != 1:
         raise SystemExit(__doc__)
-    for c, (subject, _) in zip(build(Path(sys.argv[1])), HISTORY):
+    for c, (subject, _) in zip(build(Path(args[0]), config="--no-config" not in sys.argv), HISTORY):
         print(c[:12], subject)
