@@ -1,7 +1,7 @@
 """False alarms and detection of `git perf check REV --collect` on real projects, quiet and beside a
 busy neighbour, in one run (ARCHITECTURE.md §10d).
 
-Two real projects of different shapes, each pinned, each with a base commit and one commit per case
+Real projects of different shapes, each pinned, each with a base commit and one commit per case
 branched from it and checked at defaults (`git perf check C --collect --base BASE --json`):
 
 * **ninja** (C++, CMake, `std::`/template-heavy; https://github.com/ninja-build/ninja at f1a2f421,
@@ -12,6 +12,11 @@ branched from it and checked at defaults (`git perf check C --collect --base BAS
 * **indexer** (C++, the term indexer of tests/cxxproj.py, ~90 ms): its `map` case moves the term
   dictionary from `std::unordered_map` to `std::map` (issue #33's C++ case: `add_term` 3x the
   instructions, the run ~+33%).
+* **snappy** (C++, CMake, small inlined hot functions in a template main loop;
+  https://github.com/google/snappy at 4d2dc9dc, "Optimize zippy unzipping by upto >10% by making
+  IncrementalCopy faster", built with SNAPPY_REQUIRE_AVX so that its SSSE3 path is the one compiled),
+  with a driver commit added (uncompress four of its testdata files 150 times each, ~100 ms).  Its
+  `revert` case undoes 4d2dc9d.
 
 Cases (`--cases`):
 
@@ -24,7 +29,9 @@ Cases (`--cases`):
   its inclusive native time per call, sized by measurement: calls from callgrind, inclusive time from
   stack samples that hold it, the loop's cost measured alone) and, on ninja, `revert` (f1a2f421
   undone: `std::unordered_map` again, the author's 5.14 s -> 4.62 s on a Chromium no-op build read
-  backwards: a container change slowing every lookup through a template callee and libc).
+  backwards: a container change slowing every lookup through a template callee and libc); on snappy,
+  4d2dc9d undone.  With `--both-ways` each documented change is also read forwards: the base
+  checked against the case's commit (`--base`), the author's speedup expected as `optimization`.
 
 Neighbours (`--neighbours`): `quiet`; `one` / `two`: one or two processes that each keep a core busy
 in bursts (busy 50-300 ms, idle 50-300 ms, at random), started before the check and stopped after.
@@ -34,8 +41,9 @@ A harmless case's check is a false alarm when it gives any function a time verdi
 Rates are printed with Wilson 95% intervals.  `--demo N` runs `make demo`'s job (examples/demo) N
 times beside each neighbour instead and counts how often its truth table held.  Usage:
 
-    .venv/bin/python bench/aa.py [--projects ninja,lua] [--cases ...] [--neighbours quiet,two]
+    .venv/bin/python bench/aa.py [--projects ninja,lua,indexer,snappy] [--cases ...] [--neighbours quiet,two]
                                  [--repeat N] [--slow-repeat N] [--work DIR] [--ninja-src URL_OR_PATH]
+                                 [--snappy-src URL_OR_PATH] [--both-ways] [--align 64]
     .venv/bin/python bench/aa.py --demo 5 --neighbours two
 """
 
@@ -73,6 +81,9 @@ NINJA_URL = "https://github.com/ninja-build/ninja"
 NINJA_COMMIT = "f1a2f421859742f45c3b964a579221c869ef276c"  # "Switch hash tables to emhash8::HashMap."
 HARMLESS = ("comment", "rename", "unused", "moved", "reordered", "nop")
 SLOWDOWNS = ("slow30", "slow2x", "revert", "map")
+DOCUMENTED = ("revert", "map")  # changes whose speedup a project documented (its commit undone)
+REVERTS = {"ninja": "f1a2f421 undone: std::unordered_map again",
+           "snappy": "4d2dc9d undone: IncrementalCopy's 8-byte pattern copies (author: up to >10%)"}
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -94,14 +105,20 @@ def rename_everywhere(repo: Path, pattern: str, old: str, new: str) -> None:
             path.write_text(re.sub(rf"\b{old}\b", new, text))
 
 
-def move_to_end(path: Path, head: str) -> None:
-    """The function whose definition starts with the line `head` moved to the end of its file."""
+def move_to_end(path: Path, head: str, before: str = "") -> None:
+    """The function whose definition starts with the line `head` moved to the end of its file (or to
+    just before the line `before`: the end of its namespace)."""
     lines = path.read_text().split("\n")
     i = lines.index(head)
     j = next(k for k in range(i, len(lines)) if lines[k] == "}")
     block = lines[i:j + 1]
     del lines[i:j + 1]
-    path.write_text("\n".join(lines).rstrip("\n") + "\n\n" + "\n".join(block) + "\n")
+    if before:
+        k = lines.index(before)
+        lines[k:k] = block + [""]
+        path.write_text("\n".join(lines))
+    else:
+        path.write_text("\n".join(lines).rstrip("\n") + "\n\n" + "\n".join(block) + "\n")
 
 
 @dataclass
@@ -132,21 +149,33 @@ NINJA_HOT = "_ZN5State7GetNodeE11StringPiecem"
 NINJA_HOT_HEAD = "Node* State::GetNode(StringPiece path, uint64_t slash_bits) {"
 
 
-def ninja_repo(work: Path, src: str) -> Path:
-    repo = work / "ninja"
+def pinned(work: Path, name: str, src: str, commit: str) -> Path:
+    """A clone of `src` at `commit`, on a branch `bench`."""
+    repo = work / name
     if not repo.exists():
         subprocess.run(["git", "clone", "-q", src, str(repo)], check=True)
-    git(repo, "checkout", "-q", "-B", "bench", NINJA_COMMIT)
+    git(repo, "checkout", "-q", "-B", "bench", commit)
+    return repo
+
+
+def adopted(repo: Path, config: str, message: str) -> Path:
+    """The bench's configuration (and whatever else was written into the clone) committed: the base
+    every case branches from, built once (what sizing the slowdowns runs)."""
+    shutil.rmtree(repo / "build", ignore_errors=True)
+    (repo / ".gitperf.toml").write_text(config)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    subprocess.run(["sh", "-c", config.split('"')[1]], cwd=repo, check=True)
+    return repo
+
+
+def ninja_repo(work: Path, src: str) -> Path:
+    repo = pinned(work, "ninja", src, NINJA_COMMIT)
     fake = work / "ninja-manifest"
     if not fake.exists():
         subprocess.run([sys.executable, str(repo / "misc" / "write_fake_manifests.py"), "-t", "400", str(fake)],
                        check=True, capture_output=True)
-    (repo / ".gitperf.toml").write_text(NINJA_CONFIG.format(fake=fake))
-    git(repo, "add", ".gitperf.toml")
-    git(repo, "commit", "-q", "-m", "bench: git perf configuration")
-    shutil.rmtree(repo / "build", ignore_errors=True)
-    subprocess.run(["sh", "-c", NINJA_CONFIG.split('"')[1]], cwd=repo, check=True)
-    return repo
+    return adopted(repo, NINJA_CONFIG.format(fake=fake), "bench: git perf configuration")
 
 
 def ninja_reorder(repo: Path) -> None:
@@ -175,6 +204,87 @@ def ninja(src: str) -> Project:
             "reordered": ninja_reorder,
             "revert": ninja_revert,
         }, NINJA_HOT, "src/state.cc", NINJA_HOT_HEAD)
+
+
+# ---------------------------------------------------------------- snappy (C++, small hot functions)
+
+SNAPPY_URL = "https://github.com/google/snappy"
+# "Optimize zippy unzipping by upto >10% by making IncrementalCopy faster" (with SSSE3: built with
+# SNAPPY_REQUIRE_AVX): the decompressor's pattern copies, inlined into its template main loop
+SNAPPY_COMMIT = "4d2dc9dcbb4c4c68872e9a2952426dd7dee91e56"
+SNAPPY_DRIVER = """\
+// git perf bench driver: compress each file once, uncompress it `reps` times, check the round trip
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include "snappy.h"
+
+int main(int argc, char** argv) {
+  int reps = atoi(argv[1]);
+  size_t total = 0;
+  for (int a = 2; a < argc; a++) {
+    std::ifstream f(argv[a], std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string in = ss.str(), packed, back;
+    snappy::Compress(in.data(), in.size(), &packed);
+    for (int r = 0; r < reps; r++) {
+      if (!snappy::Uncompress(packed.data(), packed.size(), &back) || back != in) return 1;
+      total += back.size();
+    }
+  }
+  printf("%zu\\n", total);
+  return 0;
+}
+"""
+SNAPPY_CONFIG = """\
+[build]
+command = "cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNAPPY_BUILD_TESTS=OFF -DSNAPPY_REQUIRE_AVX=ON -DCMAKE_CXX_STANDARD=14 > /dev/null && cmake --build build -j2 --target snappy_driver > /dev/null"
+binary = "build/snappy_driver"
+
+[[workload]]
+name = "uncompress"
+command = "./build/snappy_driver 150 testdata/geo.protodata testdata/html testdata/urls.10K testdata/alice29.txt"
+timeout = 120
+"""
+SNAPPY_HOT = "_ZN6snappy18SnappyDecompressor17DecompressAllTagsINS_17SnappyArrayWriterEEEvPT_"
+SNAPPY_HOT_HEAD = "  DecompressAllTags(Writer* writer) {"
+
+
+def snappy_repo(work: Path, src: str) -> Path:
+    repo = pinned(work, "snappy", src, SNAPPY_COMMIT)
+    (repo / "snappy_driver.cc").write_text(SNAPPY_DRIVER)
+    with open(repo / "CMakeLists.txt", "a") as f:
+        f.write("\nadd_executable(snappy_driver snappy_driver.cc)\ntarget_link_libraries(snappy_driver snappy)\n"
+                # as exported, 4d2dc9d builds with clang only (a clang pragma under -Werror, <array> not
+                # included, C++14's integer_sequence under C++11: fixed upstream later); GCC 12 needs
+                # these and CMAKE_CXX_STANDARD=14
+                "target_compile_options(snappy PRIVATE -Wno-error -Wno-unknown-pragmas -include array)\n")
+    return adopted(repo, SNAPPY_CONFIG, "bench: a driver and the git perf configuration")
+
+
+def snappy_revert(repo: Path) -> None:
+    r = subprocess.run(["git", "revert", "--no-commit", SNAPPY_COMMIT], cwd=repo, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"cannot revert {SNAPPY_COMMIT[:12]}: {r.stderr}")
+
+
+def snappy(src: str) -> Project:
+    loop = "  // Process the next item found in the input."
+    return Project(
+        "snappy", "uncompress", lambda work: snappy_repo(work, src), "build/snappy_driver", {
+            "comment": lambda r: edit(r / "snappy.cc", loop, "  // the decompressor's main loop\n" + loop),
+            "rename": lambda r: rename_everywhere(r, "*.[ch]*", "IncrementalCopySlow", "IncrementalCopyByte"),
+            "unused": lambda r: edit(r / "snappy-sinksource.cc", "namespace snappy {",
+                                     "namespace snappy {\n\nint UnusedBenchHelper(int x) { return 3 * x + 1; }"),
+            "moved": lambda r: move_to_end(r / "snappy.cc", "bool GetUncompressedLength(const char* start, size_t n, "
+                                           "size_t* result) {", before="}  // namespace snappy"),
+            "reordered": lambda r: edit(r / "CMakeLists.txt", '    "snappy-c.cc"\n    "snappy-sinksource.cc"\n',
+                                        '    "snappy-sinksource.cc"\n    "snappy-c.cc"\n'),
+            "revert": snappy_revert,
+        }, SNAPPY_HOT, "snappy.cc", SNAPPY_HOT_HEAD)
 
 
 # ---------------------------------------------------------------- Lua (C)
@@ -339,15 +449,25 @@ def wilson(k: int, n: int, z: float = 1.96) -> str:
     return f"{k}/{n} [{max(mid - half, 0):.0%}, {min(mid + half, 1):.0%}]"
 
 
-def summarise(out: dict) -> tuple[int, str, str, int]:
-    """(time verdicts of either sign, the result, the first degraded function, rounds)."""
+def summarise(out: dict, expected: str = "degradation") -> tuple[int, str, str, int]:
+    """(time verdicts of either sign, the result, the first function with the `expected` verdict, rounds)."""
     timed = [c for c in out["changes"] if c["type"] in ("degradation", "optimization")]
-    first = next((c.get("name") or c["function"] for c in out["changes"] if c["type"] == "degradation"), "-")
+    first = next((c.get("name") or c["function"] for c in out["changes"] if c["type"] == expected), "-")
     rounds = max([w["target_profiles"] for w in out["workloads"]] or [0])
     return len(timed), out["result"], first, rounds
 
 
-HEADER = ["project", "case", "neighbour", "what", "result", "time verdicts", "first degraded", "rounds", "check time"]
+def unmoved(out: dict) -> str:
+    """The check's spread of time changes where the code's work did not change: the 90% quantile of
+    |time change| over functions whose inclusive instructions are equal within 0.1% (what
+    checks.witness.placement measures, without its 20% floor), and how many there were."""
+    still = sorted(abs(c["relative"]) for c in out["changes"] if c.get("instructions") and c["relative"] is not None
+                   and min(c["instructions"]) > 0 and abs(c["instructions"][1] / c["instructions"][0] - 1) < 1e-3)
+    return f"{still[int(0.9 * (len(still) - 1))]:.1%} ({len(still)})" if still else "-"
+
+
+HEADER = ["project", "case", "neighbour", "what", "result", "time verdicts", "first as expected", "rounds",
+          "unmoved q90 (n)", "check time"]
 
 
 def demo(work: Path, times: int, hoods: list[str]) -> None:
@@ -379,6 +499,10 @@ def main() -> None:
     ap.add_argument("--slow-repeat", type=int, default=1, help="checks of each slowdown beside each neighbour")
     ap.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     ap.add_argument("--ninja-src", default=NINJA_URL, help="a clone URL or path of ninja's repository")
+    ap.add_argument("--snappy-src", default=SNAPPY_URL, help="a clone URL or path of snappy's repository")
+    ap.add_argument("--both-ways", action="store_true", help="also check each documented change read forwards "
+                    "(the base against the case's commit: an optimization expected)")
+    ap.add_argument("--align", type=int, default=0, help="check.align_functions for every check (0 = off)")
     ap.add_argument("--demo", type=int, default=0, help="run make demo's job this many times beside each "
                                                         "neighbour instead (its truth table held or not)")
     a = ap.parse_args()
@@ -387,11 +511,16 @@ def main() -> None:
     if a.demo:
         return demo(work, a.demo, a.neighbours.split(","))
     cases = a.cases.split(",")
-    projects = {"ninja": lambda: ninja(a.ninja_src), "lua": lua, "indexer": indexer}
+    projects = {"ninja": lambda: ninja(a.ninja_src), "lua": lua, "indexer": indexer,
+                "snappy": lambda: snappy(a.snappy_src)}
     rows, alarms, detected = [], {}, {}
     for name in a.projects.split(","):
         p = projects[name]()
         repo = p.make(work)
+        if a.align:  # in the base commit's configuration, so every case's commit has it too
+            with open(repo / ".gitperf.toml", "a") as f:
+                f.write(f"\n[check]\nalign_functions = {a.align}\n")
+            git(repo, "commit", "-q", "-am", f"bench: functions aligned to {a.align} bytes in checks")
         base = git(repo, "rev-parse", "HEAD")
         plan: dict[str, tuple[Callable, str]] = {c: (p.cases[c], "harmless") for c in cases if c in p.cases
                                                  and c in HARMLESS}
@@ -406,7 +535,7 @@ def main() -> None:
                 if c in cases:
                     plan[c] = slowdown(p, m, per_call, costs)
         if "revert" in cases and "revert" in p.cases:
-            plan["revert"] = (p.cases["revert"], "f1a2f421 undone: std::unordered_map again")
+            plan["revert"] = (p.cases["revert"], REVERTS[name])
         if "map" in cases and "map" in p.cases:
             plan["map"] = (p.cases["map"], "terms in std::map instead of std::unordered_map")
         commits = {c: commit_case(repo, base, f"bench case {c}", change) for c, (change, _) in plan.items()}
@@ -415,17 +544,25 @@ def main() -> None:
                 for c, (_, what) in plan.items():
                     if k >= (a.repeat if c in HARMLESS else a.slow_repeat):
                         continue
-                    with neighbour(hood):
-                        out, secs = check(repo, commits[c], base, p.workload)
-                    (work / "checks").mkdir(exist_ok=True)
-                    (work / "checks" / f"{name}-{c}-{hood}-{k}.json").write_text(json.dumps(out, indent=1))
-                    timed, result, first, rounds = summarise(out)
-                    rows.append([name, c, hood, what, result, timed, first[:40], rounds, f"{secs:.0f} s"])
-                    print(table(HEADER, rows[-1:]).split("\n")[-1], flush=True)
-                    if c in HARMLESS:  # (split by whether the diff left anything to measure: rounds ran)
-                        alarms.setdefault((name, hood, rounds > 0), []).append(timed > 0)
-                    else:
-                        detected.setdefault((name, hood, c), []).append(result == "degradation")
+                    # a documented change is also read forwards (`--both-ways`): the base checked
+                    # against the case's commit, the author's speedup expected as an optimization
+                    ways = [(c, commits[c], base, "degradation")] + (
+                        [(f"{c} read forwards", base, commits[c], "optimization")]
+                        if a.both_ways and c in DOCUMENTED else [])
+                    for label, commit, against, expected in ways:
+                        with neighbour(hood):
+                            out, secs = check(repo, commit, against, p.workload)
+                        (work / "checks").mkdir(exist_ok=True)
+                        (work / "checks" / f"{name}-{label.replace(' ', '-')}-{hood}-{k}.json").write_text(
+                            json.dumps(out, indent=1))
+                        timed, result, first, rounds = summarise(out, expected)
+                        rows.append([name, label, hood, what, result, timed, first[:40], rounds, unmoved(out),
+                                     f"{secs:.0f} s"])
+                        print(table(HEADER, rows[-1:]).split("\n")[-1], flush=True)
+                        if c in HARMLESS:  # (split by whether the diff left anything to measure: rounds ran)
+                            alarms.setdefault((name, hood, rounds > 0), []).append(timed > 0)
+                        else:
+                            detected.setdefault((name, hood, label), []).append(result == expected)
     print()
     print(table(HEADER, rows))
     print("\nfalse alarms (harmless commits with any time verdict):")

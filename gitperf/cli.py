@@ -87,6 +87,10 @@ class PerfGroup(click.Group):
 
     def invoke(self, ctx):
         signal.signal(signal.SIGTERM, _terminated)
+        # started with SIGINT ignored (a script's background job, some CI runners): a SIGINT sent to
+        # us still means stop, not "collect on unseen and store" (issue #37)
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         _follow_git()
         try:
             return super().invoke(ctx)
@@ -149,21 +153,37 @@ def main():
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
-@click.option("--binary", default="build/app", help="Path of the binary the build produces.")
-@click.option("--command", "command", default=None, help="Workload command line.")
+@click.option("--binary", default=None, help="Path of the binary the build produces (default: read from "
+              "CMakeLists.txt, meson.build or the Makefile).")
+@click.option("--build", "build", default=None, help="Build command (default: one for the build system found, "
+              "configuring in build/ when it is missing).")
+@click.option("--command", "command", default=None, help="Workload command line (default: the binary, no arguments).")
 @click.option("--force", is_flag=True, help="Overwrite an existing .gitperf.toml.")
 @click.option("--hooks", "with_hooks", is_flag=True, help="Also install the pre-push hook.")
-def init(binary, command, force, with_hooks):
-    """Write a commented .gitperf.toml at the repository root."""
+def init(binary, build, command, force, with_hooks):
+    """Write a commented .gitperf.toml at the repository root, for the build system it finds there
+    (CMake, Meson, autotools, make)."""
+    from gitperf.core.adopt import recognise
+
     repo = _repo()
     path = Path(repo.workdir) / config.FILENAME
     if path.exists() and not force:
         raise GitPerfError(f"{path} exists; use --force to overwrite it")
-    text = config.template(binary, command or f"./{binary}")
+    found = recognise(Path(repo.workdir))
+    binary, build = binary or found.binary, build or found.command
+    todo = "" if command else "set [[workload]] command to the run you want measured (now `./{binary}`), "
+    command = command or f"./{binary}"
+    text = config.template(binary, command, build)
     config.parse(text, str(path))  # the template must always be valid
     path.write_text(text)
-    _echo(f"wrote {path}\ncollect stays within collect.max_overhead = {config.DEFAULT_MAX_OVERHEAD:g}% of the native run "
-          "time (a pilot run measures it; collect prints the predicted overhead); --mode trace counts every call "
+    where = (f" (from {found.found})" if found.found else ": a placeholder, edit it") if binary == found.binary else ""
+    _echo(f"wrote {path}\n"
+          + (f"recognised {found.system}: " if found.system else
+             "no CMakeLists.txt, meson.build, configure or Makefile at the root: edit ")
+          + f"build.command = {build}\nbuild.binary = {binary}{where}\n"
+          f"next: {todo.format(binary=binary)}commit the file, then `git perf check HEAD --collect`\n"
+          f"collect stays within collect.max_overhead = {config.DEFAULT_MAX_OVERHEAD:g}% of the native run time "
+          "(a pilot run measures it; collect prints the predicted overhead); --mode trace counts every call "
           "exactly, at the price of probe time")
     if with_hooks:
         from gitperf import hooks as hooks_mod

@@ -120,6 +120,7 @@ def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress
         say("no .gitperf.toml here: nothing to check")
         return 0
     hook = cfg.hook
+    say(f"builds and workloads run as {cfg.path} says, not as a pushed commit's own .gitperf.toml")
     workloads = hook.workloads or tuple(w.name for w in cfg.workloads)
     store = NotesStore(repo)
     targets = []
@@ -157,7 +158,9 @@ def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: 
         return check(NotesStore(repo), commit, cfg.check, base_rev=base, workloads=workloads)
     try:
         say(f"checking {commit[:12]} against its parent: both built and profiled, interleaved")
-        opts = PairedOptions(rev=commit, workloads=workloads, rounds=cfg.hook.rounds or None)
+        # the working tree's configuration, never a pushed commit's own: the hook runs as root, and a
+        # pulled commit that changed build.command would otherwise run that command (issue #37)
+        opts = PairedOptions(rev=commit, workloads=workloads, rounds=cfg.hook.rounds or None, config=cfg.path)
         return check_collect(repo, opts, cfg.check, BccEngine(), lambda m: say("  " + m))
     except EnvironmentUnavailable as e:
         if cfg.hook.on_cannot_collect == "reject":

@@ -2,8 +2,9 @@
 # One idempotent set-up for git perf, used by `make demo` and `make test`.
 #
 #   1. Debian packages: Python 3.11 (every user can run it), bcc (+ its Python module), kernel headers,
-#      a C compiler, chromium and chromedriver (dashboard tests), valgrind and uftrace (benchmarks),
-#      perl with its standard modules (the tests render folded stacks with the vendored flamegraph.pl)
+#      C and C++ compilers, make and cmake (the test projects; `init` recognises CMake), chromium and
+#      chromedriver (dashboard tests), valgrind and uftrace (benchmarks), perl with its standard modules
+#      (the tests render folded stacks with the vendored flamegraph.pl)
 #   2. /lib/modules/$(uname -r)/{build,source} -> installed headers when the running kernel has none
 #   3. .venv with the pinned Python dependencies and the project (editable)
 #   4. Debian's bcc Python module made importable inside .venv
@@ -15,7 +16,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.gitperf-setup-stamp"
-DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc make chromium chromium-driver valgrind uftrace perl)
+DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc g++ make cmake chromium chromium-driver valgrind uftrace perl)
 SKIPPED=()
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -376,6 +376,6 @@ def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
 
 
 def test_a_cold_part_is_its_functions_code():
-    from gitperf.analysis.bindiff import whole
+    from gitperf.core.names import whole
     assert whole("main.cold") == "main" and whole("_ZN5Index8add_termERKSsl.cold.2") == "_ZN5Index8add_termERKSsl"
     assert whole("f.part.0") == "f.part.0" and whole("g.isra.0") == "g.isra.0"  # callable clones stay apart

@@ -47,6 +47,8 @@ def test_template_is_valid_and_commented():
     ("[collect]\nmax_overhead = \"5%\"\n", "collect.max_overhead", ["a number"]),
     ("[collect]\nwatch = \"parse\"\n", "collect.watch", ["list of strings"]),
     ("[[workload]]\nname = \"w\"\ncommand = \"a\"\ntimeout = 1e-300\n", "workload[0].timeout", ["at least 0.01"]),
+    ("[check]\nalign_functions = 48\n", "check.align_functions", ["power of two", "48"]),
+    ("[build]\nalign_functions = 8192\n", "build.align_functions", ["up to 4096"]),
 ])
 def test_errors_name_file_key_value_and_expectation(text, key, words):
     with pytest.raises(ConfigError) as e:

@@ -19,7 +19,7 @@ from helpers import FLAMEGRAPH_PL, assert_one_estimate
 
 import cxxproj
 from gitperf.analysis import elf
-from gitperf.core import names
+from gitperf.core import adopt, names
 from gitperf.core.config import BuildConfig
 from gitperf.git import pad
 from gitperf.git.repo import open_repo
@@ -117,6 +117,23 @@ def test_a_build_that_fails_only_with_our_padding_is_rebuilt_without_it(tmp_path
         assert elf.load(tree / "app").by_name()[SCAN].entry in ("nop", "nop5")
 
 
+def test_aligned_check_builds_start_every_function_on_the_boundary_and_record_it(tmp_path):
+    """check.align_functions reaches the compiler through the same wrappers as the padding: every
+    function of the program (its own and the instantiated templates) starts on the boundary, and the
+    plan's padding names it, so profiles built otherwise are not compared with these."""
+    root, commits = _repo(tmp_path)
+    perf = tmp_path / "perf"
+    perf.mkdir()
+    repo = open_repo(root)
+    with checkout(repo, commits[1], fresh=True) as tree:
+        done = run_build(BuildConfig(command="make -s", binary="app", probe_pad=True, align_functions=64), tree,
+                         commits[1], perf)
+        own = [f for f in elf.load(tree / "app").functions if f.size and f.name in (SCAN, REALLOC, "main")]
+        assert done.pad.endswith(" align=64") and len(own) == 3
+        assert all(f.vaddr % 64 == 0 for f in own), [(f.name, hex(f.vaddr)) for f in own]
+    assert (perf / "probe-pad-bin-align64").is_dir()  # its own wrappers: an unaligned build never runs them
+
+
 @pytest.mark.ebpf
 @pytest.mark.slow
 def test_a_cxx_check_builds_padded_and_names_the_slowed_member_function_readably(tmp_path):
@@ -186,3 +203,56 @@ def test_a_check_says_when_its_sides_were_built_without_the_padding_it_asked_for
     padded = [StoredProfile("c", 0, "id", replace(p, plan=replace(p.plan, pad="c++=mfentry cc=patchable")))]
     assert "built without padded function entries" in pad_note(unpadded, CheckConfig())
     assert pad_note(padded, CheckConfig()) == "" and pad_note(unpadded, CheckConfig(probe_pad=False)) == ""
+
+
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.13)
+project(widget CXX)
+add_executable(widget_tests words.cc)  # no main: only a build of every target would fail on it
+add_executable(widget main.cc widget.cc words.cc)
+"""
+
+
+@pytest.mark.parametrize("files, system, binary, command", [
+    ({"CMakeLists.txt": CMAKELISTS}, "CMake", "build/widget", adopt.CMAKE.format(target=" --target widget")),
+    ({"meson.build": "project('tool', 'c')\nexecutable('tool', 'tool.c')\nexecutable('bench_x', 'b.c')\n"},
+     "Meson", "build/tool", adopt.MESON.format(target=" tool")),
+    ({"Makefile": ".PHONY: all clean\nall: lua\nlua: lua.o\n\tcc -o $@ $^\nclean:\n\trm -f lua\n"}, "make", "lua",
+     adopt.MAKE),
+    ({}, "", "build/app", "make"),
+])
+def test_init_recognises_the_build_system_and_reads_the_programs_name(tmp_path, files, system, binary, command):
+    root = tmp_path / "widget"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    found = adopt.recognise(root)
+    assert (found.system, found.binary, found.command) == (system, binary, command)
+    assert bool(found.found) == bool(system)
+
+
+@pytest.mark.ebpf
+@pytest.mark.slow
+def test_init_in_a_cmake_project_writes_a_configuration_a_check_builds_with(tmp_path):
+    """Issue #38: `init` in a CMake project, then only the workload edited: `check --collect` builds
+    both sides in fresh worktrees (configure + build into build/, the real binary path) and finds
+    the slowed member function."""
+    root = tmp_path / "widget"
+    files = {"widget.h": cxxproj.WIDGET_H, "widget.cc": cxxproj.WIDGET_CC, "words.cc": cxxproj.WORDS_CC,
+             "main.cc": cxxproj.MAIN_CC, "CMakeLists.txt": CMAKELISTS, ".gitignore": "build/\n"}
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
+    r = run_cli(root, "init")
+    assert r.returncode == 0 and "recognised CMake" in r.stdout and "build/widget (from add_executable(widget" in r.stdout
+    cfg = root / ".gitperf.toml"
+    cfg.write_text(cfg.read_text().replace('command = "./build/widget"', 'command = "./build/widget 200"'))
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "widget"], cwd=root, check=True)
+    (root / "widget.cc").write_text(cxxproj.SLOW_SCAN)
+    subprocess.run(["git", "commit", "-qam", "a second pass in scan"], cwd=root, check=True)
+    r = run_cli(root, "check", "HEAD", "--collect", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]
+    first = json.loads(r.stdout)["changes"][0]
+    assert (first["name"], first["type"]) == (SCAN_READABLE, "degradation")

@@ -300,7 +300,9 @@ def test_browser_draws_the_differential_flame_graph_and_finds_a_function_in_it(s
         assert "parse" in texts and "main" in texts, texts
         grew, shrank = driver.execute_script(
             "const t = document.getElementById('plot-flamediff-1').data[0];"
-            "return [t.marker.colors[t.ids.indexOf('main;parse')], t.marker.colors[t.ids.indexOf('main;f0')]]"
+            "const at = (p, n) => t.labels.findIndex((l, i) => l.replace('◆ ', '') === n"
+            "  && t.labels[t.ids.indexOf(t.parents[i])] === p);"
+            "return [t.marker.colors[at('main', 'parse')], t.marker.colors[at('main', 'f0')]]"
             .replace("f0", "std::vector&lt;int&gt;::push_back"))
         # parse 50% slower: with its library time its share went 500/750 -> 700/950 (+10%), the rest's fell
         assert grew > 0.05 and shrank < -0.1, (grew, shrank)
@@ -309,7 +311,9 @@ def test_browser_draws_the_differential_flame_graph_and_finds_a_function_in_it(s
         WebDriverWait(driver, 10).until(lambda d: "outlined" in d.find_element(By.CSS_SELECTOR, ".flame-found").text)
         widths = driver.execute_script(
             "const t = document.getElementById('plot-flamediff-1').data[0];"
-            "return [t.marker.line.width[t.ids.indexOf('main;parse')], t.marker.line.width[t.ids.indexOf('main')]]")
+            "const at = (p, n) => t.labels.findIndex((l, i) => l.replace('◆ ', '') === n"
+            "  && t.labels[t.ids.indexOf(t.parents[i])] === p);"
+            "return [t.marker.line.width[at('main', 'parse')], t.marker.line.width[at('all samples', 'main')]]")
         assert widths == [3, 0.5]
         driver.execute_script("document.getElementById('plot-flamediff-1').scrollIntoView()")
         driver.save_screenshot(str(tmp_path / "flame.png"))

@@ -214,15 +214,17 @@ def test_hang_times_out_keeps_partial_profile_and_detaches(tmp_path):
 
 
 def test_crash_keeps_profile_marked_partial(tmp_path):
-    repo = _slow_workload_repo(tmp_path, "for(int i=0;i<5;i++) tick(); raise(SIGSEGV); return 0;")
+    repo = _slow_workload_repo(tmp_path, "for(int i=0;i<5;i++) tick(); write(2, \"bad state\\n\", 10); "
+                                         "raise(SIGSEGV); return 0;")
     r = run_cli(repo, "collect", "-q")
     assert r.returncode == 0, r.stderr
     [p] = stored(repo, "HEAD")
-    assert p["header"]["partial"] == "crashed: SIGSEGV"
+    assert p["header"]["partial"] == "crashed: SIGSEGV" and p["header"]["stderr"].startswith("bad state")
     assert by_name(p)["tick"]["count"] == 5
+    assert "PARTIAL: crashed: SIGSEGV" in run_cli(repo, "show").stdout and "stderr | bad state" in run_cli(repo, "show").stdout
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sigint-ignored"])
 def test_ctrl_c_detaches_and_writes_no_note(tmp_path, how):
     repo = _slow_workload_repo(tmp_path, "for(;;) tick(); return 0;")
     (repo / ".gitperf.toml").write_text((repo / ".gitperf.toml").read_text().replace("timeout = 2", "timeout = 60"))
@@ -230,14 +232,16 @@ def test_ctrl_c_detaches_and_writes_no_note(tmp_path, how):
     before = set(uprobe_multi_links())
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     # git-perf itself (through `git perf`, git also dies of the SIGINT and reports that instead)
+    # started as a script's background job is (SIGINT ignored): a SIGINT sent to it still stops it
+    ignored = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if how == "sigint-ignored" else None
     proc = subprocess.Popen([str(Path(sys.executable).parent / "git-perf"), "collect"], cwd=repo, env=env,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=ignored)
     deadline = time.time() + 60
     while time.time() < deadline and set(uprobe_multi_links()) == before:
         time.sleep(0.05)
     assert set(uprobe_multi_links()) != before, "probes never attached"
     time.sleep(0.3)
-    if how == "ctrl-c":
+    if how in ("ctrl-c", "sigint-ignored"):
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
     else:
         os.kill(proc.pid, signal.SIGTERM)  # what CI cancellation, `timeout` and `kill` send, to the collector only
@@ -449,3 +453,53 @@ def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apar
                                                               where), lambda _m: None)
     framed = sum(n for s, n in raw.stacks.items() if not s[0].startswith("["))
     assert framed > 20 and raw.rooted_samples < 0.5 * framed, raw.stacks
+
+
+COLD_SRC = """\
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((cold, noinline)) void report(long i) { if (i < 0) fprintf(stderr, "rare %ld\\n", i); }
+__attribute__((noinline)) long work(long n, long inner) {
+  long s = 0;
+  for (long i = 0; i < n; i++) {
+    if (i % 1000 == 999) {  /* calls a cold function: GCC moves the block to work.cold */
+      report(i);
+      for (long k = 0; k < inner; k++) s += (k * i) % 7;
+    }
+    s += i * 7 % 13;
+  }
+  return s;
+}
+int main(int argc, char **argv) { printf("%ld\\n", work(atol(argv[1]), atol(argv[2]))); return 0; }
+"""
+
+
+def test_a_cold_part_is_never_probed_and_its_samples_are_its_functions(tmp_path):
+    """GCC's hot/cold splitting puts `work`'s unlikely block in `work.cold`, jumped into and never
+    called: a return probe at its entry once took a word of work's frame for a return address (477
+    calls "nested deeper than 64 frames", work 0 ns).  It is left out of every plan, and a stack
+    sample taken in it belongs to `work`."""
+    from gitperf.analysis import elf
+    from gitperf.core.config import CollectConfig
+    from gitperf.engine.bcc_engine import BccEngine
+    from gitperf.engine.workload import run
+    from gitperf.plan.probes import make_plan
+
+    src, exe = tmp_path / "c.c", tmp_path / "c"
+    src.write_text(COLD_SRC)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", str(exe), str(src)], check=True)
+    binary = elf.load(exe)
+    assert "work.cold" in binary.by_name(), "this compiler did not split work: the test's premise"
+    t0 = time.perf_counter()
+    subprocess.run([str(exe), "30000", "20000"], check=True, capture_output=True)
+    inner = int(20000 * 0.3 / max(time.perf_counter() - t0, 1e-3))  # ~0.3 s, most of it in the cold block
+
+    plan = make_plan(binary, CollectConfig(mode="trace", stack_hz=999))
+    assert "work.cold" not in {f.name for f in plan.functions} and plan.removed["split-part"] == ("work.cold",)
+    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), "30000", str(inner)], str(tmp_path), 60,
+                                                              where), lambda _m: None)
+    got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
+    assert got["work"].count == 1 and got["report"].count == 30 and raw.overflow == 0 and raw.unmatched == 0
+    assert got["work"].exclusive_ns > 0.5 * got["main"].total_ns, got
+    assert not any(name.endswith(".cold") for stack in raw.stacks for name in stack), raw.stacks
+    assert sum(n for stack, n in raw.stacks.items() if stack[:2] == ("main", "work")) > 20, raw.stacks

@@ -124,12 +124,13 @@ def test_a_failing_workload_fails_the_check_and_stores_nothing(tmp_path, exit_co
     its command, nothing stored."""
     repo = _repo(tmp_path, ticks="for (int i = 0; i < 3; i++)")
     toml = repo / ".gitperf.toml"
-    toml.write_text(toml.read_text().replace("./s; true", f"./s; exit {exit_code}"))
+    toml.write_text(toml.read_text().replace("./s; true", f"./s; echo cannot open input.txt >&2; exit {exit_code}"))
     (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(999)", "usleep(998)"))  # code to measure
     git(repo, "commit", "-qam", "the workload fails")
     r = run_cli(repo, "check", "HEAD", "--collect")
     assert r.returncode == 2 and f"workload w {words}" in r.stderr and "nothing was stored" in r.stderr, r.stderr
-    assert "./s; exit" in r.stderr  # its command, to run by hand
+    assert "./s; echo" in r.stderr  # its command, to run by hand
+    assert "its stderr ended with:\n  | cannot open input.txt" in r.stderr  # and what it said
     assert NotesStore(open_repo(repo)).commits() == []
 
 

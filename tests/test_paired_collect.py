@@ -143,6 +143,11 @@ def test_a_commit_that_changes_no_code_is_told_without_rounds_and_recorded(demo,
     again = run_cli(root, "check", commits[index], "--workload", "gate", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["result"] == "no-change"
     assert "nothing measured" in run_cli(root, "check", commits[index], "--workload", "gate").stdout
+    # the same pair checked again builds nothing: both sides' kept builds are reused (git.buildcache)
+    rerun = run_cli(root, "check", commits[index], "--collect", "--workload", "gate", timeout=900)
+    assert rerun.returncode == 0 and "no function's machine code differs" in rerun.stderr, rerun.stderr
+    for c in commits[index - 1:index + 1]:
+        assert f"reusing the build of {c[:12]}" in rerun.stderr and f"building {c[:12]}" not in rerun.stderr
 
 
 def test_a_commit_from_before_adoption_is_collected_with_the_working_trees_configuration(demo):

@@ -72,15 +72,40 @@ def test_flamegraph_pl_renders_show_folded_with_every_frame_and_count(empty_repo
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in counts  # the C++-like names arrive whole, escaped by it
 
 
+def frame_paths(fig: dict) -> list[str]:
+    """Each frame of a flame graph figure as its folded path (`main;parse`), from its parents and labels."""
+    of = dict(zip(fig["ids"], range(len(fig["ids"]))))
+    paths = []
+    for k, parent in enumerate(fig["parents"]):
+        name = fig["labels"][k].removeprefix("◆ ")
+        paths.append(name if k == 0 or parent == plots.ALL else f"{paths[of[parent]]};{name}")
+    return paths
+
+
+def test_a_stack_of_twenty_thousand_frames_draws_in_linear_memory():
+    """Issue #37: one pulled stack of 20,000 frames once cost 11 GB (every path prefix a string);
+    drawn now to MAX_FLAME_DEPTH frames, its samples whole."""
+    import tracemalloc
+    deep = ";".join(f"f{i}" for i in range(20_000))
+    tracemalloc.start()
+    fig = plots.flame("t", {deep: 5, "main;x": 3}, {deep: 4})["data"][0]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 20 * 2 ** 20, peak
+    assert len(fig["ids"]) == 1 + plots.MAX_FLAME_DEPTH + 2 and fig["values"][0] == 8
+    assert frame_paths(fig)[plots.MAX_FLAME_DEPTH].endswith(f";f{plots.MAX_FLAME_DEPTH - 1}")
+
+
 def test_differential_flame_graph_colours_the_grown_frame_red_and_marks_changed_functions():
     base = {"main;parse": 400, "main;other": 400}
     target = {"main;parse": 1200, "main;other": 400}
     fig = plots.flame("t", target, base, changed=frozenset({"parse"}))["data"][0]
-    at = {i: k for k, i in enumerate(fig["ids"])}
+    at = {path: k for k, path in enumerate(frame_paths(fig))}
     colors = fig["marker"]["colors"]
     assert colors[at["main;parse"]] > 0.4 and colors[at["main;other"]] < -0.3  # shares 50% -> 75%, 50% -> 25%
     assert fig["labels"][at["main;parse"]] == "◆ parse" and fig["values"][0] == 1600
-    assert all(fig["values"][at[p]] >= fig["values"][i] for i, p in enumerate(fig["parents"]) if p)
+    of = {node: k for k, node in enumerate(fig["ids"])}
+    assert all(fig["values"][of[p]] >= fig["values"][i] for i, p in enumerate(fig["parents"]) if p)
 
 
 def test_commit_and_compare_pages_draw_flame_graphs_with_names_escaped(empty_repo):

@@ -290,3 +290,22 @@ def test_noise_analysis_survives_functions_whose_comparison_is_withheld():
     assert next(c for c in found if c.function == "f3").type == checks.UNKNOWN  # the case this test is about
     r = noise.analyse("w", sessions, CheckConfig())
     assert math.isfinite(r.recommended_min_relative) and "f3" not in {f.name for f in r.functions if f.false_alarms}
+
+
+def test_a_long_series_is_fitted_in_bounded_memory():
+    """Issue #37: a pulled series of 20,000 calls made the kernel regression ask for an n x n matrix
+    (2.98 GiB); fitted on MAX_FIT_POINTS evenly spaced points, the trend is the same."""
+    import tracemalloc
+
+    from gitperf.stats.models import MAX_FIT_POINTS, fit_all
+
+    rng = np.random.default_rng(3)
+    x = np.arange(20_000, dtype=float)
+    y = 1000 + 0.05 * x + rng.normal(0, 5, x.size)
+    tracemalloc.start()
+    fitted = fit_all(x, y)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 400 * 2 ** 20 and len(fitted) == 7, peak
+    kernel = next(m for m in fitted if m.kind == "kernel:gaussian")
+    assert kernel.r2 > 0.95 and len(kernel.grid_x) == 100 < MAX_FIT_POINTS

@@ -179,3 +179,25 @@ def test_collect_range_hands_every_option_to_each_commits_collection(demo_repo, 
     assert shape(commits[1]) == shape(commits[2]) == shape(commits[3])
     workload, config_file, methods, _, _ = shape(commits[3])
     assert (workload, config_file) == ("tiny", str(cfg)) and "trim" in methods
+
+
+@pytest.mark.ebpf
+def test_the_hook_builds_with_the_working_trees_configuration_not_the_pushed_commits(demo_repo, tmp_path):
+    """Issue #37: the hook runs as root; a pushed commit (pulled from someone else) whose
+    .gitperf.toml changes build.command must not get that command run.  The working tree's
+    configuration decides, and the hook says so."""
+    root, commits = demo_repo
+    _remote(root, tmp_path)
+    assert push(root, commits[5], "main", "--no-verify").returncode == 0
+    marker = tmp_path / "ran-the-pushed-command"
+    git(root, "checkout", "-q", "-b", "theirs")
+    toml = root / ".gitperf.toml"
+    toml.write_text(toml.read_text().replace('command = "make -s"', f'command = "touch {marker} && make -s"'))
+    (root / "hashtab.c").write_text("/* theirs */\n" + (root / "hashtab.c").read_text())
+    git(root, "commit", "-qam", "theirs: a comment, and a build command of their own")
+    theirs = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    assert run_cli(root, "hooks", "install").returncode == 0
+    r = push(root, theirs, "theirs")
+    assert r.returncode == 0, r.stderr
+    assert "not as a pushed commit's own .gitperf.toml" in r.stderr and not marker.exists(), r.stderr

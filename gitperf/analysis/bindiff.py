@@ -31,7 +31,7 @@ from elftools.elf.relocation import RelocationSection
 
 from gitperf.analysis.elf import BinaryInfo, FunctionSymbol
 from gitperf.core.fmt import names
-from gitperf.core.names import short
+from gitperf.core.names import short, whole
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 _RIP = re.compile(r"\[rip [+-] 0x[0-9a-f]+\]")
@@ -228,11 +228,3 @@ def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
     changed = {whole(n) if n in parts else n for n in changed} | {whole(n) for n in parts}
     return BinDiff(changed=tuple(sorted(changed)), new=tuple(sorted(new - parts)), removed=tuple(sorted(removed - parts)),
                    target_calls=b.calls, renamed=renamed, relocated=tuple(sorted(set(relocated) - changed)))
-
-
-_COLD = re.compile(r"\.cold(\.\d+)?$")
-
-
-def whole(name: str) -> str:
-    """The function a `.cold` part (GCC's hot/cold splitting) belongs to; other names as they are."""
-    return _COLD.sub("", name)

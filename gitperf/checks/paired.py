@@ -160,7 +160,8 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     commit, base = _commits(repo, opts.rev, opts.base)
     stop = paired.Stop(opts.rounds, MIN_ROUNDS, MAX_ROUNDS, opts.time_limit_s)
     # both sides built alike, from scratch, by the check itself (CheckConfig.probe_pad)
-    req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config, probe_pad=cfg.probe_pad, fresh=True)
+    req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config, probe_pad=cfg.probe_pad,
+                         align_functions=cfg.align_functions, fresh=True)
     preq = paired.PairedRequest(req, base, opts.depth, stop, witness=cfg.witness == "instructions")
     collected = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     runs = collected.runs

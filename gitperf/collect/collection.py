@@ -18,12 +18,14 @@ from gitperf.collect.budgeted import budgeted
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.profile import profile_run
 from gitperf.core import codec
-from gitperf.core.config import Config, Workload
+from gitperf.core.config import FILENAME, Config, Workload
 from gitperf.core.config import load as load_config
 from gitperf.core.config import load_file
+from gitperf.core.config import parse as parse_config
 from gitperf.core.errors import CollectionAborted, ConfigError, InputError
 from gitperf.core.model import ROOT, Mode, Profile, content_id
 from gitperf.engine.base import Engine
+from gitperf.git import buildcache
 from gitperf.git.repo import perf_dir, resolve_commit
 from gitperf.git.worktree import Built, checkout, run_build, sweep_worktrees
 from gitperf.plan.costs import call_costs
@@ -122,23 +124,68 @@ def _fresh(target: Target) -> bool:
     return bool(cfg and cfg.build.probe_pad)
 
 
+def _as_asked(target: Target, cfg: Config) -> Config:
+    """The configuration with the request's build overrides (a check's padding and alignment)."""
+    if target.req.probe_pad is not None:
+        cfg = replace(cfg, build=replace(cfg.build, probe_pad=target.req.probe_pad))
+    if target.req.align_functions is not None:
+        cfg = replace(cfg, build=replace(cfg.build, align_functions=target.req.align_functions))
+    return cfg
+
+
+def _kept_key(target: Target) -> str | None:
+    """The key of a fresh build kept for reuse (`git.buildcache`), or None: not a fresh build, nothing
+    to build, or a configuration that cannot be read before checkout (the build then reports it)."""
+    if not target.req.fresh or target.req.no_build or target.req.adhoc:
+        return None
+    tree = target.repo[target.commit].peel(pygit2.Commit).tree
+    try:  # the configuration project_config will read in the checkout, read from the commit now
+        if target.req.config:
+            cfg = load_file(Path(target.req.config))
+        elif FILENAME in tree:
+            cfg = parse_config(tree[FILENAME].data.decode(), f"{target.commit[:12]}:{FILENAME}")
+        else:
+            cfg = load_config(target.repo.workdir) if target.repo.workdir else None
+    except (ConfigError, UnicodeDecodeError):
+        return None
+    if cfg is None or not cfg.build.command.strip():
+        return None
+    return buildcache.key(target.commit, _as_asked(target, cfg).build)
+
+
+@contextmanager
+def _tree(target: Target) -> Iterator[tuple[Path, buildcache.Slot | None]]:
+    """Where the commit is built: a kept build's worktree for a check's fresh builds, else a checkout."""
+    key = _kept_key(target)
+    if key is None:
+        with checkout(target.repo, target.commit, fresh=_fresh(target)) as root:
+            yield root, None
+    else:
+        with buildcache.slot(target.repo, target.commit, key, target.cache_dir) as kept:
+            yield kept.root, kept
+
+
 @contextmanager
 def built(target: Target) -> Iterator[CollectContext]:
-    """The commit in a temporary worktree (for as long as the context lasts), built by its build
-    command, and its collection context."""
-    with checkout(target.repo, target.commit, fresh=_fresh(target)) as root:
-        cfg = project_config(target, root)
-        if target.req.probe_pad is not None:
-            cfg = replace(cfg, build=replace(cfg.build, probe_pad=target.req.probe_pad))
+    """The commit in a worktree (for as long as the context lasts), built by its build command (or
+    its kept build reused, `git.buildcache`), and its collection context."""
+    with _tree(target) as (root, kept):
+        cfg = _as_asked(target, project_config(target, root))
         done = Built()
-        if cfg.build.command and not target.req.no_build:
+        if kept is not None and kept.built is not None:
+            done = kept.built
+            target.progress(f"reusing the build of {target.commit[:12]}: same commit, build configuration, "
+                            f"compilers and environment (git perf keeps the last {buildcache.KEEP} builds)")
+        elif cfg.build.command and not target.req.no_build:
             target.progress(f"building {target.commit[:12]}: {cfg.build.command}"
                             + (" (NOP-padded entries)" if cfg.build.probe_pad else ""))
             done = run_build(cfg.build, root, target.commit, target.cache_dir)
-            if done.pad:
-                target.progress(f"  padded entries: {done.pad}")
-            if done.note:
-                target.progress(f"  note: {done.note}")
+            if kept is not None:
+                kept.finish(done)
+        if done.pad:
+            target.progress(f"  padded entries: {done.pad}")
+        if done.note:
+            target.progress(f"  note: {done.note}")
         binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
         yield replace(CollectContext.build(target, cfg, root, binary), pad=done.pad)
 

@@ -47,6 +47,7 @@ class CollectRequest:
     config: str | None = None  # --config FILE: for commits without a .gitperf.toml of their own
     per_probe: bool = False  # one uprobe per function instead of uprobe_multi links
     probe_pad: bool | None = None  # build with NOP-padded entries (None: the configuration's build.probe_pad)
+    align_functions: int | None = None  # padded builds align functions (None: build.align_functions)
     fresh: bool = False  # build in a new worktree even when REV is the clean checked-out HEAD
 
     def to_json(self) -> str:

@@ -129,7 +129,7 @@ def own_times(ctx: CollectContext, wl: Workload, plan: ProbePlan) -> tuple[float
         for _ in range(PILOT_RUNS):
             raw = s.collect(ctx.runner(wl))
             if raw.run.partial:
-                raise failed(wl, ctx.target.commit, raw.run.partial, "its first runs")
+                raise failed(wl, ctx.target.commit, raw.run.partial, "its first runs", raw.run.stderr)
             wall += raw.run.wall_s
             total += raw.samples_total
             for f, r in zip(stack.functions, raw.functions):
@@ -191,12 +191,14 @@ def run_round(pair: Pair, r: int) -> tuple[Profile, Profile]:
     return run(pair.base), t
 
 
-def failed(wl: Workload, commit: str, partial: str, when: str) -> WorkloadFailed:
+def failed(wl: Workload, commit: str, partial: str, when: str, stderr: str = "") -> WorkloadFailed:
     """A failing workload fails the check: its runs measure a different amount of work (issue #37:
     one that exited 1 after 5 ms was "no significant change", exit 0)."""
+    said = ("\nits stderr ended with:\n" + "\n".join(f"  | {line}" for line in stderr.splitlines())
+            if stderr.strip() else "\nit wrote nothing to stderr")
     return WorkloadFailed(f"workload {wl.name} {partial} on {commit[:12]} ({when}): a check of a failing workload "
                           f"says nothing, and nothing was stored.  Its command: {' '.join(wl.argv)} (run it in a "
-                          f"checkout of {commit[:12]} to see its output; `timeout` in .gitperf.toml if it needs longer)")
+                          f"checkout of {commit[:12]}; `timeout` in .gitperf.toml if it needs longer){said}")
 
 
 def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRuns:
@@ -208,7 +210,7 @@ def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRun
         b, t = run_round(pair, r)
         for side, p in ((pair.base, b), (pair.target, t)):
             if p.header.partial:
-                raise failed(pair.workload, side.ctx.target.commit, p.header.partial, f"round {r + 1}")
+                raise failed(pair.workload, side.ctx.target.commit, p.header.partial, f"round {r + 1}", p.header.stderr)
         runs.base.append(b)
         runs.target.append(t)
         line = f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s"

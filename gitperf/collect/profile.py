@@ -205,7 +205,8 @@ def profile_run(ctx: CollectContext, opt: Optimized, wl: Workload, session: Sess
         raw = session.collect(ctx.runner(wl))
     funcs = build_functions(opt.plan, raw, ctx.subject.locations, ctx.cost_ns)
     header = Header(**ctx.header_base, workload=wl.name, command=tuple(wl.argv), started=started,
-                    finished=time.time(), exit_status=raw.run.exit_status, partial=raw.run.partial)
+                    finished=time.time(), exit_status=raw.run.exit_status, partial=raw.run.partial,
+                    stderr=raw.run.stderr if raw.run.partial else "")
     metrics = _metrics(ctx, opt, raw, funcs, time.perf_counter() - t0)
     profile = Profile(header, metrics, replace(plan_record(opt, raw.attach_method), pad=ctx.pad), tuple(funcs),
                       calibration=dict(ctx.cost_ns),

@@ -75,7 +75,7 @@ def _function_to_json(f: FunctionStats) -> dict:
 def to_json(profile: Profile) -> dict:
     return {
         "v": VERSION,
-        "h": dataclasses.asdict(profile.header),
+        "h": {k: v for k, v in dataclasses.asdict(profile.header).items() if k != "stderr" or v},
         "m": dataclasses.asdict(profile.metrics),
         "p": dataclasses.asdict(profile.plan),
         "f": [_function_to_json(f) for f in profile.functions],

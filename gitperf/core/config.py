@@ -30,6 +30,9 @@ class BuildConfig:
     # compile with NOP-padded function entries, the padding each compiler links with (git.pad), through
     # compiler wrappers on the build's PATH (git.worktree.run_build)
     probe_pad: bool = False
+    # with probe_pad: every function starts on an N-byte boundary (-falign-functions=N; 0 = as the
+    # build aligns them), so that code moved before a function cannot shift its loops (§10e)
+    align_functions: int = 0
 
 
 # A bare `collect` probes within this budget (percent of the native run time): a full trace of a
@@ -89,6 +92,8 @@ class CheckConfig:
     # check --collect also counts each side's instructions under callgrind (checks.witness), when
     # valgrind is installed and one run is predicted within engine.callgrind.BUDGET_S: "off" skips it
     witness: str = "instructions"
+    # the check's builds align every function to this many bytes (build.align_functions; 0 = off)
+    align_functions: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,8 @@ _AT_MOST = {"workload.timeout": DAY_S, "workload.repeat": 1_000, "collect.sample
 # Lower bounds: a workload's timeout below this kills every run at once (`timeout = 1e-300` stored a
 # partial profile and passed); no process starts and exits in less.
 _AT_LEAST = {"workload.timeout": 0.01}
+# Alignments GCC and clang take (-falign-functions=N): 0 (off) or a power of two up to a page
+_ALIGNMENTS = {"build.align_functions", "check.align_functions"}
 
 
 def _typename(t) -> str:
@@ -191,6 +198,8 @@ def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
             raise ConfigError(path, key, f"expected at least {_AT_LEAST[generic]:g}, got {value!r}")
         if generic in _AT_MOST and value > _AT_MOST[generic]:
             raise ConfigError(path, key, f"expected at most {_AT_MOST[generic]:g}, got {value!r}")
+        if generic in _ALIGNMENTS and (value < 0 or value > 4096 or value & (value - 1)):
+            raise ConfigError(path, key, f"expected 0 (off) or a power of two up to 4096, got {value!r}")
         if generic in _BELOW_ONE and value >= 1:
             raise ConfigError(path, key, f"expected a value below 1 (0.99 = 99%), got {value!r}")
         kwargs[name] = value
@@ -261,11 +270,12 @@ def load_file(p: Path) -> Config:
 
 
 TEMPLATE = '''\
-# git perf configuration (https://... see README).  Every key is optional unless noted.
+# git perf configuration (docs/GUIDE.md in git perf).  Every key is optional unless noted.
 
 [build]
-# Shell command that builds the program, run at the repository root.  "" = nothing to build.
-command = "make"
+# Shell command that builds the program, run at the repository root, in a fresh worktree for a
+# check (so it configures what it needs).  "" = nothing to build.
+command = "{build}"
 # The ELF binary to probe, relative to the repository root.  Build it with -g and do not strip it.
 binary = "{binary}"
 # Cheaper probes: with true every function starts with NOPs, which uprobes emulate, instead of an
@@ -277,6 +287,7 @@ binary = "{binary}"
 # switching it, make sure the build recompiles everything (a `make clean` in the build command, or
 # a fresh build directory).
 probe_pad = false
+align_functions = 0             # with probe_pad: every function on an N-byte boundary (0 = the build's own)
 
 # One table per workload; each becomes one profile per collection.
 [[workload]]
@@ -311,6 +322,7 @@ direction = "lower"             # lower | higher is better
 votes = true                    # other methods' opinions beside each verdict (slower; never change it)
 probe_pad = true                # check --collect builds both sides with NOP-padded entries (cheaper probes)
 witness = "instructions"        # check --collect also counts instructions under callgrind | "off"
+align_functions = 0             # check --collect aligns every function to N bytes (0 = off; docs §10e)
 
 [hook]                          # the pre-push hook runs `git perf check --collect` on each pushed commit
 commits = "tip"                 # tip | all (up to max_commits): which pushed commits to check
@@ -324,5 +336,10 @@ recollect = false               # true: measure again though the commit's paired
 '''
 
 
-def template(binary: str = "build/app", command: str = "./build/app") -> str:
-    return TEMPLATE.format(binary=binary, command=command.replace('"', '\\"'))
+def _quoted(s: str) -> str:
+    """`s` inside a TOML basic string."""
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def template(binary: str = "build/app", command: str = "./build/app", build: str = "make") -> str:
+    return TEMPLATE.format(binary=_quoted(binary), command=_quoted(command), build=_quoted(build))

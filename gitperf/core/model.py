@@ -55,6 +55,8 @@ class Header:
     # the configuration that produced it when not the commit's own: a commit from before the project
     # adopted git perf is collected with the working tree's .gitperf.toml or --config FILE
     config: str = ""
+    # of a partial run: the last lines the workload wrote to stderr, what says why ("" otherwise)
+    stderr: str = ""
 
     @property
     def config_key(self) -> str:

@@ -33,6 +33,15 @@ _STD = ((re.compile(r"std::__cxx11::basic_string<char, std::char_traits<char>, s
 MAX_NAME = 4096  # a pulled name longer than this is shown cut (a real symbol is far shorter)
 
 
+_COLD = re.compile(r"\.cold(\.\d+)?$")
+
+
+def whole(name: str) -> str:
+    """The function a `.cold` part belongs to (GCC's hot/cold splitting: `foo.cold` holds `foo`'s
+    unlikely code, jumped into from `foo` and never called); other names as they are."""
+    return _COLD.sub("", name)
+
+
 def _is_mangled(name: str) -> bool:
     return name.startswith("_Z")
 

@@ -3,11 +3,37 @@ child's life to its parent's, so that a SIGKILL of one does not leave the other 
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
+import signal
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Iterator
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+HELD = {signal.SIGINT, signal.SIGTERM}  # the signals that end a collection (cli: SIGTERM -> KeyboardInterrupt)
+
+
+@contextmanager
+def signals_held() -> Iterator[set]:
+    """SIGINT and SIGTERM held back for the block (yields the mask before it, for the child to restore
+    between fork and exec).  Ctrl-C while Popen forks would raise inside the interpreter's at-fork
+    handlers, which swallow it ("Exception ignored in: <function _releaseLock>"): the run went on and
+    was stored.  Held back, it arrives when the block ends, where the caller can kill what it started."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held-back signal's handler runs here
+
+
+def keep_tail(stream: IO[bytes], into: collections.deque, width: int) -> None:
+    """Read `stream` to its end keeping its last lines in `into` (a deque with a maxlen), each cut at
+    `width` bytes: a process printing 300 MB costs a few kilobytes (a reader thread's target)."""
+    with stream:
+        for line in iter(lambda: stream.readline(65536), b""):
+            into.append(line.rstrip(b"\n")[:width].decode(errors="replace"))
 
 
 def alive(pid: int) -> bool:

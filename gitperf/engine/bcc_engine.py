@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 from gitperf.analysis.elf import BinaryInfo, CallSites, probe_points
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
+from gitperf.core.names import whole
 from gitperf.core.stacks import KERNEL, LIBRARY, UNKNOWN
 from gitperf.engine import bpflink
 from gitperf.engine.base import Progress, RawCollection, RawFunction, RunWorkload
@@ -379,7 +380,7 @@ def _binary_frames(k, bias: int | None, binary: BinaryInfo, stacks, calls) -> tu
         return [], True, 0
     frames: list[str] = []
     if k.ret and calls.after_call(k.ret - bias) and (fn := binary.symbolize(k.ret - 1 - bias)) is not None:
-        frames.append(fn.name)
+        frames.append(whole(fn.name))
     from_ret, own, walked = bool(frames), False, 0
     for depth, addr in enumerate(stacks.walk(k.stackid)):
         walked += 1
@@ -387,8 +388,9 @@ def _binary_frames(k, bias: int | None, binary: BinaryInfo, stacks, calls) -> tu
         if sym is None:
             continue
         own = own or (depth == 0 and not frames)
-        if not (from_ret and len(frames) == 1 and frames[0] == sym.name):
-            frames.append(sym.name)
+        name = whole(sym.name)  # a `.cold` part runs in its function's frame: its samples are that function's
+        if not (from_ret and len(frames) == 1 and frames[0] == name):
+            frames.append(name)
         from_ret = False
     return frames, own, walked
 

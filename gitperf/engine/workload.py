@@ -5,6 +5,7 @@ same binary at the same time), a timeout, and a kill of everything it started on
 
 from __future__ import annotations
 
+import collections
 import os
 import resource
 import signal
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from gitperf.core.proc import alive, die_with_parent
+from gitperf.core.proc import alive, die_with_parent, keep_tail, signals_held
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class RunResult:
     # CPU seconds (user + system) of the workload's processes: probe traps and samples are charged
     # to the task they interrupt, so this shows their cost without the VM's scheduling noise
     cpu_s: float = 0.0
+    stderr: str = ""  # the last lines it wrote to stderr (STDERR_LINES, each cut at STDERR_LINE bytes)
 
     @property
     def partial(self) -> str:
@@ -130,7 +132,8 @@ def scope() -> Iterator[Scope]:
         _remove(path)
 
 
-HELD = {signal.SIGINT, signal.SIGTERM}  # the signals that end a collection (cli: SIGTERM -> KeyboardInterrupt)
+STDERR_LINES = 8  # what a failing workload's error shows of its stderr (a ring: memory stays bounded)
+STDERR_LINE = 300
 
 
 def _spawn(argv: list[str], cwd: str, where: Scope, env: dict | None) -> subprocess.Popen:
@@ -145,20 +148,14 @@ def _spawn(argv: list[str], cwd: str, where: Scope, env: dict | None) -> subproc
                 fh.write(str(os.getpid()))
 
     proc = None
-    # Ctrl-C or SIGTERM while Popen forks would raise inside the interpreter's at-fork handlers, which
-    # swallow it ("Exception ignored in: <function _releaseLock>"): the run went on and was stored.
-    # Held back here, it arrives once Popen has returned, where it kills the workload like any other.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=enter_scope)
-    finally:
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held-back signal's handler runs here
-        except BaseException:
-            if proc is not None:
-                _kill(proc, where)
-            raise
+    try:  # Ctrl-C or SIGTERM during the fork arrives once Popen has returned, and kills the workload
+        with signals_held() as mask:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=enter_scope)
+    except BaseException:
+        if proc is not None:
+            _kill(proc, where)
+        raise
     return proc
 
 
@@ -170,6 +167,9 @@ def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | Non
     # the timeout: Popen.wait(timeout) polls with sleeps of up to 50 ms, which made run times jump
     # by 0.05 s (measured: 0.166 s runs reported as 0.215 s about half the time).
     t0, cpu0 = time.perf_counter(), _children_cpu()
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+    reader = threading.Thread(target=keep_tail, args=(proc.stderr, tail, STDERR_LINE), daemon=True)
+    reader.start()
     expired = threading.Event()
 
     def expire() -> None:
@@ -189,9 +189,11 @@ def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | Non
         raise
     finally:
         timer.cancel()
+    if expired.is_set() or status:  # what it said is the reason: wait for its last lines (not forever:
+        reader.join(1.0)            # a process it left behind may hold the pipe)
     if expired.is_set():
-        return RunResult(None, wall, True, cpu)
-    return RunResult(status, wall, False, cpu)
+        return RunResult(None, wall, True, cpu, "\n".join(tail))
+    return RunResult(status, wall, False, cpu, "\n".join(tail) if status else "")
 
 
 def _children_cpu() -> float:

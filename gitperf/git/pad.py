@@ -63,20 +63,26 @@ _NOPS = (b"\x90" * 5, b"\x0f\x1f\x44\x00\x00")
 _ENDBR64 = b"\xf3\x0f\x1e\xfa"
 
 
-def shim(real: str, pad: Pad) -> str:
-    """The wrapper script of compiler `real` that builds with `pad`."""
-    q = shlex.quote(real)
+def always(align: int = 0) -> str:
+    """The flags every wrapped invocation gets, padded or not: frame pointers, and with `align` every
+    function starting on an `align`-byte boundary (`check.align_functions`, ARCHITECTURE.md §10e)."""
+    return FRAME_POINTERS + (f" -falign-functions={align}" if align else "")
+
+
+def shim(real: str, pad: Pad, align: int = 0) -> str:
+    """The wrapper script of compiler `real` that builds with `pad` (and `align`, see `always`)."""
+    q, common = shlex.quote(real), always(align)
     head = f"#!/bin/sh\n# git perf build.probe_pad: {pad.name or 'no padding links'} (gitperf.git.pad)\n"
     if pad.compile == pad.link and not (pad.not_with or pad.drop):
-        return head + f'exec {q} {" ".join((*pad.compile, FRAME_POINTERS))} "$@"\n'
+        return head + f'exec {q} {" ".join((*pad.compile, common))} "$@"\n'
     lines = []
     if pad.not_with:
-        lines.append(f'for a do case "$a" in {"|".join(pad.not_with)}) exec {q} {FRAME_POINTERS} "$@";; esac; done')
+        lines.append(f'for a do case "$a" in {"|".join(pad.not_with)}) exec {q} {common} "$@";; esac; done')
     lines.append('for a do case "$a" in -c|-S)')
     if pad.drop:  # rebuild "$@" without them
         lines.append(f'  for b do shift; case "$b" in {"|".join(pad.drop)}) ;; *) set -- "$@" "$b";; esac; done')
-    lines.append(f'  exec {q} {" ".join(pad.compile)} {FRAME_POINTERS} "$@";; esac; done')
-    lines.append(f'exec {q} {" ".join(pad.link)} {FRAME_POINTERS} "$@"')
+    lines.append(f'  exec {q} {" ".join(pad.compile)} {common} "$@";; esac; done')
+    lines.append(f'exec {q} {" ".join(pad.link)} {common} "$@"')
     return head + "\n".join(lines) + "\n"
 
 
@@ -152,6 +158,8 @@ def choose(real: str, cache_dir: Path) -> Pad:
     return pad
 
 
-def describe(pads: dict[str, Pad]) -> str:
-    """What the plan records: each wrapped compiler's padding, e.g. `c++=mfentry cc=patchable`."""
-    return " ".join(f"{name}={pad.name or 'none'}" for name, pad in sorted(pads.items()))
+def describe(pads: dict[str, Pad], align: int = 0) -> str:
+    """What the plan records: each wrapped compiler's padding, e.g. `c++=mfentry cc=patchable`, and
+    ` align=64` when functions were aligned (part of the plan's fingerprint: like with like)."""
+    return " ".join(f"{name}={pad.name or 'none'}" for name, pad in sorted(pads.items())) + (
+        f" align={align}" if align else "")

@@ -3,6 +3,7 @@ otherwise a temporary `git worktree` that is removed afterwards (the user's tree
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import hashlib
 import os
@@ -11,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ import pygit2
 
 from gitperf.core.config import BuildConfig
 from gitperf.core.errors import BuildError
-from gitperf.core.proc import alive, die_with_parent
+from gitperf.core.proc import alive, die_with_parent, keep_tail, signals_held
 from gitperf.git import pad
 
 
@@ -32,6 +34,7 @@ def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
 
 
 _PREFIX = "gitperf-wt-"  # + the owning process id: gitperf-wt-PID-XXXX/<commit>
+KEPT = "builds"  # .git/perf/builds/KEY/tree: worktrees of finished builds kept for reuse (git.buildcache)
 
 
 def sweep_worktrees(repo: pygit2.Repository) -> list[str]:
@@ -87,22 +90,22 @@ class Built:
     note: str = ""
 
 
-def probe_pad_path(lock_dir: Path) -> tuple[str, dict[str, pad.Pad]]:
+def probe_pad_path(lock_dir: Path, align: int = 0) -> tuple[str, dict[str, pad.Pad]]:
     """A PATH whose first directory wraps every compiler found on ours so that it compiles with the
-    padding it links with (`pad.choose`), and those paddings.  Wrappers rather than CFLAGS: a
+    padding it links with (`pad.choose`) and `align` (`pad.always`), and those paddings.  Wrappers rather than CFLAGS: a
     makefile's `CFLAGS ?= -O2 -g` would lose its own flags to an exported CFLAGS, and Lua's sets CC and
     CFLAGS outright.  The directory persists (under .git/perf): a build system that records the
     compiler's path (cmake) keeps finding it."""
     path = os.environ.get("PATH", os.defpath)
-    shims = lock_dir / "probe-pad-bin"
+    shims = lock_dir / ("probe-pad-bin" + (f"-align{align}" if align else ""))  # one directory per script text
     shims.mkdir(parents=True, exist_ok=True)
     pads = {}
     for name in COMPILERS:
         real = shutil.which(name, path=path)
-        if real is None or Path(real).parent == shims:
+        if real is None or Path(real).parent.name.startswith("probe-pad-bin"):
             continue
         pads[name] = pad.choose(real, lock_dir)
-        text = pad.shim(real, pads[name])
+        text = pad.shim(real, pads[name], align)
         shim = shims / name
         if not shim.exists() or shim.read_text() != text:
             tmp = shims / f".{name}.{os.getpid()}"
@@ -112,24 +115,39 @@ def probe_pad_path(lock_dir: Path) -> tuple[str, dict[str, pad.Pad]]:
     return f"{shims}{os.pathsep}{path}", pads
 
 
+BUILD_LINES, BUILD_LINE = 40, 400  # what is kept of a build's output (a ring: it may print 300 MB)
+
+
 def _build(command: str, root: Path, env: dict | None, timeout: float) -> subprocess.CompletedProcess:
     """The build command in a process group of its own, all of it killed when we stop waiting (Ctrl-C,
-    SIGTERM, the timeout): make's compilers are grandchildren, which killing the shell leaves running."""
-    proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True,
-                            preexec_fn=lambda: die_with_parent(signal.SIGKILL))
+    SIGTERM, the timeout): make's compilers are grandchildren, which killing the shell leaves running.
+    Its output (stdout and stderr as one stream) is kept as its last lines, in `stdout`."""
+    def start() -> None:  # in the child, between fork and exec
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        die_with_parent(signal.SIGKILL)
+
+    proc = None
+    tail: collections.deque[str] = collections.deque(maxlen=BUILD_LINES)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        with signals_held() as mask:  # Ctrl-C during the fork: held, then it kills the build
+            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=root, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True, preexec_fn=start)
+        reader = threading.Thread(target=keep_tail, args=(proc.stdout, tail, BUILD_LINE), daemon=True)
+        reader.start()
+        proc.wait(timeout=timeout)
+        reader.join(5.0)  # (a daemon it started may keep the pipe open: its last lines are what we have)
     except BaseException:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        if proc is not None:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "\n".join(tail), "")
 
 
 def _in_our_worktree(root: Path) -> bool:
-    return root.parent.name.startswith(_PREFIX)
+    return root.parent.name.startswith(_PREFIX) or root.parent.parent.name == KEPT
 
 
 def _failure(r: subprocess.CompletedProcess, commit: str, command: str) -> str:
@@ -143,19 +161,20 @@ def _scrub(root: Path) -> None:
         subprocess.run(argv, cwd=root, capture_output=True)
 
 
-def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float) -> tuple[subprocess.CompletedProcess, Built]:
+def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float, align: int,
+                  ) -> tuple[subprocess.CompletedProcess, Built]:
     """The build with padded entries; when it fails and unpadded succeeds (in our worktree, scrubbed),
     that one, with a note: a failure our flags caused is never the user's (ARCHITECTURE.md §6)."""
-    path, pads = probe_pad_path(lock_dir)
+    path, pads = probe_pad_path(lock_dir, align)
     r = _build(command, root, {**os.environ, "PATH": path}, timeout)
     if r.returncode == 0 or not _in_our_worktree(root):
-        return r, Built(pad=pad.describe(pads))
+        return r, Built(pad=pad.describe(pads, align))
     _scrub(root)
     plain = _build(command, root, None, timeout)
     if plain.returncode != 0:
         return plain, Built()
     last = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
-    return plain, Built(note=f"the build failed with git perf's NOP-padded entries ({pad.describe(pads)}: "
+    return plain, Built(note=f"the build failed with git perf's NOP-padded entries ({pad.describe(pads, align)}: "
                              f"{last[0][:160]}); rebuilt without them: traced calls cost more (ARCHITECTURE.md §6)")
 
 
@@ -171,7 +190,7 @@ def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeo
         with open(lock, "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                r, done = (_build_padded(command, root, lock_dir, timeout) if build.probe_pad
+                r, done = (_build_padded(command, root, lock_dir, timeout, build.align_functions) if build.probe_pad
                            else (_build(command, root, None, timeout), Built()))
             finally:
                 if _in_our_worktree(root):  # our temporary worktree: no other build waits on it

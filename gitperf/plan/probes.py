@@ -13,6 +13,7 @@ from gitperf.analysis.elf import BinaryInfo, FunctionSymbol
 from gitperf.core.config import CollectConfig
 from gitperf.core.errors import InputError
 from gitperf.core.model import ROOT, Mode
+from gitperf.core.names import whole
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ def make_plan(binary: BinaryInfo, cfg: CollectConfig, funcs: tuple[str, ...] = (
         removed["not-selected"] = tuple(sorted(set(table) - {f.name for f in chosen}))
     else:
         chosen, strategy = list(binary.functions), "userspace"
+    # a `.cold` part is jumped into, never called: at its entry the stack holds no return address,
+    # and a return probe there would overwrite a word of its function's frame (core.names.whole)
+    parts = tuple(sorted(f.name for f in chosen if whole(f.name) != f.name))
+    if parts:
+        chosen = [f for f in chosen if whole(f.name) == f.name]
+        removed["split-part"] = parts
     chosen.sort(key=lambda f: f.vaddr)
     root = next((i for i, f in enumerate(chosen) if f.name == ROOT), None)
 

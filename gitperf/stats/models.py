@@ -209,9 +209,18 @@ def kernel_regression(x: Sequence[float], y: Sequence[float], kernel: str = "gau
                  tuple(float(v) for v in gx), tuple(float(v) for v in smooth(bandwidth, gx)))
 
 
+MAX_FIT_POINTS = 2000  # a series longer than this is fitted on this many points, evenly spaced
+
+
 def fit_all(x: Sequence[float], y: Sequence[float]) -> list[Model]:
-    """Every model the tool offers for one series, best regression first."""
+    """Every model the tool offers for one series, best regression first.  A long series is thinned
+    to MAX_FIT_POINTS evenly spaced points first: the kernel regression's weights are n x n (a
+    pulled series of 20,000 points asked for 2.98 GiB, issue #37), and a picture of 2,000 points shows
+    the same trend."""
     if len(x) < 3:
         return []
+    if len(x) > MAX_FIT_POINTS:
+        keep = np.linspace(0, len(x) - 1, MAX_FIT_POINTS).astype(int)
+        x, y = np.asarray(x, float)[keep], np.asarray(y, float)[keep]
     return [best_regression(x, y), regressogram(x, y), moving_average(x, y, "sma"), moving_average(x, y, "smm"),
             moving_average(x, y, "ema"), kernel_regression(x, y, "gaussian"), kernel_regression(x, y, "box")]

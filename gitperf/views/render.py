@@ -56,6 +56,7 @@ def _warnings(p: Profile) -> list[str]:
     out = []
     if p.header.partial:
         out.append(f"PARTIAL: {p.header.partial} (exit status {p.header.exit_status})")
+        out.extend(f"  stderr | {line}" for line in p.header.stderr.splitlines())
     if p.metrics.dropped:
         out.append(f"{p.metrics.dropped} sampled call records were lost (ring buffer full); "
                    "aggregates are still exact")

@@ -177,6 +177,7 @@ def model_plot(name: str, series: list[tuple[int, int]], models: list) -> dict:
 # is already served offline with the dashboard, draws SVG, and zooms on a click; a vendored flame-graph
 # library would be a second renderer to keep current.  Deeper levels than this open on a click.
 FLAME_DEPTH = 14
+MAX_FLAME_DEPTH = 128  # frames of a stack drawn at most (FLAME_DEPTH of them show at a time)
 DIFF_CLIP = 1.0  # colour saturates at ±100% change of a frame's share
 ALL = "(all)"
 
@@ -190,15 +191,27 @@ def _warm(name: str) -> str:
     return f"hsl({h % 50}, {70 + h // 50 % 25}%, {55 + h // 1250 % 12}%)"
 
 
-def _frames(stacks: dict[str, int]) -> dict[str, int]:
-    """Every path prefix of the folded stacks -> samples under it (its inclusive samples)."""
-    out: dict[str, int] = {}
-    for stack, n in stacks.items():
-        parts = stack.split(";")
-        for i in range(1, len(parts) + 1):
-            key = ";".join(parts[:i])
-            out[key] = out.get(key, 0) + n
-    return out
+def _tree(stacks: dict[str, int], base: dict[str, int] | None) -> tuple[list[tuple[int, str]], list[int], list[int]]:
+    """The frames of folded stacks as a tree, linear in the frames read: (parent node or -1, name) per
+    node, parents first, and each side's samples under it (inclusive).  A stack deeper than
+    MAX_FLAME_DEPTH is cut there, its samples kept by the frame at the limit (issue #37: every path
+    prefix as a string key cost depth² bytes, 11 GB for one pulled stack of 20,000 frames)."""
+    nodes: list[tuple[int, str]] = []
+    counts: tuple[list[int], list[int]] = ([], [])
+    index: dict[tuple[int, str], int] = {}
+    for side, got in ((0, stacks), (1, base or {})):
+        for stack, n in got.items():
+            parent = -1
+            for name in stack.split(";", MAX_FLAME_DEPTH)[:MAX_FLAME_DEPTH]:
+                i = index.get((parent, name))
+                if i is None:
+                    i = index[(parent, name)] = len(nodes)
+                    nodes.append((parent, name))
+                    counts[0].append(0)
+                    counts[1].append(0)
+                counts[side][i] += n
+                parent = i
+    return nodes, counts[0], counts[1]
 
 
 def flame(title: str, stacks: dict[str, int], base: dict[str, int] | None = None,
@@ -206,20 +219,21 @@ def flame(title: str, stacks: dict[str, int], base: dict[str, int] | None = None
     """A flame graph (icicle) of folded stacks.  With `base`, a differential one: widths are this side's
     shares, each frame coloured by how its share of all samples moved from `base` (both sides normalised
     to the same total), red grew, blue shrank; frames of functions the diff changed carry a ◆."""
-    now = _frames(stacks)
+    nodes, now, before = _tree(stacks, base)
     total = sum(stacks.values()) or 1
-    before = _frames(base) if base else {}
     base_total = sum(base.values()) if base else 0
-    ids = sorted(now, key=lambda k: (k.count(";"), k))
-    labels, parents, hover, colors = [], [], [], []
-    for k in ids:
-        name = k.rsplit(";", 1)[-1]
+    shown = [i for i in range(len(nodes)) if now[i]]  # (a frame of the base alone is not drawn)
+    ids, labels, parents, hover, colors, depth = [], [], [], [], [], {-1: 0}
+    for i in shown:
+        parent, name = nodes[i]
+        depth[i] = depth[parent] + 1
+        ids.append(f"f{i}")
         labels.append(escape(("◆ " if name in changed else "") + short(name, 80)))
-        parents.append(k.rsplit(";", 1)[0] if ";" in k else ALL)
-        share = now[k] / total
-        line = f"{escape(readable(name))}<br>{share:.1%} of samples ({now[k]})"
+        parents.append(f"f{parent}" if parent >= 0 else ALL)
+        share = now[i] / total
+        line = f"{escape(readable(name))}<br>{share:.1%} of samples ({now[i]})"
         if base is not None:
-            was = before.get(k, 0) / (base_total or 1)
+            was = before[i] / (base_total or 1)
             rel = share / was - 1 if was else DIFF_CLIP
             colors.append(max(-DIFF_CLIP, min(DIFF_CLIP, rel)))
             line += f"<br>base {was:.1%} → {share:.1%} ({'new' if not was else f'{rel:+.0%}'})"
@@ -227,18 +241,18 @@ def flame(title: str, stacks: dict[str, int], base: dict[str, int] | None = None
     hover.insert(0, f"{total} samples" + (f" (base {base_total})" if base is not None else ""))
     colors.insert(0, 0.0)
     # one explicit root: the stacks' own roots (main, [unknown], [other stacks]) side by side under it
-    trace = {"type": "icicle", "ids": [ALL] + [escape(i) for i in ids], "labels": ["all samples"] + labels,
-             "parents": [""] + [escape(p) for p in parents], "values": [total] + [now[k] for k in ids],
+    trace = {"type": "icicle", "ids": [ALL] + ids, "labels": ["all samples"] + labels,
+             "parents": [""] + parents, "values": [total] + [now[i] for i in shown],
              "branchvalues": "total",
              "maxdepth": FLAME_DEPTH, "text": hover, "hovertemplate": "%{text}<extra></extra>", "textinfo": "label",
              "sort": False, "tiling": {"orientation": "v", "pad": 0}}
     if base is None:
-        trace["marker"] = {"colors": ["#ecf0f1"] + [_warm(k.rsplit(";", 1)[-1]) for k in ids]}
+        trace["marker"] = {"colors": ["#ecf0f1"] + [_warm(nodes[i][1]) for i in shown]}
     else:
         trace["marker"] = {"colors": colors, "colorscale": [[0, "#2166ac"], [0.5, "#f7f7f7"], [1, "#b2182b"]],
                            "cmin": -DIFF_CLIP, "cmax": DIFF_CLIP, "showscale": True,
                            "colorbar": {"title": {"text": "share vs base"}, "tickformat": "+.0%"}}
-    depth = min(max((k.count(";") for k in ids), default=0) + 2, FLAME_DEPTH)
-    layout = {"title": {"text": escape(title), "font": {"size": 15}}, "height": 90 + 24 * depth,
+    levels = min(max(depth.values()) + 1, FLAME_DEPTH)
+    layout = {"title": {"text": escape(title), "font": {"size": 15}}, "height": 90 + 24 * levels,
               "margin": {"l": 10, "r": 10, "t": 50, "b": 10}}
     return {"data": [trace], "layout": layout}

@@ -1,0 +1,71 @@
+"""What `git perf init` writes for a project it has not seen (issue #38): the build system recognised
+from the files at the root, a build command that works in a fresh worktree (configure, then build,
+into `build/`), and the binary's real path read from the build files.  Pure reading: nothing runs.
+
+A check builds in fresh worktrees (ARCHITECTURE.md §6a), so a command that assumes a configured
+build directory (`make -C build`, `ninja -C build`) fails there; each command below configures when
+the directory is missing and builds with debug information and optimisation, what a profile needs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_JOBS = "$(nproc)"
+# {target}: the program's target when the build file names it (a test target that does not build
+# cannot fail the check, and the build is shorter), else nothing: everything
+CMAKE = ("cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null && "
+         f"cmake --build build -j{_JOBS}{{target}} > /dev/null")
+MESON = ("{{ test -d build || meson setup build --buildtype=debugoptimized > /dev/null; }} && "
+         "meson compile -C build{target} > /dev/null")
+AUTOTOOLS = f'{{ test -f Makefile || ./configure CFLAGS="-O2 -g" CXXFLAGS="-O2 -g" > /dev/null; }} && make -j{_JOBS}'
+MAKE = f"make -j{_JOBS}"
+# executables whose name says they are not the program (tests, benchmarks of parts, examples)
+_NOT_THE_PROGRAM = re.compile(r"(^|[_-])(tests?|unittests?|gtest|example|examples|demo|fuzz\w*)([_-]|$)", re.I)
+# build systems that configure a build directory: file, name, command, how it names a target, how an
+# executable is declared
+_CONFIGURED = (("CMakeLists.txt", "CMake", CMAKE, " --target {}", r"add_executable\s*\(\s*([A-Za-z0-9_.+-]+)",
+                "add_executable({} ...) in CMakeLists.txt"),
+               ("meson.build", "Meson", MESON, " {}", r"executable\s*\(\s*['\"]([A-Za-z0-9_.+-]+)['\"]",
+                "executable('{}', ...) in meson.build"))
+_PHONY = {"all", "clean", "install", "uninstall", "check", "test", "tests", "dist", "distclean", "help", "depend"}
+
+
+@dataclass(frozen=True)
+class Adoption:
+    system: str  # "CMake", "Meson", "autotools", "make", "" = not recognised
+    command: str  # the build command
+    binary: str  # the program's path after the build, relative to the root
+    found: str  # where the binary's name came from ("" = a placeholder: edit it)
+
+
+def _executables(text: str, pattern: str) -> list[str]:
+    return [m for m in re.findall(pattern, text) if "$" not in m and "@" not in m]
+
+
+def _program(names: list[str], root: Path) -> str:
+    """The executable most likely the program: not a test; the one named like the project if any."""
+    keep = [n for n in names if not _NOT_THE_PROGRAM.search(n)] or names
+    project = root.name.lower()
+    return next((n for n in keep if n.lower() == project), keep[0] if keep else "")
+
+
+def recognise(root: Path) -> Adoption:
+    """The build system at `root` and the configuration `init` should write for it."""
+    for build_file, system, command, target, declared, said in _CONFIGURED:
+        if (root / build_file).is_file():
+            name = _program(_executables((root / build_file).read_text(errors="replace"), declared), root)
+            return Adoption(system, command.format(target=target.format(name) if name else ""),
+                            f"build/{name or 'app'}", said.format(name) if name else "")
+    if (root / "configure").is_file() and os.access(root / "configure", os.X_OK):
+        return Adoption("autotools", AUTOTOOLS, "app", "")
+    for makefile in ("GNUmakefile", "makefile", "Makefile"):
+        if (root / makefile).is_file():
+            targets = [t for t in re.findall(r"^([A-Za-z0-9_.+/-]+)\s*:(?!=)", (root / makefile).read_text(errors="replace"),
+                                             re.M) if t not in _PHONY and not t.startswith(".") and "." not in t]
+            name = _program(targets, root)
+            return Adoption("make", MAKE, name or "app", f"the first program target of {makefile}" if name else "")
+    return Adoption("", "make", "build/app", "")

@@ -1,0 +1,104 @@
+"""Builds kept for the next check (git.buildcache, issue #38): a real repository, real `git worktree`s
+and a real compiler; a build command that counts its own runs outside the tree."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import git, init_repo
+
+from gitperf.core.config import BuildConfig
+from gitperf.git import buildcache
+from gitperf.git.repo import open_repo
+from gitperf.git.worktree import Built, run_build
+
+
+def _repo(tmp_path: Path) -> tuple[Path, list[str], BuildConfig]:
+    root = init_repo(tmp_path / "p")
+    counter = tmp_path / "builds-run"
+    (root / "main.c").write_text("int main(void) { return 0; }\n")
+    (root / "Makefile").write_text("app: main.c\n\tcc -O2 -g -o app main.c\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    (root / "main.c").write_text("int main(void) { return 1 - 1; }\n")
+    git(root, "commit", "-qam", "two")
+    commits = git(root, "rev-list", "--reverse", "HEAD").split()[1:]  # (init_repo's first has no program)
+    return root, commits, BuildConfig(command=f"echo run >> {counter} && make -s", binary="app", probe_pad=True)
+
+
+def _runs(tmp_path: Path) -> int:
+    counter = tmp_path / "builds-run"
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+def _build(repo, commit: str, build: BuildConfig, cache: Path) -> tuple[Path, Built]:
+    with buildcache.slot(repo, commit, buildcache.key(commit, build), cache) as kept:
+        if kept.built is None:
+            kept.finish(run_build(build, kept.root, commit, cache))
+        assert (kept.root / "app").is_file()
+        return kept.root, kept.built
+
+
+def test_a_finished_build_is_reused_for_the_same_key_only(tmp_path):
+    root, commits, build = _repo(tmp_path)
+    repo, cache = open_repo(root), tmp_path / "perf"
+    first, done = _build(repo, commits[1], build, cache)
+    assert _runs(tmp_path) == 1 and "cc=" in done.pad
+    again, reused = _build(repo, commits[1], build, cache)
+    assert (again, reused) == (first, done) and _runs(tmp_path) == 1  # the build command did not run
+    # anything a build reads differing is another key: the other commit, the padding, the alignment,
+    # the command, the flags in the environment
+    others = {buildcache.key(commits[0], build), buildcache.key(commits[1], replace(build, probe_pad=False)),
+              buildcache.key(commits[1], replace(build, align_functions=64)),
+              buildcache.key(commits[1], replace(build, command="make")),
+              buildcache.key(commits[1], build, env={"PATH": "/usr/bin", "CFLAGS": "-O0"})}
+    assert len(others) == 5 and buildcache.key(commits[1], build) not in others
+    _build(repo, commits[0], build, cache)
+    assert _runs(tmp_path) == 2
+
+
+def test_a_build_that_did_not_finish_is_never_reused(tmp_path):
+    root, commits, build = _repo(tmp_path)
+    repo, cache = open_repo(root), tmp_path / "perf"
+    key = buildcache.key(commits[1], build)
+    with pytest.raises(KeyboardInterrupt):
+        with buildcache.slot(repo, commits[1], key, cache) as kept:
+            run_build(build, kept.root, commits[1], cache)
+            raise KeyboardInterrupt  # before finish: as if Ctrl-C hit between the build and its record
+    assert not (cache / "builds" / key).exists()
+    (cache / "builds" / key / "tree").mkdir(parents=True)  # as a SIGKILL mid-build leaves it
+    _build(repo, commits[1], build, cache)
+    assert _runs(tmp_path) == 2
+
+
+def test_only_the_most_recently_used_builds_are_kept_and_their_worktrees_go_with_them(tmp_path):
+    root, commits, build = _repo(tmp_path)
+    repo, cache = open_repo(root), tmp_path / "perf"
+    places = [_build(repo, c, b, cache)[0] for c in commits for b in (build, replace(build, probe_pad=False))]
+    assert all(p.is_dir() for p in places)
+    removed = buildcache.evict(repo, cache, keep=1)
+    assert len(removed) == 3 and [p.is_dir() for p in places] == [False, False, False, True]
+    listed = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
+    assert str(places[-1]) in listed and not any(str(p) in listed for p in places[:-1])
+
+
+def test_a_build_that_prints_a_flood_keeps_its_last_lines_only(tmp_path):
+    """Issue #37: a build printing 300 MB was held whole in memory and its "last 15 lines" were one
+    300 MB line on the terminal.  Its output is a ring of short lines now."""
+    import tracemalloc
+
+    from gitperf.core.errors import BuildError
+    root, commits, build = _repo(tmp_path)
+    (tmp_path / "perf").mkdir()
+    flood = "head -c 50000000 /dev/zero | tr '\\\\0' x; echo; echo 'error: the real reason' >&2; exit 3"
+    tracemalloc.start()
+    with pytest.raises(BuildError) as e:
+        run_build(replace(build, command=flood, probe_pad=False), root, commits[1], tmp_path / "perf")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 5 * 2 ** 20, peak
+    msg = str(e.value)
+    assert "failed (exit 3)" in msg and msg.rstrip().endswith("error: the real reason") and len(msg) < 10_000, msg[-500:]
