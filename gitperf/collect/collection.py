@@ -146,7 +146,7 @@ def _kept_key(target: Target) -> str | None:
             cfg = parse_config(tree[FILENAME].data.decode(), f"{target.commit[:12]}:{FILENAME}")
         else:
             cfg = load_config(target.repo.workdir) if target.repo.workdir else None
-    except (ConfigError, UnicodeDecodeError):
+    except (ConfigError, UnicodeDecodeError, AttributeError):  # (AttributeError: not a file in the tree)
         return None
     if cfg is None or not cfg.build.command.strip():
         return None
