@@ -171,7 +171,7 @@ def init(binary, build, command, force, with_hooks):
         raise GitPerfError(f"{path} exists; use --force to overwrite it")
     found = recognise(Path(repo.workdir))
     binary, build = binary or found.binary, build or found.command
-    todo = "" if command else "set [[workload]] command to the run you want measured (now `./{binary}`), "
+    todo = "" if command else f"set [[workload]] command to the run you want measured (now `./{binary}`), "
     command = command or f"./{binary}"
     text = config.template(binary, command, build)
     config.parse(text, str(path))  # the template must always be valid
@@ -181,7 +181,7 @@ def init(binary, build, command, force, with_hooks):
           + (f"recognised {found.system}: " if found.system else
              "no CMakeLists.txt, meson.build, configure or Makefile at the root: edit ")
           + f"build.command = {build}\nbuild.binary = {binary}{where}\n"
-          f"next: {todo.format(binary=binary)}commit the file, then `git perf check HEAD --collect`\n"
+          f"next: {todo}commit the file, then `git perf check HEAD --collect`\n"
           f"collect stays within collect.max_overhead = {config.DEFAULT_MAX_OVERHEAD:g}% of the native run time "
           "(a pilot run measures it; collect prints the predicted overhead); --mode trace counts every call "
           "exactly, at the price of probe time")

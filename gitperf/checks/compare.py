@@ -678,7 +678,7 @@ def _agrees(call: Result, run: Result | None, base_ns: float) -> bool:
     noisy (Lua's `luaH_resize`: a few huge calls) its interval is wide and the median call adds
     power; where it is tight and excludes what the median call implies, the median call measures
     something else."""
-    if run is None or call.tested.per_call is None:
+    if run is None:
         return True
     gained = math.expm1(call.tested.statistic) * call.tested.per_call[0]
     return run.ci[0] * base_ns <= gained <= run.ci[1] * base_ns

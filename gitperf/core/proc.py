@@ -28,6 +28,14 @@ def signals_held() -> Iterator[set]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held-back signal's handler runs here
 
 
+def in_child(mask: set) -> None:
+    """Between fork and exec of a child started under `signals_held`: the signal mask from before the
+    block restored (the child gets the signals we held back), and the child dying with SIGKILL when
+    its parent goes (a collector killed with SIGKILL takes its workload or build along)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    die_with_parent(signal.SIGKILL)
+
+
 def keep_tail(stream: IO[bytes], into: collections.deque, width: int) -> None:
     """Read `stream` to its end keeping its last lines in `into` (a deque with a maxlen), each cut at
     `width` bytes: a process printing 300 MB costs a few kilobytes (a reader thread's target)."""

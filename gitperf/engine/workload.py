@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from gitperf.core.proc import alive, die_with_parent, keep_tail, signals_held
+from gitperf.core.proc import alive, in_child, keep_tail, signals_held
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,7 @@ def _spawn(argv: list[str], cwd: str, where: Scope, env: dict | None) -> subproc
     procs = str(where.path / "cgroup.procs") if where.path else None
 
     def enter_scope() -> None:  # runs in the child between fork and exec
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # the workload gets the signals we held back
-        die_with_parent(signal.SIGKILL)  # a collector killed with SIGKILL takes its workload along
+        in_child(mask)  # the signals we held back, and dying with us (SIGKILL of the collector)
         if procs:
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))

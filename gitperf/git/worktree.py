@@ -22,7 +22,7 @@ import pygit2
 
 from gitperf.core.config import BuildConfig
 from gitperf.core.errors import BuildError
-from gitperf.core.proc import alive, die_with_parent, keep_tail, signals_held
+from gitperf.core.proc import alive, in_child, keep_tail, signals_held
 from gitperf.git import pad
 
 
@@ -122,17 +122,13 @@ def _build(command: str, root: Path, env: dict | None, timeout: float) -> subpro
     """The build command in a process group of its own, all of it killed when we stop waiting (Ctrl-C,
     SIGTERM, the timeout): make's compilers are grandchildren, which killing the shell leaves running.
     Its output (stdout and stderr as one stream) is kept as its last lines, in `stdout`."""
-    def start() -> None:  # in the child, between fork and exec
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        die_with_parent(signal.SIGKILL)
-
     proc = None
     tail: collections.deque[str] = collections.deque(maxlen=BUILD_LINES)
     try:
         with signals_held() as mask:  # Ctrl-C during the fork: held, then it kills the build
             proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=root, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True, preexec_fn=start)
+                                    start_new_session=True, preexec_fn=lambda: in_child(mask))
         reader = threading.Thread(target=keep_tail, args=(proc.stdout, tail, BUILD_LINE), daemon=True)
         reader.start()
         proc.wait(timeout=timeout)
@@ -151,7 +147,7 @@ def _in_our_worktree(root: Path) -> bool:
 
 
 def _failure(r: subprocess.CompletedProcess, commit: str, command: str) -> str:
-    tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+    tail = "\n".join(r.stdout.strip().splitlines()[-15:])  # (`_build` kept both streams in stdout)
     return f"build of {commit[:12]} failed (exit {r.returncode}): {command}\n{tail}"
 
 
@@ -173,7 +169,7 @@ def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float, alig
     plain = _build(command, root, None, timeout)
     if plain.returncode != 0:
         return plain, Built()
-    last = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+    last = r.stdout.strip().splitlines()[-1:] or [""]
     return plain, Built(note=f"the build failed with git perf's NOP-padded entries ({pad.describe(pads, align)}: "
                              f"{last[0][:160]}); rebuilt without them: traced calls cost more (ARCHITECTURE.md §6)")
 
