@@ -335,6 +335,52 @@ def test_the_diff_follows_renames_and_sees_a_call_into_another_library_function(
     assert d.changed == ("same",) and not d.nothing_changed, d
 
 
+def test_a_compiler_clone_is_matched_with_its_function_across_builds(tmp_path):
+    """GCC names a clone after its function and numbers it as it likes: `work` called with the
+    constant 3 everywhere becomes `work.constprop.0`; once a caller passes 4 it is plain `work` again.
+    The diff pairs the two as one function whose code changed, not one removed and one new, and the
+    check's plan probes each side under its own name."""
+    from gitperf.analysis import bindiff
+    from gitperf.core.config import CollectConfig
+    from gitperf.plan import focus
+    body = ("static __attribute__((noinline)) long work(const char *s, int n) "
+            "{{ long t = 0; for (int i = 0; i < n; i++) t += s[i] * 7; return t; }}\n"
+            "int main(int c, char **v) {{ (void)c; return (int)(work(v[0], 3) + work(v[0] + 1, {n})); }}\n")
+    base, target = _compiled(tmp_path, "a", body.format(n=3)), _compiled(tmp_path, "b", body.format(n=4))
+    names = {f.name for f in base.functions}, {f.name for f in target.functions}
+    assert "work.constprop.0" in names[0] and "work" in names[1] and "work" not in names[0], names
+    d = bindiff.diff(base, target)
+    assert d.renamed == {"work.constprop.0": "work"}, d
+    assert "work" in d.changed and "work" not in d.new and "work.constprop.0" not in d.removed, d
+    f = focus.Focus(changed=("main", "work"), new=(), callers=(), traced=("main", "work"), sampled={}, reaches={},
+                    stack_hz=99, calls={}, renamed=d.renamed)
+    plans = [focus.side_plan(b, CollectConfig(), {}, f, "base").plan for b in (base, target)]
+    assert [sorted(p.traced) for p in plans] == [["main", "work.constprop.0"], ["main", "work"]]
+
+
+def test_a_function_inlined_away_is_told_from_one_removed(tmp_path):
+    """`helper` was a function of its own; the commit made it `always_inline`: gone from the symbols,
+    its code inside `work` (the target's DWARF says so).  The diff names where it went; a function
+    that really went away has no such entry."""
+    from gitperf.analysis import bindiff
+    body = ("static {attr} long helper(const char *s, int n) "
+            "{{ long t = 0; for (int i = 0; i < n; i++) t += s[i] * 7; return t; }}\n"
+            "__attribute__((noinline)) long work(const char *s, int n) {{ return {body}; }}\n"
+            "int main(int c, char **v) {{ return (int)work(v[0], c + 2); }}\n")
+    helper_body = "helper(s, n) + helper(s + 1, n - 1)"
+
+    def build(name, attr, call):
+        src = tmp_path / f"{name}.c"
+        src.write_text(body.format(attr=attr, body=call))
+        subprocess.run(["cc", "-O2", "-g", "-o", str(tmp_path / name), str(src)], check=True)
+        return elf.load(tmp_path / name)
+    base = build("a", "__attribute__((noinline))", helper_body)
+    inlined = bindiff.diff(base, build("b", "inline __attribute__((always_inline))", helper_body))
+    assert inlined.removed == ("helper",) and inlined.inlined == {"helper": ("work",)}, inlined
+    dropped = bindiff.diff(base, build("c", "__attribute__((noinline, unused))", "(long)s[n]"))
+    assert dropped.removed == ("helper",) and not dropped.inlined, dropped
+
+
 def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
     """The user built the clean HEAD in the work tree without the pad; a check that wants padded entries
     (`check --collect` by default, or build.probe_pad) builds in a fresh worktree: make in the work

@@ -13,6 +13,7 @@ from conftest import git
 
 from gitperf import checks
 from gitperf.analysis.elf import FunctionSymbol
+from gitperf.checks.verdict import judge
 from gitperf.collect.profile import build_functions
 from gitperf.core import codec
 from gitperf.core.config import CheckConfig, CollectConfig
@@ -178,6 +179,58 @@ def test_paired_rounds_find_what_independent_runs_hide():
         alarms += any(c.type != checks.NO_CHANGE for c in checks.compare_workload(
             checks.Sides("w", target, base), cfg, opinions=False))
     assert alarms <= 1
+
+
+def test_a_function_the_target_renamed_is_compared_with_itself_not_removed_and_new():
+    """`parse` is `parse.isra.0` in the base and `parse.isra.1` in the target (GCC renumbered its
+    clone; diff tracing paired them in the target's plan): one function, 30% slower, judged under its
+    new name with the base's runs of the old one; not "removed -100%" beside "new"."""
+    base, target = _rounds(0.3, 5, 7)
+    old, new = "parse.isra.0", "parse.isra.1"
+
+    def named(ps, name, renamed=None):
+        out = []
+        for p in ps:
+            prof = p.profile
+            plan = replace(prof.plan, renamed=renamed or {})
+            funcs = tuple(replace(f, name=name if f.name == "parse" else f.name) for f in prof.functions)
+            out.append(replace(p, profile=replace(prof, plan=plan, functions=funcs)))
+        return out
+    sides = checks.Sides("w", named(target, new, {old: new}), named(base, old))
+    found = {c.function: c for c in judge(sides, CheckConfig(), frozenset({new}), opinions=False)}
+    assert old not in found and found[new].type == checks.DEGRADATION, found.get(new)
+    assert found[new].ci_low < 0.3 < found[new].ci_high
+    # without the pairing the two names were two functions: what the target's plan prevents
+    apart = {c.function: c.type for c in judge(checks.Sides("w", named(target, new), named(base, old)),
+                                                      CheckConfig(), frozenset({new}), opinions=False)}
+    assert apart.get(old) == checks.REMOVED and apart.get(new) == checks.NEW, apart
+
+
+def test_what_a_commit_stopped_calling_is_one_line_under_its_caller_and_inlined_is_not_removed():
+    """The std::regex case: `scan` stopped calling a regex engine (`rx_match` and the three functions
+    under it), and `helper` was inlined into `scan`.  One row for the four under their surviving
+    caller, with the run time they took in the base from its stack samples; `helper` as inlined."""
+    from gitperf.checks import gone
+    engine = ["rx_match", "rx_step", "rx_alloc", "rx_free"]
+    base_stacks = {"main;scan;rx_match;rx_step": 40, "main;scan;rx_match;rx_alloc": 10, "main;scan;rx_match;rx_free": 5,
+                   "main;scan;rx_match": 5, "main;scan;helper": 10, "main;scan": 20, "main;other;tidy": 10}
+    gone_ns = {"rx_match": 6e6, "rx_step": 4e6, "rx_alloc": 1e6, "rx_free": 5e5, "helper": 1e6, "tidy": 1e6}
+    base, target = [], []
+    for r in range(3):
+        b = _profile("b", {"main": 1e7, "scan": 8e6, "other": 1e6, **gone_ns})
+        base.append(StoredProfile("b", r, f"b{r}", replace(b, stacks=base_stacks)))
+        t = _profile("t", {"main": 4e6, "scan": 2e6, "other": 1e6})
+        target.append(StoredProfile("t", r, f"t{r}", replace(t, plan=replace(t.plan, inlined={"helper": ("scan",)}))))
+    found = judge(checks.Sides("w", target, base), CheckConfig(), frozenset({"scan"}), opinions=False)
+    by = {c.function: c for c in found}
+    grouped = by["rx_match"]
+    assert grouped.type == checks.REMOVED and set(grouped.members) == set(engine) and grouped.caller == "scan"
+    assert not set(engine[1:]) & by.keys()  # told on the one row, not each on its own
+    assert "4 functions no longer called from scan" in grouped.method
+    assert grouped.base_ns == pytest.approx(0.6 * 1e7)  # 60 of 100 stack samples of a 10 ms run
+    assert by["helper"].type == checks.INLINED and "inlined into scan" in by["helper"].method
+    assert by["tidy"].type == checks.REMOVED and "called from other" in by["tidy"].method  # alone: its own row
+    assert gone.callers({"rx_step", "rx_match"}, base) == {"rx_step": "scan", "rx_match": "scan"}
 
 
 def test_a_function_that_is_mostly_probe_time_is_compared_on_its_probed_time():

@@ -12,7 +12,9 @@ The same pass yields the direct call graph (calls through pointers are not seen)
 callers of a changed function come.
 
 Names are matched before code is compared (`diff`): a function only in the base and one only in the
-target with the same normalised code are one function **renamed**; a function whose code is the same
+target with the same normalised code are one function **renamed**, and so are two clones of one
+function the compiler numbered otherwise (`foo.isra.0` and `foo.isra.1`), changed if their code
+differs; a function whose code is the same
 and whose callees are the same once renames are followed is **relocated** (the demo's rename commit
 changed `main` only in the name of the function it calls), not changed.  A function that now calls
 another existing function calls other code: changed.  So `changed`, `new` and `removed` are exactly
@@ -29,9 +31,10 @@ import capstone
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
+from gitperf.analysis import elf
 from gitperf.analysis.elf import BinaryInfo, FunctionSymbol
 from gitperf.core.fmt import names
-from gitperf.core.names import short, whole
+from gitperf.core.names import origin, short, whole
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 _RIP = re.compile(r"\[rip [+-] 0x[0-9a-f]+\]")
@@ -72,8 +75,11 @@ class BinDiff:
     new: tuple[str, ...] = ()  # only in the target
     removed: tuple[str, ...] = ()  # only in the base
     target_calls: dict[str, frozenset[str]] = field(default_factory=dict)
-    renamed: dict[str, str] = field(default_factory=dict)  # base name -> target name, same code
+    renamed: dict[str, str] = field(default_factory=dict)  # base name -> target name (same code, or a clone: `renames`)
     relocated: tuple[str, ...] = ()  # same code and callees, some of them renamed
+    # of `removed`, those whose code the target's DWARF shows inlined into other functions: removed
+    # as functions, their work done inside these now
+    inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def nothing_changed(self) -> bool:
@@ -192,18 +198,27 @@ def read_code(binary: BinaryInfo) -> Code:
     return Code(fingerprints, calls, targets)
 
 
+def _one_to_one(gone: set[str], added: set[str], key) -> dict[str, str]:
+    """Names of `gone` matched to names of `added` with the same `key(side, name)`, where exactly one
+    of each has it."""
+    groups: dict[object, tuple[list[str], list[str]]] = {}
+    for side, ns in ((0, gone), (1, added)):
+        for n in sorted(ns):
+            groups.setdefault(key(side, n), ([], []))[side].append(n)
+    return {olds[0]: news[0] for olds, news in groups.values() if len(olds) == 1 and len(news) == 1}
+
+
 def renames(a: Code, b: Code) -> dict[str, str]:
-    """Functions only in `a` matched to functions only in `b` with the same normalised code and the
-    same number of call sites: base name -> target name.  Only one-to-one matches (two empty stubs
-    alike match nothing)."""
+    """Functions only in `a` matched to functions only in `b`: base name -> target name.  First those
+    with the same normalised code and number of call sites (a rename), then, of the rest, compiler
+    clones of the same function (`foo.isra.0` -> `foo.isra.1`, `foo` -> `foo.constprop.0`:
+    `core.names.origin`), whose code may differ.  Only one-to-one matches (two empty stubs alike, or
+    two clones of one function, match nothing)."""
     gone, added = a.fingerprints.keys() - b.fingerprints.keys(), b.fingerprints.keys() - a.fingerprints.keys()
-    shape = lambda c, n: (c.fingerprints[n], len(c.targets.get(n, ())))  # noqa: E731
-    by_shape: dict[tuple, tuple[list[str], list[str]]] = {}
-    for n in sorted(gone):
-        by_shape.setdefault(shape(a, n), ([], []))[0].append(n)
-    for n in sorted(added):
-        by_shape.setdefault(shape(b, n), ([], []))[1].append(n)
-    return {olds[0]: news[0] for olds, news in by_shape.values() if len(olds) == 1 and len(news) == 1}
+    code = (a, b)
+    out = _one_to_one(gone, added, lambda side, n: (code[side].fingerprints[n], len(code[side].targets.get(n, ()))))
+    out |= _one_to_one(gone - out.keys(), added - set(out.values()), lambda side, n: origin(n))
+    return out
 
 
 def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
@@ -217,8 +232,9 @@ def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
             changed.append(n)
         elif ta != tb:
             relocated.append(n)
-    # a renamed function whose callees changed (not only by renames) runs other code: changed too
-    changed += [new for old, new in renamed.items() if follow(a.targets.get(old, ())) != b.targets.get(new, ())]
+    # a renamed function whose code or callees changed (not only by renames) runs other code: changed too
+    changed += [new for old, new in renamed.items()
+                if a.fingerprints[old] != b.fingerprints[new] or follow(a.targets.get(old, ())) != b.targets.get(new, ())]
     new = b.fingerprints.keys() - a.fingerprints.keys() - set(renamed.values())
     removed = a.fingerprints.keys() - b.fingerprints.keys() - renamed.keys()
     # a `.cold` part is its function's unlikely code, jumped into, never called: a change, appearance or
@@ -226,5 +242,11 @@ def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
     both = a.fingerprints.keys() & b.fingerprints.keys()
     parts = {n for n in (*changed, *new, *removed) if whole(n) != n and whole(n) in both}
     changed = {whole(n) if n in parts else n for n in changed} | {whole(n) for n in parts}
-    return BinDiff(changed=tuple(sorted(changed)), new=tuple(sorted(new - parts)), removed=tuple(sorted(removed - parts)),
-                   target_calls=b.calls, renamed=renamed, relocated=tuple(sorted(set(relocated) - changed)))
+    removed -= parts
+    into = elf.inlined_into(target.path) if removed else {}
+    # only into functions the target has (an inlined copy inside another inlined copy counts for the
+    # function around both)
+    inlined = {n: tuple(sorted(c & b.fingerprints.keys())) for n in sorted(removed) if (c := into.get(n))}
+    return BinDiff(changed=tuple(sorted(changed)), new=tuple(sorted(new - parts)), removed=tuple(sorted(removed)),
+                   target_calls=b.calls, renamed=renamed, relocated=tuple(sorted(set(relocated) - changed)),
+                   inlined={n: c for n, c in inlined.items() if c})

@@ -11,8 +11,10 @@ calibrated on each machine (engine/calibrate.py).
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import os
+import subprocess
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -222,31 +224,74 @@ def _symbol_name(die) -> str | None:
     return None
 
 
-def source_locations(path: str | os.PathLike) -> dict[str, str]:
-    """Symbol name -> "file:line" of its definition, from DWARF (empty without debug info).
-    The file is relative to the compilation directory, as the compiler saw it."""
-    out: dict[str, str] = {}
+NM_TIMEOUT_S = 120  # nm -l on a large C++ binary with full debug info takes seconds, never minutes
+
+
+def source_locations(path: str | os.PathLike, root: str = "") -> dict[str, str]:
+    """Symbol -> "file:line" where its code starts, from the DWARF line table through binutils' `nm
+    -l` (empty without debug info); the file relative to `root` when under it.  `nm` reads the line
+    table in C: 0.14 s on ninja where walking every DIE with pyelftools took 4.1 s, twice a check, and
+    the lines agreed on all 201 functions both named (the DIE's DW_AT_decl_line)."""
+    try:
+        out = subprocess.run(["nm", "--line-numbers", "--defined-only", os.fspath(path)], capture_output=True,
+                             text=True, errors="replace", timeout=NM_TIMEOUT_S).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}  # locations are a convenience: without binutils a collection still runs
+    prefix = root.rstrip("/") + "/" if root else ""
+    found = {}
+    for line in out.splitlines():
+        symbol, _, where = line.partition("\t")
+        parts = symbol.split(" ", 2)
+        if where and len(parts) == 3 and parts[1] in "tTwW":
+            found[parts[2]] = where[len(prefix):] if prefix and where.startswith(prefix) else where
+    return found
+
+
+def inlined_into(path: str | os.PathLike) -> dict[str, frozenset[str]]:
+    """Symbol -> the functions the DWARF shows copies of it inlined into (the innermost out-of-line
+    function around each copy); empty without debug info.  Read once per file version (pyelftools
+    walks every DIE: seconds on a real C++ program), and only when a diff has removed functions."""
+    st = os.stat(path)
+    return _inlined_into(os.fspath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _inlined_into(path: str, mtime_ns: int, size: int) -> dict[str, frozenset[str]]:
+    origins: dict[int, str | None] = {}  # DIE offset -> the symbol it names (abstract instances)
+    sites: list[tuple[int, str]] = []  # (abstract origin's offset, enclosing function's symbol)
     with open(path, "rb") as fh:
         try:
             elf = ELFFile(fh)
             if not elf.has_dwarf_info():
-                return out
-            dwarf = elf.get_dwarf_info()
-            for cu in dwarf.iter_CUs():
-                lineprog = dwarf.line_program_for_CU(cu)
-                files = lineprog["file_entry"] if lineprog else []
-                base = 0 if cu["version"] >= 5 else 1  # DWARF 5 numbers files from 0
+                return {}
+            for cu in elf.get_dwarf_info().iter_CUs():
+                outer: list[tuple[int, str | None]] = []  # (depth, symbol) of the enclosing subprograms
+                level = 0  # of the next DIE: iter_DIEs yields a null DIE after each list of children
                 for die in cu.iter_DIEs():
-                    if (die.tag != "DW_TAG_subprogram" or "DW_AT_decl_line" not in die.attributes
-                            or "DW_AT_declaration" in die.attributes):
+                    if die.tag is None:
+                        level -= 1
+                        continue
+                    depth, level = level, level + die.has_children
+                    while outer and outer[-1][0] >= depth:
+                        outer.pop()
+                    if die.tag == "DW_TAG_inlined_subroutine":
+                        ref = die.attributes.get("DW_AT_abstract_origin")
+                        here = next((n for _, n in reversed(outer) if n), None)
+                        if ref is not None and here is not None:
+                            sites.append((ref.value + (cu.cu_offset if ref.form != "DW_FORM_ref_addr" else 0), here))
+                        continue
+                    if die.tag != "DW_TAG_subprogram":
                         continue
                     name = _symbol_name(die)
-                    fidx = die.attributes.get("DW_AT_decl_file")
-                    if name is None or fidx is None:
-                        continue
-                    i = fidx.value - base
-                    fname = files[i].name.decode(errors="replace") if 0 <= i < len(files) else "?"
-                    out.setdefault(name, f"{fname}:{die.attributes['DW_AT_decl_line'].value}")
+                    if "DW_AT_inline" in die.attributes:
+                        origins[die.offset] = name
+                    if "DW_AT_low_pc" in die.attributes or "DW_AT_ranges" in die.attributes:
+                        outer.append((depth, name))  # an out-of-line function: code of its own
         except (ELFError, KeyError, IndexError, ValueError, AttributeError):
-            return out  # locations are a convenience: broken debug info must not stop a collection
-    return out
+            pass  # debug info is a convenience: broken DWARF must not stop a check
+    inlined: dict[str, set[str]] = {}
+    for offset, caller in sites:
+        if (name := origins.get(offset)) and name != caller:
+            inlined.setdefault(name, set()).add(caller)
+    return {n: frozenset(c) for n, c in inlined.items()}
+

@@ -9,6 +9,7 @@ from gitperf.checks.change import (
                                    ACCEPTED,
                                    CONFLICT,
                                    DEGRADATION,
+                                   INLINED,
                                    INSTRUCTIONS,
                                    NEW,
                                    NO_CHANGE,
@@ -23,6 +24,6 @@ from gitperf.checks.change import (
 from gitperf.checks.check import Baseline, baseline, check, comparable, find_baseline, group, recompute
 from gitperf.checks.compare import HISTORY_Z, MIN_HISTORY, Sides, compare_workload, error_budget
 
-__all__ = ["ACCEPTED", "CONFLICT", "DEGRADATION", "INSTRUCTIONS", "NEW", "NO_CHANGE", "NOT_ENOUGH_DATA", "OPTIMIZATION", "REMOVED", "UNKNOWN",
+__all__ = ["ACCEPTED", "CONFLICT", "DEGRADATION", "INLINED", "INSTRUCTIONS", "NEW", "NO_CHANGE", "NOT_ENOUGH_DATA", "OPTIMIZATION", "REMOVED", "UNKNOWN",
            "Change", "CheckResult", "WorkloadPair", "Baseline", "baseline", "check", "comparable", "find_baseline",
            "group", "recompute", "HISTORY_Z", "MIN_HISTORY", "Sides", "compare_workload", "error_budget"]

@@ -22,6 +22,7 @@ class Verdict(StrEnum):
     UNKNOWN = "unknown"  # measured on both sides, but not comparably: the verdict is withheld
     NEW = "new"
     REMOVED = "removed"
+    INLINED = "inlined"  # gone as a function, its code inlined into others (checks.gone)
     NOT_ENOUGH_DATA = "not-enough-data"  # a commit with no comparable baseline
     ACCEPTED = "accepted"  # a degradation recorded as intended with `git perf accept`
     # a function the diff changed whose time the check could not resolve, but whose instructions grew
@@ -32,7 +33,7 @@ class Verdict(StrEnum):
     CONFLICT = "conflict"
 
 
-(DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, NOT_ENOUGH_DATA, ACCEPTED, INSTRUCTIONS,
+(DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, INLINED, NOT_ENOUGH_DATA, ACCEPTED, INSTRUCTIONS,
  CONFLICT) = Verdict
 
 
@@ -73,6 +74,10 @@ class Change:
     # its inclusive instructions moved beyond their A/A spread the way its time did (checks.witness):
     # named as a cause, ranked before time verdicts the instructions do not back
     cause: bool = False
+    # a removed function's caller in the base, and the removed functions told on this one row with it
+    # (this one first): what a change stopped calling (checks.gone)
+    caller: str = ""
+    members: tuple[str, ...] = ()
 
     @property
     def severity(self) -> tuple:
@@ -80,7 +85,7 @@ class Change:
         instructions locate, time confirms), then where the most time was added (exclusive time
         first, so the function that got slower comes before its callers whose inclusive time merely
         follows)."""
-        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT: 2, NEW: 3, REMOVED: 4,
+        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT: 2, NEW: 3, REMOVED: 4, INLINED: 4,
                 UNKNOWN: 5, NO_CHANGE: 6}[self.type]
         if self.type == OPTIMIZATION:
             return rank, not self.cause, self.exclusive_delta_ns, self.absolute_ns

@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -86,6 +86,29 @@ class Sides:
     base: list[StoredProfile]
     history: list[list[StoredProfile]] = field(default_factory=list)
     history_commits: list[str] = field(default_factory=list)
+
+
+def _renamed(sp: StoredProfile, new: dict[str, str]) -> StoredProfile:
+    p = sp.profile
+    frames = lambda stack: ";".join(new.get(f, f) for f in stack.split(";"))  # noqa: E731
+    plan = replace(p.plan, probed=tuple(new.get(n, n) for n in p.plan.probed),
+                   traced=tuple(new.get(n, n) for n in p.plan.traced))
+    profile = replace(p, plan=plan, functions=tuple(replace(f, name=new.get(f.name, f.name)) for f in p.functions),
+                      stacks={frames(k): v for k, v in p.stacks.items()},
+                      instructions=tuple(replace(i, functions={new.get(n, n): v for n, v in i.functions.items()})
+                                         for i in p.instructions))
+    return replace(sp, profile=profile)
+
+
+def in_target_names(sides: Sides) -> Sides:
+    """The base's and the history's functions under the names the target gives them, where the
+    target's diff tracing matched a function across a rename or a compiler clone's new number
+    (`PlanRecord.renamed`): one function compared with itself, not a removed one and a new one."""
+    new = {old: n for p in sides.target for old, n in p.profile.plan.renamed.items()}
+    if not new:
+        return sides
+    return replace(sides, base=[_renamed(p, new) for p in sides.base],
+                   history=[[_renamed(p, new) for p in ps] for ps in sides.history])
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import pygit2
 
 from gitperf.checks import record, verdict
-from gitperf.checks.change import DEGRADATION, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult, WorkloadPair
+from gitperf.checks.change import DEGRADATION, INLINED, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult, WorkloadPair
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
 from gitperf.checks.compare import Sides
 from gitperf.collect import paired
@@ -83,7 +83,7 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
         if c.function not in focus.decisive:
             continue
         seen.add(c.function)
-        if c.type in (NEW, REMOVED, UNKNOWN) or (c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early):
+        if c.type in (NEW, REMOVED, INLINED, UNKNOWN) or (c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early):
             continue
         if c.function not in focus.changed and hopeless(c, rounds, cfg):
             continue  # (a changed function is what the check is for: it gets every round there is)

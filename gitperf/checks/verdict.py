@@ -2,12 +2,16 @@
 measurements after they are taken, in this order, for every check — `check` from stored profiles,
 `check --collect` and its stop rule after each round, the index and the pre-push hook:
 
-1. **compare** (`compare.compare_workload`): every function's time change, its interval and confidence;
+1. **compare** (`compare.compare_workload`): every function's time change, its interval and confidence,
+   a function the commit renamed (or a clone the compiler renumbered) under its new name on both
+   sides (`compare.in_target_names`);
 2. **witness** (`witness.annotate`): the instruction counts beside each, and the first witness rule
    that applies (conflict, placement, instructions);
-3. **locate** (`locate`): a changed function left to the stack samples gets its traced caller's
+3. **gone** (`gone.regroup`): removed functions that were inlined said so, those a surviving caller
+   no longer calls told as one line under it;
+4. **locate** (`locate`): a changed function left to the stack samples gets its traced caller's
    degradation when that caller singles it out;
-4. **accept** (`check.conclude`, over all workloads): an accepted commit's degradations are `accepted`.
+5. **accept** (`check.conclude`, over all workloads): an accepted commit's degradations are `accepted`.
 
 The set of changed functions all steps and the stop rule share comes from one place (`changed`): for
 a paired check, the machine-code diff of its two builds as its plan stored it (`PlanRecord.changed`:
@@ -23,9 +27,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from gitperf.checks import witness
+from gitperf.checks import gone, witness
 from gitperf.checks.change import DEGRADATION, OPTIMIZATION, Change
-from gitperf.checks.compare import Sides, compare_workload
+from gitperf.checks.compare import Sides, compare_workload, in_target_names
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import Profile
 
@@ -49,9 +53,11 @@ def changed(target: list[Profile], source_diff: Callable[[], set[str]]) -> froze
 
 def judge(sides: Sides, cfg: CheckConfig, changed_set: frozenset[str], opinions: bool = True) -> list[Change]:
     """Steps 1-3 for one workload (the module's docstring); `opinions`: the other methods' votes too."""
+    sides = in_target_names(sides)
     found = compare_workload(sides, cfg, changed_set, opinions)
     found = witness.annotate(found, sides.target, sides.base)
     plan = sides.target[0].profile.plan if sides.target else None
+    found = gone.regroup(found, plan, sides.base)
     return locate(found, set(plan.traced), plan.reaches) if plan else found
 
 

@@ -129,7 +129,7 @@ class CollectContext:
         req = target.req
         t0 = time.perf_counter()
         binary = elf.load(binary_path)
-        locations = elf.source_locations(binary.path)
+        locations = elf.source_locations(binary.path, str(root))
         ore = time.perf_counter() - t0
         ccfg = config.collect if req.mode is None else replace(config.collect, mode=req.mode)
         # --mode on the command line is a fixed plan, like a mode in the file (config.parse)

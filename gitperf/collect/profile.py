@@ -190,7 +190,8 @@ def plan_record(opt: Optimized, attach_method: str) -> PlanRecord:
                         traced=tuple(sorted(plan.traced)), entries=entry_classes(plan), totals=OUTERMOST)
     if opt.methods or opt.reasons:
         record = replace(record, pipeline=opt.pipeline, methods=opt.methods, reasons=opt.reasons,
-                         renamed=opt.renamed, sample_every=dict(plan.every_by), base=opt.base)
+                         renamed=opt.renamed, inlined=opt.inlined, sample_every=dict(plan.every_by),
+                         base=opt.base)
     return record
 
 

@@ -175,6 +175,8 @@ class PlanRecord:
     methods: tuple[str, ...] = ()  # the optimization methods that ran, in order
     reasons: dict[str, str] = field(default_factory=dict)  # removed function -> why
     renamed: dict[str, str] = field(default_factory=dict)  # diff tracing: base name -> name here
+    # a paired check's diff: base functions gone as functions, their code inlined into these here
+    inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sample_every: dict[str, int] = field(default_factory=dict)  # per-function periods (dynamic sampling)
     base: str = ""  # the commit diff tracing and the baseline statistics came from
     traced: tuple[str, ...] = ()  # hybrid: the functions traced on every call (the rest: stack samples)

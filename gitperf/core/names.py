@@ -42,6 +42,19 @@ def whole(name: str) -> str:
     return _COLD.sub("", name)
 
 
+# GCC's clones of a function, named after it: `.part.N` (partial inlining's outlined rest), `.isra.N`
+# (parameters passed otherwise), `.constprop.N` (a constant argument folded in), `.lto_priv.N`, older
+# `.clone.N`, the `.cold` part; several can stack (`foo.constprop.0.isra.0`).  Clang's `.llvm.NNN`.
+_CLONE = re.compile(r"(?:\.(?:part|isra|constprop|lto_priv|clone|llvm)\.\d+|\.cold(?:\.\d+)?)+$")
+
+
+def origin(name: str) -> str:
+    """The function a compiler clone was made from (`foo.isra.0`, `foo.constprop.1.isra.0` -> `foo`);
+    other names as they are.  A clone's number is the compiler's choice and changes with unrelated
+    edits, so two builds' clones are matched through their origin (`analysis.bindiff.renames`)."""
+    return _CLONE.sub("", name)
+
+
 def _is_mangled(name: str) -> bool:
     return name.startswith("_Z")
 

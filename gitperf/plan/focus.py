@@ -62,7 +62,9 @@ class Focus:
     reaches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     stack_hz: int = STACK_HZ  # the shared sampling rate
     calls: dict[str, float] = field(default_factory=dict)  # the counting run's calls a run (absent: not counted)
-    renamed: dict[str, str] = field(default_factory=dict)  # base name -> target name, same code (not focus)
+    # base name -> target name: same code (not focus), or a clone renumbered (focus when its code changed)
+    renamed: dict[str, str] = field(default_factory=dict)
+    inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # removed function -> inlined into (bindiff)
 
     @property
     def reached(self) -> bool:
@@ -189,7 +191,7 @@ def choose(cands: Candidates, c: Costs) -> tuple[tuple[str, ...], dict[str, str]
 def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
     traced, sampled = choose(cands, c)
     return Focus(tuple(sorted(cands.changed)), tuple(sorted(cands.new)), tuple(sorted(cands.callers)), traced,
-                 sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed))
+                 sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed), dict(cands.diff.inlined))
 
 
 def spec_of(f: Focus) -> str:
@@ -204,12 +206,17 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
     the focus traced where this binary has it."""
     plan: ProbePlan = make_plan(binary, replace(cfg, mode=Mode.TRACE, pipeline="none"))
     names = set(plan.names)
-    plan = replace(plan, mode=Mode.HYBRID, traced=frozenset(n for n in f.traced if n in names),
+    was = {new: old for old, new in f.renamed.items()}
+    # a function the target renamed (or a clone the compiler renumbered) is probed under its name here
+    here = [n if n in names else was.get(n, n) for n in f.traced + f.changed + f.new]
+    traced, changed = here[:len(f.traced)], here[len(f.traced):]
+    plan = replace(plan, mode=Mode.HYBRID, traced=frozenset(n for n in traced if n in names),
                    stack_hz=f.stack_hz, sample_every=1, every_by={}, period_ns=0, window_ns=0,
-                   changed=tuple(n for n in f.changed + f.new if n in names))
+                   changed=tuple(n for n in changed if n in names))
     plan = replace(plan, probe_cost=call_costs(plan, cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in f.sampled.items()}
-    return Optimized(plan, "paired", ("diff-focus",), reasons, renamed=dict(f.renamed), base=base_commit,
+    return Optimized(plan, "paired", ("diff-focus",), reasons, renamed=dict(f.renamed), inlined=dict(f.inlined),
+                     base=base_commit,
                      params={"focus_callers": float(len(f.callers))})
 
 

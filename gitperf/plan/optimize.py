@@ -37,6 +37,7 @@ class Optimized:
     methods: tuple[str, ...] = ()
     reasons: dict[str, str] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)
+    inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # removed function -> inlined into
     base: str = ""
     ore: float = 0.0  # resource extraction (angr, or the cache) and base analysis
     oo: float = 0.0  # planning
