@@ -17,6 +17,10 @@ branched from it and checked at defaults (`git perf check C --collect --base BAS
   IncrementalCopy faster", built with SNAPPY_REQUIRE_AVX so that its SSSE3 path is the one compiled),
   with a driver commit added (uncompress four of its testdata files 150 times each, ~100 ms).  Its
   `revert` case undoes 4d2dc9d.
+* **leveldb** (C++, CMake, a database run by its own benchmark; https://github.com/google/leveldb at
+  d3d1c8a0, "don't check current key in DBIter::Next()", the author's readseq 0.196 -> 0.181
+  micros/op).  Workload: `db_bench --benchmarks=readseq` over a 1,000,000-entry database written once,
+  ~0.2 s.  Its `revert` case undoes d3d1c8a.
 
 Cases (`--cases`):
 
@@ -30,7 +34,7 @@ Cases (`--cases`):
   stack samples that hold it, the loop's cost measured alone) and, on ninja, `revert` (f1a2f421
   undone: `std::unordered_map` again, the author's 5.14 s -> 4.62 s on a Chromium no-op build read
   backwards: a container change slowing every lookup through a template callee and libc); on snappy,
-  4d2dc9d undone.  With `--both-ways` each documented change is also read forwards: the base
+  4d2dc9d undone; on leveldb, d3d1c8a undone.  With `--both-ways` each documented change is also read forwards: the base
   checked against the case's commit (`--base`), the author's speedup expected as `optimization`.
 
 Neighbours (`--neighbours`): `quiet`; `one` / `two`: one or two processes that each keep a core busy
@@ -41,9 +45,9 @@ A harmless case's check is a false alarm when it gives any function a time verdi
 Rates are printed with Wilson 95% intervals.  `--demo N` runs `make demo`'s job (examples/demo) N
 times beside each neighbour instead and counts how often its truth table held.  Usage:
 
-    .venv/bin/python bench/aa.py [--projects ninja,lua,indexer,snappy] [--cases ...] [--neighbours quiet,two]
+    .venv/bin/python bench/aa.py [--projects ninja,lua,indexer,snappy,leveldb] [--cases ...] [--neighbours quiet,two]
                                  [--repeat N] [--slow-repeat N] [--work DIR] [--ninja-src URL_OR_PATH]
-                                 [--snappy-src URL_OR_PATH] [--both-ways] [--align 64]
+                                 [--snappy-src URL_OR_PATH] [--leveldb-src URL_OR_PATH] [--both-ways] [--align 64]
     .venv/bin/python bench/aa.py --demo 5 --neighbours two
 """
 
@@ -83,6 +87,7 @@ HARMLESS = ("comment", "rename", "unused", "moved", "reordered", "nop")
 SLOWDOWNS = ("slow30", "slow2x", "revert", "map")
 DOCUMENTED = ("revert", "map")  # changes whose speedup a project documented (its commit undone)
 REVERTS = {"ninja": "f1a2f421 undone: std::unordered_map again",
+           "leveldb": "d3d1c8a undone: DBIter::Next checks the current key again (author: readseq -7.7%)",
            "snappy": "4d2dc9d undone: IncrementalCopy's 8-byte pattern copies (author: up to >10%)"}
 
 
@@ -285,6 +290,64 @@ def snappy(src: str) -> Project:
                                         '    "snappy-sinksource.cc"\n    "snappy-c.cc"\n'),
             "revert": snappy_revert,
         }, SNAPPY_HOT, "snappy.cc", SNAPPY_HOT_HEAD)
+
+
+# ---------------------------------------------------------------- leveldb (C++, a database's own benchmark)
+
+LEVELDB_URL = "https://github.com/google/leveldb"
+# "don't check current key in DBIter::Next()": the author's readseq 0.196 -> 0.181 micros/op (-7.7%)
+LEVELDB_COMMIT = "d3d1c8a0f40a7eaa12a5bb702fa01786b7c3a646"
+LEVELDB_CONFIG = """\
+[build]
+command = "cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEVELDB_BUILD_TESTS=OFF -DCMAKE_CXX_FLAGS=-fno-omit-frame-pointer > /dev/null && cmake --build build -j2 --target db_bench > /dev/null"
+binary = "build/db_bench"
+
+[[workload]]
+name = "readseq"
+command = "./build/db_bench --benchmarks=readseq --use_existing_db=1 --num={num} --db={db}"
+timeout = 120
+"""
+LEVELDB_NUM = 1_000_000  # entries: readseq reads them all, ~0.2 s
+LEVELDB_HOT = "_ZN7leveldb12_GLOBAL__N_16DBIter4NextEv"
+LEVELDB_HOT_HEAD = "void DBIter::Next() {"
+
+
+def leveldb_repo(work: Path, src: str) -> Path:
+    repo = pinned(work, "leveldb", src, LEVELDB_COMMIT)
+    db = work / "leveldb-db"
+    repo = adopted(repo, LEVELDB_CONFIG.format(num=LEVELDB_NUM, db=db), "bench: git perf configuration")
+    if not db.exists():  # the database every run reads, written once by the base's db_bench
+        subprocess.run(["./build/db_bench", "--benchmarks=fillseq,compact", f"--num={LEVELDB_NUM}", f"--db={db}"],
+                       cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+def leveldb_revert(repo: Path) -> None:
+    r = subprocess.run(["git", "revert", "--no-commit", LEVELDB_COMMIT], cwd=repo, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"cannot revert {LEVELDB_COMMIT[:12]}: {r.stderr}")
+
+
+def leveldb_reorder(repo: Path) -> None:
+    path = repo / "CMakeLists.txt"
+    text = path.read_text()
+    m = re.search(r'((?:    "\$\{PROJECT_SOURCE_DIR\}/db/[^"\n]+"\n)+)', text)  # the library's db/ sources
+    path.write_text(text.replace(m.group(1), "".join(reversed(m.group(1).splitlines(True))), 1))
+
+
+def leveldb(src: str) -> Project:
+    return Project(
+        "leveldb", "readseq", lambda work: leveldb_repo(work, src), "build/db_bench", {
+            "comment": lambda r: edit(r / "db" / "db_iter.cc", LEVELDB_HOT_HEAD,
+                                      "// Moves to the next user key, skipping older versions.\n" + LEVELDB_HOT_HEAD),
+            "rename": lambda r: rename_everywhere(r, "db/db_iter.cc", "FindNextUserEntry", "FindNextVisibleEntry"),
+            "unused": lambda r: edit(r / "util" / "coding.cc", "namespace leveldb {",
+                                     "namespace leveldb {\n\nint UnusedBenchHelper(int x) { return 3 * x + 1; }"),
+            "moved": lambda r: move_to_end(r / "db" / "db_iter.cc", "void DBIter::Prev() {",
+                                           before="}  // anonymous namespace"),
+            "reordered": leveldb_reorder,
+            "revert": leveldb_revert,
+        }, LEVELDB_HOT, "db/db_iter.cc", LEVELDB_HOT_HEAD)
 
 
 # ---------------------------------------------------------------- Lua (C)
@@ -500,6 +563,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
     ap.add_argument("--ninja-src", default=NINJA_URL, help="a clone URL or path of ninja's repository")
     ap.add_argument("--snappy-src", default=SNAPPY_URL, help="a clone URL or path of snappy's repository")
+    ap.add_argument("--leveldb-src", default=LEVELDB_URL, help="a clone URL or path of leveldb's repository")
     ap.add_argument("--both-ways", action="store_true", help="also check each documented change read forwards "
                     "(the base against the case's commit: an optimization expected)")
     ap.add_argument("--align", type=int, default=0, help="check.align_functions for every check (0 = off)")
@@ -512,7 +576,7 @@ def main() -> None:
         return demo(work, a.demo, a.neighbours.split(","))
     cases = a.cases.split(",")
     projects = {"ninja": lambda: ninja(a.ninja_src), "lua": lua, "indexer": indexer,
-                "snappy": lambda: snappy(a.snappy_src)}
+                "snappy": lambda: snappy(a.snappy_src), "leveldb": lambda: leveldb(a.leveldb_src)}
     rows, alarms, detected = [], {}, {}
     for name in a.projects.split(","):
         p = projects[name]()

@@ -16,7 +16,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.gitperf-setup-stamp"
-DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc g++ make cmake chromium chromium-driver valgrind uftrace perl)
+DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc g++ make cmake ccache chromium chromium-driver valgrind uftrace perl)
 SKIPPED=()
 
 say() { printf 'setup: %s\n' "$*" >&2; }

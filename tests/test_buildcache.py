@@ -3,6 +3,8 @@ and a real compiler; a build command that counts its own runs outside the tree."
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import git, init_repo
 
+from gitperf.analysis import elf
 from gitperf.core.config import BuildConfig
 from gitperf.git import buildcache
 from gitperf.git.repo import open_repo
@@ -102,3 +105,32 @@ def test_a_build_that_prints_a_flood_keeps_its_last_lines_only(tmp_path):
     assert peak < 5 * 2 ** 20, peak
     msg = str(e.value)
     assert "failed (exit 3)" in msg and msg.rstrip().endswith("error: the real reason") and len(msg) < 10_000, msg[-500:]
+
+
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed (make setup installs it)")
+def test_a_second_worktree_compiles_what_did_not_change_from_the_compiler_cache(tmp_path):
+    """Two commits built in two worktrees (another key each): the second compiles the unchanged unit
+    from ccache under .git/perf, since the tree's path is in neither the hashed command line nor the
+    objects' DWARF (mapped to `.`); the binary's source locations are relative to its tree."""
+    root = init_repo(tmp_path / "p")
+    (root / "util.c").write_text("int twice(int x) { return 2 * x; }\n")
+    (root / "main.c").write_text("int twice(int);\nint main(void) { return twice(0); }\n")
+    (root / "Makefile").write_text("app: main.o util.o\n\tcc -o app main.o util.o\n"
+                                   "%.o: %.c\n\tcc -O2 -g -c -o $@ $(CURDIR)/$<\n")  # absolute, as cmake passes them
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    (root / "main.c").write_text("int twice(int);\nint main(void) { return twice(1) - 2; }\n")
+    git(root, "commit", "-qam", "two")
+    commits = git(root, "rev-list", "--reverse", "HEAD").split()[1:]
+    repo, cache = open_repo(root), tmp_path / "perf"
+    build = BuildConfig(command="make -s", binary="app", probe_pad=True)
+    trees = [_build(repo, c, build, cache)[0] for c in commits]
+    stats = subprocess.run(["ccache", "--print-stats"], env={**os.environ, "CCACHE_DIR": str(cache / "ccache")},
+                           capture_output=True, text=True, check=True).stdout
+    counts = dict(line.split("\t")[:2] for line in stats.splitlines() if "\t" in line)
+    assert int(counts["direct_cache_hit"]) >= 1, stats  # util.o the second time
+    assert int(counts["cache_miss"]) == 3, stats  # main.o and util.o, then main.o again
+    where = elf.source_locations(trees[1] / "app", str(trees[1]))
+    assert where["twice"].startswith("util.c:") and where["main"].startswith("main.c:"), where
+    assert str(trees[0]) not in subprocess.run(["strings", "-a", str(trees[1] / "app")], capture_output=True,
+                                               text=True).stdout

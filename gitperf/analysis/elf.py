@@ -243,7 +243,8 @@ def source_locations(path: str | os.PathLike, root: str = "") -> dict[str, str]:
         symbol, _, where = line.partition("\t")
         parts = symbol.split(" ", 2)
         if where and len(parts) == 3 and parts[1] in "tTwW":
-            found[parts[2]] = where[len(prefix):] if prefix and where.startswith(prefix) else where
+            # a wrapped build maps its tree to `.` (git.pad.TREE_VAR): `././src/a.cc` is `src/a.cc`
+            found[parts[2]] = os.path.normpath(where[len(prefix):] if prefix and where.startswith(prefix) else where)
     return found
 
 

@@ -69,10 +69,18 @@ def always(align: int = 0) -> str:
     return FRAME_POINTERS + (f" -falign-functions={align}" if align else "")
 
 
-def shim(real: str, pad: Pad, align: int = 0) -> str:
-    """The wrapper script of compiler `real` that builds with `pad` (and `align`, see `always`)."""
-    q, common = shlex.quote(real), always(align)
-    head = f"#!/bin/sh\n# git perf build.probe_pad: {pad.name or 'no padding links'} (gitperf.git.pad)\n"
+# The work tree a wrapped build runs in (set by `git.worktree`): its path in the DWARF is mapped to
+# `.`, so that builds of one commit in two worktrees compile to the same objects and a compiler cache
+# serves the second from the first (CCACHE_BASEDIR does the same for the command lines ccache hashes).
+TREE_VAR = "GITPERF_TREE"
+
+
+def shim(real: str, pad: Pad, align: int = 0, launcher: str = "") -> str:
+    """The wrapper script of compiler `real` that builds with `pad` (and `align`, see `always`),
+    through `launcher` (ccache) when given."""
+    q, common = (f"{shlex.quote(launcher)} " if launcher else "") + shlex.quote(real), always(align)
+    head = (f"#!/bin/sh\n# git perf build.probe_pad: {pad.name or 'no padding links'} (gitperf.git.pad)\n"
+            f'[ -n "${TREE_VAR}" ] && set -- "-fdebug-prefix-map=${TREE_VAR}=." "$@"\n')
     if pad.compile == pad.link and not (pad.not_with or pad.drop):
         return head + f'exec {q} {" ".join((*pad.compile, common))} "$@"\n'
     lines = []

@@ -100,12 +100,14 @@ def probe_pad_path(lock_dir: Path, align: int = 0) -> tuple[str, dict[str, pad.P
     shims = lock_dir / ("probe-pad-bin" + (f"-align{align}" if align else ""))  # one directory per script text
     shims.mkdir(parents=True, exist_ok=True)
     pads = {}
+    launcher = shutil.which("ccache", path=path) or ""
     for name in COMPILERS:
         real = shutil.which(name, path=path)
         if real is None or Path(real).parent.name.startswith("probe-pad-bin"):
             continue
         pads[name] = pad.choose(real, lock_dir)
-        text = pad.shim(real, pads[name], align)
+        via = launcher if os.path.basename(os.path.realpath(real)) != "ccache" else ""  # (ccache's own gcc link)
+        text = pad.shim(real, pads[name], align, via)
         shim = shims / name
         if not shim.exists() or shim.read_text() != text:
             tmp = shims / f".{name}.{os.getpid()}"
@@ -115,6 +117,15 @@ def probe_pad_path(lock_dir: Path, align: int = 0) -> tuple[str, dict[str, pad.P
     return f"{shims}{os.pathsep}{path}", pads
 
 
+def cache_env(root: Path, lock_dir: Path) -> dict[str, str]:
+    """What a wrapped build's compilers read: the work tree (`pad.TREE_VAR`), and ccache's cache under
+    .git/perf, paths under the tree hashed relative to it (ARCHITECTURE.md §6a)."""
+    tree = str(root.resolve())
+    return {pad.TREE_VAR: tree, "CCACHE_DIR": str(lock_dir / "ccache"), "CCACHE_BASEDIR": tree,
+            "CCACHE_MAXSIZE": CCACHE_MAXSIZE}
+
+
+CCACHE_MAXSIZE = "2G"  # ninja's objects are ~30 MB a configuration: dozens of commits' worth
 BUILD_LINES, BUILD_LINE = 40, 400  # what is kept of a build's output (a ring: it may print 300 MB)
 
 
@@ -162,7 +173,7 @@ def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float, alig
     """The build with padded entries; when it fails and unpadded succeeds (in our worktree, scrubbed),
     that one, with a note: a failure our flags caused is never the user's (ARCHITECTURE.md §6)."""
     path, pads = probe_pad_path(lock_dir, align)
-    r = _build(command, root, {**os.environ, "PATH": path}, timeout)
+    r = _build(command, root, {**os.environ, **cache_env(root, lock_dir), "PATH": path}, timeout)
     if r.returncode == 0 or not _in_our_worktree(root):
         return r, Built(pad=pad.describe(pads, align))
     _scrub(root)
