@@ -212,6 +212,8 @@ def init(binary, build, command, force, with_hooks):
               "whose information is worth their calibrated cost (changed ones first), stack-sample the rest. "
               "Costs a pilot run per workload, and a counting run when a changed function has no call "
               "count yet (overrides collect.max_overhead, default 5%; replaces --mode).")
+@click.option("--replan", is_flag=True, help="With the overhead budget: choose the plan anew from this commit's pilot "
+              "instead of keeping the one of the nearest earlier collection (profiles of two plans never compare).")
 @click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks profiles "
               "(resumable: an interrupted range continues where it stopped).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_JOBS), default=1, show_default=True,

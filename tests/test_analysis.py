@@ -381,6 +381,27 @@ def test_a_function_inlined_away_is_told_from_one_removed(tmp_path):
     assert dropped.removed == ("helper",) and not dropped.inlined, dropped
 
 
+def test_object_files_linked_in_another_order_change_no_function_of_a_position_dependent_binary(tmp_path):
+    """Built -no-pie (as a check's 5-byte entry pad builds C++), code names its data by absolute
+    address: `mov edi, 0x447420`.  Linking the objects in another order moves the data and with it
+    those immediates; the diff masks addresses anywhere in the loaded image, not only in the text."""
+    from gitperf.analysis import bindiff
+    (tmp_path / "a.c").write_text("#include <stdio.h>\nstatic const char msg[] = \"a says %d\\n\";\n"
+                                  "__attribute__((noinline)) void say_a(int x) { printf(msg, x); }\n")
+    (tmp_path / "b.c").write_text("#include <stdio.h>\nstatic char buf[4096];\nvoid say_a(int);\n"
+                                  "__attribute__((noinline)) void say_b(int x) { snprintf(buf, sizeof buf, \"%d\", x); "
+                                  "puts(buf); }\nint main(int c, char **v) { (void)v; say_a(c); say_b(c); return 0; }\n")
+    for unit in ("a", "b"):
+        subprocess.run(["cc", "-O2", "-fno-pie", "-c", "-o", str(tmp_path / f"{unit}.o"), str(tmp_path / f"{unit}.c")],
+                       check=True)
+    for name, order in (("ab", ["a.o", "b.o"]), ("ba", ["b.o", "a.o"])):
+        subprocess.run(["cc", "-no-pie", "-o", name, *order], cwd=tmp_path, check=True)
+    base, moved = elf.load(tmp_path / "ab"), elf.load(tmp_path / "ba")
+    assert not base.pie and base.by_name()["say_a"].vaddr != moved.by_name()["say_a"].vaddr
+    d = bindiff.diff(base, moved)
+    assert d.nothing_changed, d
+
+
 def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
     """The user built the clean HEAD in the work tree without the pad; a check that wants padded entries
     (`check --collect` by default, or build.probe_pad) builds in a fresh worktree: make in the work

@@ -659,3 +659,26 @@ def test_a_sampled_functions_time_includes_its_callees_from_the_stacks():
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), cfg, frozenset({"work"}),
                                                             opinions=False)}
     assert found["work"].type == checks.NO_CHANGE
+
+
+def test_a_verdict_says_what_it_adds_to_a_run_and_its_share_of_the_runs_change_everywhere():
+    """"+300 us a run, 27% of the run's slowdown": the function's added ns over the run's own added ns,
+    only when the run itself got slower by a verdict of its own; the same words in the CLI, the
+    markdown report and the dashboard's filter."""
+    from gitperf.checks.change import CheckResult, WorkloadPair
+    from gitperf.checks.verdict import shares
+    from gitperf.views.report import check_markdown, check_text
+    from gitperf.web.links import FILTERS
+    run = replace(_change("main", 0.999), absolute_ns=1.1e6)
+    f = _change("parse", 0.999)
+    quiet = _change("main", 0.6, -0.03, 0.04, checks.NO_CHANGE)
+    assert [c.share for c in shares([run, f])] == [None, pytest.approx(3e5 / 1.1e6)]
+    assert [c.share for c in shares([quiet, f])] == [None, None]  # the run did not move: no denominator
+    faster = replace(_change("main", 0.999, kind=checks.OPTIMIZATION), absolute_ns=-1e6)
+    assert shares([faster, f])[1].share is None  # the other way from the run: no share of it
+    words = "+300.00 us a run, 27% of the run's slowdown"
+    result = CheckResult("c" * 40, "b" * 40, checks.DEGRADATION, tuple(shares([run, f])),
+                         (WorkloadPair("w", "k", 3, "b" * 40, 3, 0, "-"),))
+    assert words in check_text(result) and words in check_markdown(result)
+    assert FILTERS["amount"](result.to_dict()["changes"][1]) == words
+    assert "+1.10 ms a run" in check_text(result)  # the run's own line: no share of itself

@@ -6,7 +6,9 @@ so that code which merely moved compares equal: branch targets inside the functi
 call (and tail-call) targets a placeholder whose callee is kept aside in order (a function of the
 binary, a library function through its PLT stub, `memcmp@plt`, or a place inside another function,
 `foo.cold+12`), RIP-relative
-displacements and absolute addresses inside the binary are masked.  What remains differs only where
+displacements and absolute addresses inside the binary are masked (inside its text, and for a
+position-dependent build, whose code names its data by absolute address, inside every section it
+loads).  What remains differs only where
 the compiler emitted different code: the function's own source changed, or code inlined into it did.
 The same pass yields the direct call graph (calls through pointers are not seen), from which the
 callers of a changed function come.
@@ -28,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 import capstone
+from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
@@ -110,8 +113,10 @@ class _Places:
 
     @staticmethod
     def of(binary: BinaryInfo) -> _Places:
-        return _Places(binary, {f.vaddr: f.name for f in binary.functions}, plt_names(binary.path),
-                       min(f.vaddr for f in binary.functions), max(f.vaddr + f.size for f in binary.functions))
+        lo, hi = min(f.vaddr for f in binary.functions), max(f.vaddr + f.size for f in binary.functions)
+        if not binary.pie:  # code refers to its data by absolute address too (`mov edi, 0x447420`)
+            lo, hi = _image(binary.path, lo, hi)
+        return _Places(binary, {f.vaddr: f.name for f in binary.functions}, plt_names(binary.path), lo, hi)
 
     def callee(self, address: int) -> str:
         """The function a call or jump to `address` reaches: a function's name, `memcmp@plt`, or for a
@@ -121,6 +126,17 @@ class _Places:
             return name
         sym = self.binary.symbolize(address)
         return f"{sym.name}+{address - sym.vaddr}" if sym else "X"
+
+
+def _image(path: str, lo: int, hi: int) -> tuple[int, int]:
+    """The address range of every section a position-dependent binary loads: in it, an immediate is
+    an address, which moves when anything before it grows (ninja's object files linked in another
+    order changed 165 functions' code by their data addresses alone, its check built -no-pie for
+    the 5-byte entry pad)."""
+    with open(path, "rb") as fh:
+        spans = [(s["sh_addr"], s["sh_addr"] + s["sh_size"]) for s in ELFFile(fh).iter_sections()
+                 if s["sh_flags"] & SH_FLAGS.SHF_ALLOC and s["sh_addr"]]
+    return min([lo] + [a for a, _ in spans]), max([hi] + [b for _, b in spans])
 
 
 def _normalise(insn, f: FunctionSymbol, places: _Places) -> tuple[str, str | None]:

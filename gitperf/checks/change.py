@@ -78,6 +78,9 @@ class Change:
     # (this one first): what a change stopped calling (checks.gone)
     caller: str = ""
     members: tuple[str, ...] = ()
+    # absolute_ns as a share of the run's own change in the same direction (checks.verdict.shares;
+    # None: the run as a whole did not move by a verdict of its own)
+    share: float | None = None
 
     @property
     def severity(self) -> tuple:

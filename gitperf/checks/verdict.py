@@ -11,7 +11,8 @@ measurements after they are taken, in this order, for every check — `check` fr
    no longer calls told as one line under it;
 4. **locate** (`locate`): a changed function left to the stack samples gets its traced caller's
    degradation when that caller singles it out;
-5. **accept** (`check.conclude`, over all workloads): an accepted commit's degradations are `accepted`.
+5. **share** (`shares`): each time verdict as a share of the run's own change;
+6. **accept** (`check.conclude`, over all workloads): an accepted commit's degradations are `accepted`.
 
 The set of changed functions all steps and the stop rule share comes from one place (`changed`): for
 a paired check, the machine-code diff of its two builds as its plan stored it (`PlanRecord.changed`:
@@ -24,6 +25,7 @@ the paired check did.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Callable
 
@@ -31,7 +33,7 @@ from gitperf.checks import gone, witness
 from gitperf.checks.change import DEGRADATION, OPTIMIZATION, Change
 from gitperf.checks.compare import Sides, compare_workload, in_target_names
 from gitperf.core.config import CheckConfig
-from gitperf.core.model import Profile
+from gitperf.core.model import ROOT, Profile
 
 # A caller's degradation is located in its one changed callee when the caller's own (exclusive) time
 # took at most this share of what its inclusive time gained: the rest went into its callees.
@@ -58,7 +60,20 @@ def judge(sides: Sides, cfg: CheckConfig, changed_set: frozenset[str], opinions:
     found = witness.annotate(found, sides.target, sides.base)
     plan = sides.target[0].profile.plan if sides.target else None
     found = gone.regroup(found, plan, sides.base)
-    return locate(found, set(plan.traced), plan.reaches) if plan else found
+    found = locate(found, set(plan.traced), plan.reaches) if plan else found
+    return shares(found)
+
+
+def shares(changes: list[Change]) -> list[Change]:
+    """Each time verdict's added (or saved) ns a run as a share of the run's own change (`Change.share`:
+    "+1.2 ms a run, 27% of the slowdown"), where the run as a whole (the root) moved the same way by a
+    verdict of its own; an estimate within the noise is no denominator.  Shares of nested functions
+    overlap (a caller's inclusive time holds its callee's), so they need not add up to 100%."""
+    root = next((c for c in changes if c.function == ROOT and c.type in (DEGRADATION, OPTIMIZATION)), None)
+    if root is None or not root.absolute_ns:
+        return changes
+    return [replace(c, share=c.absolute_ns / root.absolute_ns)
+            if c.type == root.type and c.function != ROOT and math.isfinite(c.absolute_ns) else c for c in changes]
 
 
 def locate(changes: list[Change], traced: set[str], reaches: dict[str, tuple[str, ...]]) -> list[Change]:

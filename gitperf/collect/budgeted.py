@@ -99,14 +99,37 @@ def _counting_run(ctx: CollectContext, plan: ProbePlan, todo: tuple[str, ...], w
     return counted.calls, counted.why
 
 
+def _earlier_plan(ctx: CollectContext, wl: Workload) -> hybrid.Kept | None:
+    """The budgeted plan this workload's history keeps (`hybrid.kept`): of this commit's own earlier
+    collection, else of the nearest ancestor's; None with --replan."""
+    if ctx.target.req.replan:
+        return None
+    same = lambda p: p.plan.mode == Mode.HYBRID and p.plan.params.get("max_overhead") == ctx.max_overhead  # noqa: E731
+    repo, commit, key = ctx.target.repo, ctx.target.commit, ctx.config_key(wl)
+    sha, earlier = baseline_profile(repo, commit, key, commit, same)
+    if earlier is None and not ctx.target.req.adhoc:
+        sha, earlier = baseline_profile(repo, commit, key, None, same)
+    return hybrid.kept(sha, earlier.plan if earlier else None, set(ctx.binary.by_name()), ctx.max_overhead)
+
+
 def budgeted(ctx: CollectContext, plan: ProbePlan, opt: Optimized, wl: Workload) -> Optimized:
-    """--max-overhead: a pilot run with a slow sampling timer, then the hybrid plan (plan.hybrid)."""
+    """--max-overhead: a pilot run with a slow sampling timer, then the hybrid plan (plan.hybrid):
+    the one the workload's history keeps, else one chosen from the pilot and the call counts."""
     t0 = time.perf_counter()
     ctx.progress(f"overhead budget {ctx.max_overhead:.1%}: pilot run of {wl.name} with {hybrid.PILOT_HZ} Hz "
                  "stack sampling")
     pilot = run_pilot(ctx.target.engine, ctx.binary, plan, ctx.runner(wl), ctx.progress)
-    stats_commit, base_profile = _baseline(ctx, wl)
     changed = _changed(ctx, opt)
+    if kept := _earlier_plan(ctx, wl):
+        ctx.progress(f"  keeping the plan of {kept.commit[:12]}: {len(kept.traced)} function(s) traced, stack "
+                     f"sampling at {kept.stack_hz} Hz (profiles of one plan compare; --replan chooses anew)")
+        new_plan = replace(plan, mode=Mode.HYBRID, traced=kept.traced, stack_hz=kept.stack_hz, sample_every=1,
+                           every_by={}, period_ns=0, window_ns=0, changed=changed, removed=opt.plan.removed)
+        params = {"max_overhead": ctx.max_overhead, "budget_ns": pilot.budget_ns(ctx.max_overhead),
+                  "native_s": pilot.native_s, "plan_from": kept.commit}
+        return replace(opt, plan=new_plan, params=params, native_s=pilot.native_s,
+                       oo=opt.oo + time.perf_counter() - t0)
+    stats_commit, base_profile = _baseline(ctx, wl)
     calls = hybrid.known_calls(base_profile)
     todo = hybrid.uncounted(opt.plan.names, calls, changed, ctx.collect.watch)
     settled, pass_why = _counting_run(ctx, plan, todo, wl, pilot) if todo else ({}, {})

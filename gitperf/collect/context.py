@@ -49,6 +49,7 @@ class CollectRequest:
     probe_pad: bool | None = None  # build with NOP-padded entries (None: the configuration's build.probe_pad)
     align_functions: int | None = None  # padded builds align functions (None: build.align_functions)
     fresh: bool = False  # build in a new worktree even when REV is the clean checked-out HEAD
+    replan: bool = False  # a budgeted plan chosen anew, not kept from the workload's history
 
     def to_json(self) -> str:
         """The request as JSON (`collect --range` hands it to each commit's worker process)."""

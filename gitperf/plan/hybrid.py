@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from gitperf.core.model import ROOT, Mode, Profile
+from gitperf.core.model import ROOT, Mode, PlanRecord, Profile
 from gitperf.plan import budget
 from gitperf.plan.costs import SAMPLE_KEY, call_costs
 from gitperf.plan.probes import ProbePlan
@@ -93,6 +93,28 @@ def inclusive_shares(profile: Profile | None, pilot: Pilot) -> dict[str, float]:
             if not f.sampled and f.count:
                 out[f.name] = max(out.get(f.name, 0.0), min(f.total_ns / root.total_ns, 1.0))
     return out
+
+
+@dataclass(frozen=True)
+class Kept:
+    """An earlier collection's budgeted plan, kept for this one (`kept`)."""
+
+    commit: str
+    traced: frozenset[str]
+    stack_hz: int
+
+
+def kept(commit: str, earlier: PlanRecord | None, names: set[str], max_overhead: float) -> Kept | None:
+    """The plan of the nearest earlier collection of this workload (`earlier`, of `commit`), kept when
+    it was chosen under the same budget and this binary still has every function it traced: a
+    workload's history then keeps one plan, and consecutive commits compare at defaults (profiles of
+    two plans never do; a plan chosen anew per commit from its own pilot differed almost every time:
+    ARCHITECTURE.md §8).  None: choose anew (no such plan, another budget, or a traced function gone)."""
+    if (earlier is None or earlier.mode != Mode.HYBRID or earlier.pipeline == "paired"
+            or earlier.params.get("max_overhead") != max_overhead or not set(earlier.traced) <= names):
+        return None
+    hz = earlier.params.get("stack_hz")
+    return Kept(commit, frozenset(earlier.traced), int(hz)) if isinstance(hz, (int, float)) else None
 
 
 @dataclass(frozen=True)

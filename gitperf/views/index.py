@@ -37,7 +37,7 @@ from gitperf.git.repo import first_parent, perf_dir
 from gitperf.stats import accuracy, inference
 from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
 
-SCHEMA = 9  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 10  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -503,7 +503,7 @@ class Index(IndexQuery):
                               "ci_low": float, "ci_high": float, "confidence": float, "absolute_ns": float,
                               "base_ns": float, "target_ns": float, "exclusive_delta_ns": float, "method": str,
                               "noise": str, "changed": int, "since": str, "location": str, "measure": str, "rank": int,
-                              "instr_base": float, "instr_target": float},
+                              "instr_base": float, "instr_target": float, "share": float},
                              pk=("commit", "workload", "function"))
         db["profiles"].create_index(["commit"])
         db["functions"].create_index(["config_key", "name"])
@@ -637,7 +637,7 @@ class Index(IndexQuery):
         self._insert("changes", [_change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])
 
 CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
-                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure")
+                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share")
 
 
 def _change_row(commit: str, rank: int, d: dict) -> dict:

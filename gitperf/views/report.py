@@ -35,12 +35,24 @@ def _instructions(c: Change) -> str:
     return f"  instructions {_pct(t / b - 1) if b else 'new'} ({b:,.0f} -> {t:,.0f})"
 
 
+def amount(absolute_ns: float | None, share: float | None = None) -> str:
+    """What a time verdict adds to a run, and its share of the run's change: "+1.20 ms a run, 27% of
+    the run's slowdown" (`Change.absolute_ns`, `Change.share`; the same words in the CLI, markdown and
+    the dashboard)."""
+    if absolute_ns is None or not math.isfinite(absolute_ns):
+        return ""
+    text = ("+" if absolute_ns > 0 else "") + f"{fmt_ns(absolute_ns)} a run"
+    if share is not None:
+        text += f", {share:.0%} of the run's {'slowdown' if absolute_ns > 0 else 'saving'}"
+    return text
+
+
 def _line(c: Change) -> str:
     calls = "" if c.base_calls == c.target_calls else f"  calls {c.base_calls:.0f} -> {c.target_calls:.0f}"
     where = f"  ({c.location})" if c.location else ""
     if c.type in (DEGRADATION, OPTIMIZATION, "accepted"):
-        return (f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {_pct(c.relative)} {_interval(c)}  "
-                f"{fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} {c.measure or 'per run'} ({fmt_ns(c.absolute_ns)}; "
+        return (f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {_pct(c.relative)} {_interval(c)}: "
+                f"{amount(c.absolute_ns, c.share)}  ({fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} {c.measure or 'per run'}; "
                 f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}"
                 f"{_instructions(c)}")
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
@@ -82,13 +94,13 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
         if not group:
             continue
         out += ["", f"### {title}", "",
-                "| workload | function | change | interval | before | after | measured as | confidence | instructions "
-                "| source |", "|---|---|---:|---|---:|---:|---|---:|---:|---|"]
+                "| workload | function | change | a run | interval | before | after | measured as | confidence "
+                "| instructions | source |", "|---|---|---:|---|---|---:|---:|---|---:|---:|---|"]
         for c in group:
             flag = " *(changed in this commit)*" if c.changed else ""
             instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
             out.append(f"| {_md(c.workload)} | {_code(short(c.function, 80))}{flag} | **{_pct(c.relative)}** "
-                       f"({fmt_ns(c.absolute_ns)}) | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
+                       f"| {amount(c.absolute_ns, c.share)} | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
                        f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | "
                        f"{_md(c.location) or '-'} |")
     if other:

@@ -13,6 +13,7 @@ from flask import current_app, request, url_for
 
 from gitperf.core import names
 from gitperf.core.fmt import fmt_confidence, fmt_ns
+from gitperf.views.report import amount
 
 # endpoint -> path of the exported file (None: not exported, the link is left out)
 EXPORTED = {
@@ -62,6 +63,14 @@ def _ns(x) -> str:
     return "" if x is None else fmt_ns(x)
 
 
+def _amount(change: dict) -> str:
+    """A time verdict's ns a run and share of the run's change, as the CLI words it (views.report.amount)."""
+    if change.get("type") not in ("degradation", "optimization", "accepted"):
+        return ""
+    return amount(change.get("absolute_ns"), change.get("share"))
+
+
 FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": _date, "ns": _ns, "short": lambda s: (s or "")[:12],
+           "amount": _amount,
            # function names: the symbol stays in links and data; people read these (core.names)
            "readable": names.readable, "shortname": lambda s: names.short(s, 70)}
