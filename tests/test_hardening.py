@@ -366,3 +366,53 @@ def test_a_corrupt_index_is_rebuilt_by_the_first_page_request(empty_repo):
     client = create_app(empty_repo).test_client()
     assert client.get("/").status_code == 200
     assert sum(1 for c in client.get("/api/commits").get_json() if c["profiles"]) == 3
+
+
+def test_a_note_is_read_up_to_a_budget_not_line_by_line(empty_repo, monkeypatch):
+    """Each line is bounded (64 MB inflated), a note was not: ten lines just under the bound made `show
+    --json` take 2.7 GB.  A note's profiles are read until they hold MAX_NOTE_JSON; the lines after are
+    reported unread, and a line that would cross it is refused at the budget, not inflated whole."""
+    import base64
+    import zlib
+
+    from gitperf.core import codec
+    commits = history(empty_repo, 2, runs=2)
+    store = NotesStore(open_repo(empty_repo))
+    good, _ = store.read(commits[-1])
+    size = max(len(codec.inflated(ln)) for ln in store.note_text(commits[-1]).splitlines() if ln.strip())
+    monkeypatch.setattr(codec, "MAX_NOTE_JSON", 2 * size + size // 2)  # two profiles and a half
+    padded = codec.PREFIX + base64.b64encode(zlib.compress(b"{" + b" " * (4 * size) + b"}")).decode()
+    store.add_line(commits[-1], padded)  # compresses to a few hundred bytes, inflates past the rest
+    store.add(commits[-1], store.read(commits[0])[0][0].profile)  # a small one after it: no room left
+    read, bad = NotesStore(open_repo(empty_repo)).read(commits[-1])
+    assert len(read) == 2 and [b.line_no for b in bad] == [3, 4], bad
+    assert all("it would hold more than" in b.reason for b in bad), bad
+
+
+def test_function_names_that_do_not_survive_a_url_path_still_have_pages_and_export(empty_repo, tmp_path):
+    """A pulled profile naming functions `/etc/passwd`, `""`, `x\\ny` and `..`: the static export
+    stopped (HTTP 308/404 while rendering).  Such a name travels as `~` + base64url; its page answers
+    and the export writes it."""
+    from dataclasses import replace as dc_replace
+
+    from gitperf.web import create_app
+    from gitperf.web.links import function_file
+    commits = history(empty_repo, 2)
+    store = NotesStore(open_repo(empty_repo))
+    [p, *_], _ = store.read(commits[-1])
+    odd = ["/etc/passwd", "", "x\ny", "..", "a/../b", "~tilde"]
+    renamed = tuple(dc_replace(f, name=odd[i]) if i < len(odd) else f
+                    for i, f in enumerate(x for x in p.profile.functions if x.name != "main"))
+    main = [f for f in p.profile.functions if f.name == "main"]
+    store.add(commits[-1], dc_replace(p.profile, functions=tuple(main) + renamed))
+    client = create_app(empty_repo).test_client()
+    from flask import url_for
+    with client.application.test_request_context():
+        urls = {n: url_for("pages.function", name=n) for n in odd}
+    for n, url in urls.items():
+        r = client.get(url)
+        assert r.status_code == 200, (n, url, r.status_code)
+    r = run_cli(empty_repo, "report", commits[-1], "--format", "html", "-o", str(tmp_path / "site"))
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    written = {n for n in odd if (tmp_path / "site" / "function" / f"{function_file(n)}.html").exists()}
+    assert written == set(odd), set(odd) - written

@@ -30,6 +30,10 @@ VERSION = 1
 # about 1 MB; a line that inflates beyond this is refused unread (a 389 KB line inflating to 300 MB
 # once made every `show` of its repository take 7 s and 900 MB).
 MAX_JSON = 64 << 20
+# Largest sum of the profiles of one note read (`store.notes.NotesStore.read`): a line is bounded, and
+# ten lines just under MAX_JSON once made `show --json` of one commit take 2.7 GB; the rest of such a
+# note is reported unread.
+MAX_NOTE_JSON = 64 << 20
 
 
 def _delta(values: list[int]) -> list[int]:
@@ -94,26 +98,40 @@ def encode(profile: Profile) -> str:
     return PREFIX + base64.b64encode(zlib.compress(raw, 9)).decode()
 
 
-def decode(line: str) -> Profile:
+def inflated(line: str, limit: int | None = None) -> bytes | str:
+    """A note line's profile JSON, unparsed: inflated when compressed.  More than `limit` bytes
+    (default MAX_JSON) is refused unread (NoteFormatError)."""
+    limit = MAX_JSON if limit is None else limit
     line = line.strip()
-    if len(line) > MAX_JSON:
-        raise NoteFormatError(f"the line is {len(line) >> 20} MB, over the {MAX_JSON >> 20} MB limit")
+    if len(line) > limit:
+        raise NoteFormatError(f"the line is {len(line) >> 20} MB, over the {limit >> 20} MB limit")
+    if line.startswith("{"):
+        return line
+    if not line.startswith(PREFIX):
+        raise NoteFormatError(f"unknown encoding (expected '{PREFIX}' or a JSON object)")
     try:
-        if line.startswith(PREFIX):
-            inflate = zlib.decompressobj()
-            raw = inflate.decompress(base64.b64decode(line[len(PREFIX):], validate=True), MAX_JSON)
-            if inflate.unconsumed_tail:
-                raise NoteFormatError(f"the line inflates beyond the {MAX_JSON >> 20} MB limit")
-            data = json.loads(raw, parse_constant=_no_constant)
-        elif line.startswith("{"):
-            data = json.loads(line, parse_constant=_no_constant)
-        else:
-            raise NoteFormatError(f"unknown encoding (expected '{PREFIX}' or a JSON object)")
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.b64decode(line[len(PREFIX):], validate=True), limit)
     except (binascii.Error, zlib.error, ValueError) as e:
+        raise NoteFormatError(f"cannot decode: {e}") from None
+    if inflate.unconsumed_tail:
+        raise NoteFormatError(f"the line inflates beyond the {limit >> 20} MB limit")
+    return raw
+
+
+def parse(raw: bytes | str) -> Profile:
+    """The profile of `inflated`'s JSON."""
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except ValueError as e:
         raise NoteFormatError(f"cannot decode: {e}") from None
     except RecursionError:  # json nests by recursion: a pulled line of 100,000 brackets
         raise NoteFormatError("nested too deeply to be a profile") from None
     return from_json(data)
+
+
+def decode(line: str) -> Profile:
+    return parse(inflated(line))
 
 
 def _text(v: str, where: str) -> str:

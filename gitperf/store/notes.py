@@ -83,16 +83,32 @@ class NotesStore:
     def read(self, commit: str) -> tuple[list[StoredProfile], list[BadLine]]:
         """All profiles of a commit, and the lines that could not be read."""
         good, bad = [], []
+        left = codec.MAX_NOTE_JSON  # what this note's profiles may still inflate to
         for no, line in enumerate(self.note_text(commit).splitlines(), start=1):
             if not line.strip() or line.startswith(RECORDS):
                 continue
             try:
-                profile = codec.decode(line)
+                raw = self._within(line, left)
+                left -= len(raw)
+                profile = codec.parse(raw)
             except NoteFormatError as e:
                 bad.append(BadLine(commit, no, str(e)))
                 continue
             good.append(StoredProfile(commit, no, content_id(line.strip()), profile))
         return good, bad
+
+    @staticmethod
+    def _within(line: str, left: int) -> bytes | str:
+        """The line's profile JSON, if it fits in what is `left` of the note's budget (MAX_NOTE_JSON)."""
+        full = f"{codec.MAX_NOTE_JSON / 2**20:.3g} MB, all a note may (a real note holds a few)"
+        if left <= 0:
+            raise NoteFormatError(f"not read: the note's profiles before it hold {full}")
+        if left >= codec.MAX_JSON:
+            return codec.inflated(line)
+        try:
+            return codec.inflated(line, left)
+        except NoteFormatError:
+            raise NoteFormatError(f"not read: with the note's profiles before it, it would hold more than {full}") from None
 
     def record_lines(self, commit: str, prefix: str) -> list[str]:
         """The lines of a commit's note that start with `prefix` (a kind of record), in note order."""

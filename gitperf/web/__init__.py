@@ -46,6 +46,7 @@ def create_app(repo_path: str | Path = ".", index_path: str | Path | None = None
     app.json.sort_keys = False  # the API keeps the index's column order
 
     from gitperf.web import api, db, links, pages
+    app.url_map.converters["fn"] = links.FunctionName  # before the blueprints' routes use it
     db.init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp, url_prefix="/api")

@@ -24,7 +24,7 @@ def commit(sha: str):
                     "functions": idx.functions(sha), "check": idx.check(sha)})
 
 
-@bp.route("/function/<path:name>")
+@bp.route("/function/<fn:name>")
 def function(name: str):
     history = get_index().function_history(name)
     if not history:

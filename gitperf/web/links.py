@@ -6,10 +6,12 @@ Exported function pages are named by a hash: C++ names hold `<`, `>`, `/` and `:
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
 
 from flask import current_app, request, url_for
+from werkzeug.routing import PathConverter, ValidationError
 
 from gitperf.core import names
 from gitperf.core.fmt import fmt_confidence, fmt_ns
@@ -23,6 +25,28 @@ EXPORTED = {
     "pages.function": lambda v: f"function/{function_file(v['name'])}.html",
 }
 TOP_LEVEL = ("pages.overview", "pages.regressions")
+
+
+class FunctionName(PathConverter):
+    """A function's name in a URL (`<fn:name>`), whatever a pulled note calls it.  A name that would
+    not come back from its path as it is (empty, a leading or doubled `/`, a `.` or `..` segment, a
+    control character, a leading `~`: `/etc/passwd`, `x\ny`) travels as `~` + its base64url; every
+    other name, C++ ones included, as its readable path."""
+
+    def to_url(self, value: str) -> str:
+        parts = value.split("/")
+        if (value and not value.startswith("~") and "" not in parts and not {".", ".."} & set(parts)
+                and value.isprintable()):
+            return super().to_url(value)
+        return "~" + base64.urlsafe_b64encode(value.encode("utf-8", "surrogatepass")).decode().rstrip("=")
+
+    def to_python(self, value: str) -> str:
+        if not value.startswith("~"):
+            return value
+        try:
+            return base64.urlsafe_b64decode(value[1:] + "=" * (-len(value[1:]) % 4)).decode("utf-8", "surrogatepass")
+        except ValueError:
+            raise ValidationError() from None
 
 
 def function_file(name: str) -> str:

@@ -129,7 +129,7 @@ def flame_figures(sha: str, base: str | None, changed: frozenset[str]) -> list[d
     return out
 
 
-@bp.route("/function/<path:name>")
+@bp.route("/function/<fn:name>")
 def function(name: str):
     idx = get_index()
     history = idx.function_history(name)
