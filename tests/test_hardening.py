@@ -416,3 +416,33 @@ def test_function_names_that_do_not_survive_a_url_path_still_have_pages_and_expo
     assert r.returncode in (0, 1), r.stderr[-2000:]
     written = {n for n in odd if (tmp_path / "site" / "function" / f"{function_file(n)}.html").exists()}
     assert written == set(odd), set(odd) - written
+
+
+def test_a_range_killed_with_sigkill_takes_its_workers_builds_along(empty_repo, tmp_path):
+    """`collect --range` runs each commit in a worker process; SIGKILL to the range (an OOM killer, a
+    CI cancel that does not wait) left the worker building, and collecting, with no one to report to.
+    The worker gets SIGTERM when its parent dies, which stops it as Ctrl-C would: its build killed."""
+    import signal
+    from gitperf.core.proc import alive
+    pidfile = tmp_path / "build.pid"
+    (empty_repo / ".gitperf.toml").write_text(
+        f'[build]\ncommand = "echo $$ > {pidfile}; exec sleep 300"\nbinary = "app"\n\n'
+        '[[workload]]\nname = "w"\ncommand = "./app"\n')
+    git(empty_repo, "add", "-A")
+    git(empty_repo, "commit", "-qm", "configured")
+    git(empty_repo, "commit", "-q", "--allow-empty", "-m", "next")
+    p = subprocess.Popen([sys.executable, "-m", "gitperf", "collect", "--range", "HEAD~1..HEAD", "-q"],
+                         cwd=empty_repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    deadline = time.time() + 60
+    while time.time() < deadline and not (pidfile.exists() and pidfile.read_text().strip()):
+        time.sleep(0.05)
+    build = int(pidfile.read_text())
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline and alive(build):
+        time.sleep(0.05)
+    if alive(build):  # (do not leave it running if the assertion fails)
+        os.kill(build, signal.SIGKILL)
+        pytest.fail("the worker's build outlived the range killed with SIGKILL")

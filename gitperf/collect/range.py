@@ -3,6 +3,7 @@ each in its own worker process (`collect.worker`) given the user's request for t
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +14,7 @@ import pygit2
 
 from gitperf.collect.context import CollectRequest
 from gitperf.core.errors import CollectionAborted
+from gitperf.core.proc import in_child, signals_held
 from gitperf.core.progress import Progress
 from gitperf.store.notes import NotesStore
 
@@ -44,9 +46,13 @@ class _Workers:
 
     def run(self, commit: str) -> tuple[int, str]:
         """One commit's collection: (exit code, its last error line)."""
-        p = subprocess.Popen([sys.executable, "-m", "gitperf.collect.worker"], cwd=self.repo.workdir or self.repo.path,
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+        # a worker outlives a range killed with SIGKILL unless told: SIGTERM, which it takes as Ctrl-C
+        # (its probes detached, its build killed, nothing stored)
+        with signals_held() as mask:
+            p = subprocess.Popen([sys.executable, "-m", "gitperf.collect.worker"],
+                                 cwd=self.repo.workdir or self.repo.path, stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                 preexec_fn=lambda: in_child(mask, signal.SIGTERM))
         with self.lock:
             self.procs.add(p)
         _, err = p.communicate(replace(self.req, rev=commit).to_json())

@@ -28,12 +28,12 @@ def signals_held() -> Iterator[set]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held-back signal's handler runs here
 
 
-def in_child(mask: set) -> None:
+def in_child(mask: set, dying: int = signal.SIGKILL) -> None:
     """Between fork and exec of a child started under `signals_held`: the signal mask from before the
-    block restored (the child gets the signals we held back), and the child dying with SIGKILL when
-    its parent goes (a collector killed with SIGKILL takes its workload or build along)."""
+    block restored (the child gets the signals we held back), and the child getting `dying` when its
+    parent goes (a collector killed with SIGKILL takes its workload or build along)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    die_with_parent(signal.SIGKILL)
+    die_with_parent(dying)
 
 
 def keep_tail(stream: IO[bytes], into: collections.deque, width: int) -> None:
