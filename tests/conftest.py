@@ -183,13 +183,14 @@ NAMES = ["main", "parse", "std::vector<int>::push_back", "hash|mix", "<script>al
     f"f{i}" for i in range(10)]
 
 
-def profile(commit: str, rng, slow: dict[str, float] | None = None, partial: str = ""):
+def profile(commit: str, rng, slow: dict[str, float] | None = None, partial: str = "", environment: str = ""):
     slow = slow or {}
     funcs = []
     for i, n in enumerate(NAMES):
         t = 1e8 / (i + 1) * math.exp(rng.normal(0, 0.01)) * slow.get(n, 1.0)
         funcs.append(FunctionStats(n, 10 * (i + 1), int(t), int(t * 0.5), location=f"src/file{i}.c:{10 * i + 1}"))
-    h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0, partial=partial)
+    h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0, partial=partial,
+               environment=environment)
     # call stacks with the same names (folded: `;` between frames), parse's grown with its slowdown
     st = {"main;parse": round(400 * slow.get("parse", 1.0)), "main;parse;[library]": 100,
           f"main;{NAMES[2]}": 200, f"main;{NAMES[4]};{NAMES[3]}": 50}

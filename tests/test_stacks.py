@@ -108,6 +108,15 @@ def test_differential_flame_graph_colours_the_grown_frame_red_and_marks_changed_
     assert all(fig["values"][of[p]] >= fig["values"][i] for i, p in enumerate(fig["parents"]) if p)
 
 
+def test_a_flame_graph_opens_at_main_with_the_kernel_and_unknown_one_click_up():
+    """A short run's exec, faults and exit (`[kernel]`, `[unknown]`) took half the width beside the
+    program; the graph opens at `main`, the path bar leading up to all samples."""
+    fig = plots.flame("t", {"main;parse": 300, "main;emit": 100, "[kernel]": 250, "[unknown]": 150})["data"][0]
+    at = {path: k for k, path in enumerate(frame_paths(fig))}
+    assert fig["level"] == fig["ids"][at["main"]] and fig["pathbar"]["visible"]
+    assert "level" not in plots.flame("t", {"main;parse": 300})["data"][0]  # main is all there is
+
+
 def test_commit_and_compare_pages_draw_flame_graphs_with_names_escaped(empty_repo):
     commits = history(empty_repo, 3, slow_at=2, runs=2, factor=3.0)
     client = create_app(empty_repo).test_client()

@@ -682,3 +682,25 @@ def test_a_verdict_says_what_it_adds_to_a_run_and_its_share_of_the_runs_change_e
     assert words in check_text(result) and words in check_markdown(result)
     assert FILTERS["amount"](result.to_dict()["changes"][1]) == words
     assert "+1.10 ms a run" in check_text(result)  # the run's own line: no share of itself
+
+
+def test_a_check_says_where_both_sides_were_measured_and_warns_when_the_base_was_elsewhere(empty_repo):
+    """Each profile carries its environment (CPU, kernel, libc, governor, the binary's compilers);
+    a check shows it beside the verdict and says when the base's differs: another compiler or
+    kernel moves times by itself."""
+    from conftest import profile
+    rng = np.random.default_rng(3)
+    commits = []
+    for i in range(2):
+        (empty_repo / "a.txt").write_text(f"{i}\n")
+        git(empty_repo, "commit", "-qam", f"c{i}")
+        commits.append(git(empty_repo, "rev-parse", "HEAD"))
+    store = NotesStore(open_repo(empty_repo))
+    envs = ["EPYC x2, kernel 6.18, glibc 2.36, governor none; built by GCC: (Debian 12.2.0-14) 12.2.0",
+            "EPYC x2, kernel 6.18, glibc 2.36, governor none; built by GCC: (Debian 14.2.0-19) 14.2.0"]
+    for c, env in zip(commits, envs):
+        for _ in range(3):
+            store.add(c, profile(c, rng, environment=env))
+    [pair] = checks.check(NotesStore(open_repo(empty_repo)), commits[1], CheckConfig()).pairs
+    assert any(n.startswith("measured on ") and "14.2.0" in n for n in pair.notes), pair.notes
+    assert any("the base was measured elsewhere" in n and "12.2.0" in n for n in pair.notes), pair.notes

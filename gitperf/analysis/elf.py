@@ -54,6 +54,7 @@ class BinaryInfo:
     build_id: str
     pie: bool
     functions: tuple[FunctionSymbol, ...]
+    compilers: tuple[str, ...] = ()  # what built it, from its .comment section ("GCC: (Debian 12.2.0-14) 12.2.0")
 
     def by_name(self) -> dict[str, FunctionSymbol]:
         return {f.name: f for f in self.functions}
@@ -207,7 +208,16 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
         build_id=_build_id(elf, path),
         pie=elf["e_type"] == "ET_DYN",
         functions=tuple(sorted(seen.values(), key=lambda f: f.vaddr)),
+        compilers=_compilers(elf),
     )
+
+
+def _compilers(elf: ELFFile) -> tuple[str, ...]:
+    """The compilers' identification strings each object left in `.comment` (the linker merges equal ones)."""
+    sec = elf.get_section_by_name(".comment")
+    if sec is None:
+        return ()
+    return tuple(dict.fromkeys(t.decode(errors="replace") for t in sec.data().split(b"\0") if t.strip()))[:8]
 
 
 def _symbol_name(die) -> str | None:

@@ -24,6 +24,7 @@ from gitperf.checks import record, verdict, witness
 from gitperf.checks.compare import Sides, rooted_share
 from gitperf.core.config import CheckConfig
 from gitperf.core.errors import InputError
+from gitperf.core.fmt import printable
 from gitperf.core.model import ROOT, StoredProfile, comparison_key
 from gitperf.git import sourcediff
 from gitperf.git.repo import ancestors, resolve_commit
@@ -132,8 +133,22 @@ def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> st
 SAY_ROOTED = 0.9
 
 
+def _environment(target: list[StoredProfile], base: list[StoredProfile]) -> list[str]:
+    """Where and how both sides were measured (`Header.environment`, the plan's entry padding), and
+    a warning when the base's differs (another compiler, kernel or libc moves times by itself)."""
+    envs = [sorted({printable(p.profile.header.environment) for p in ps if p.profile.header.environment})
+            for ps in (target, base)]
+    pads = sorted({p.profile.plan.pad or "none" for p in target})
+    if not envs[0]:
+        return []
+    out = [f"measured on {'; '.join(envs[0])}; function entries padded: {', '.join(pads)}"]
+    if envs[1] and envs[1] != envs[0]:
+        out.append(f"the base was measured elsewhere: {'; '.join(envs[1])} (times differ by environment alone)")
+    return out
+
+
 def _notes(target: list[StoredProfile], base: list[StoredProfile]) -> tuple[str, ...]:
-    notes = [n for n in (witness.note(target, base),) if n]
+    notes = [n for n in (witness.note(target, base),) if n] + _environment(target, base)
     rooted = {side: rooted_share(ps) for side, ps in (("base", base), ("target", target))
               if any(p.profile.metrics.stack_samples for p in ps)}
     if rooted and min(rooted.values()) < SAY_ROOTED:

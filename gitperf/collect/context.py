@@ -89,16 +89,34 @@ class Target:
 
 def machine_fingerprint() -> str:
     """Hardware identity: profiles from different hardware are not comparable."""
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = _cpu()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 30)
     return hashlib.sha1(f"{platform.machine()}|{cpu}|{os.cpu_count()}|{mem}".encode()).hexdigest()[:12]
+
+
+def _cpu() -> str:
+    """The CPU's model name ("unknown" without one: part of `machine_fingerprint`, keep it so)."""
+    try:
+        return next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                     if ln.startswith("model name")), "unknown")
+    except OSError:
+        return "unknown"
+
+
+def environment(binary: elf.BinaryInfo) -> str:
+    """What a run's times depend on besides the code, in one line for people (`Header.environment`):
+    the CPU and how many, the kernel, the C library, the frequency governor (none: a VM without
+    cpufreq), the compilers that built the binary."""
+    try:
+        governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").read_text().strip()
+    except OSError:
+        governor = "none"
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or "unknown libc"
+    except (ValueError, OSError):
+        libc = "unknown libc"
+    built = "; ".join(binary.compilers) or "compiler unknown"
+    return f"{_cpu()} x{os.cpu_count()}, kernel {platform.release()}, {libc}, governor {governor}; built by {built}"
 
 
 def _source(config: Config, root: Path) -> str:
@@ -141,7 +159,7 @@ class CollectContext:
         rel = os.path.relpath(binary.path, root) if binary.path.startswith(str(root)) else binary.path
         header_base = dict(tool_version=__version__, commit=target.commit, binary=rel, build_id=binary.build_id,
                            engine=target.engine.name, machine=machine_fingerprint(), kernel=platform.release(),
-                           config=_source(config, root))
+                           config=_source(config, root), environment=environment(binary))
         subject = Subject(target.repo, target.commit, binary, config, locations, target.cache_dir,
                           from_commit=not req.adhoc)
         return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, target.cache_dir,

@@ -57,6 +57,9 @@ class Header:
     config: str = ""
     # of a partial run: the last lines the workload wrote to stderr, what says why ("" otherwise)
     stderr: str = ""
+    # what else the times depend on, for people (collect.context.environment): CPU, kernel, libc,
+    # frequency governor, the compilers that built the binary
+    environment: str = ""
 
     @property
     def config_key(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gitperf.checks.noise import NoiseReport
 from gitperf.core import stacks
-from gitperf.core.fmt import fmt_bytes, fmt_ns, table
+from gitperf.core.fmt import fmt_bytes, fmt_ns, printable, table
 from gitperf.core.model import CORRECTABLE_SHARE, ROOT, Profile, StoredProfile, comparison_key
 from gitperf.stats import inference
 
@@ -174,6 +174,8 @@ def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
         lines.append(f"  configuration: {h.config} (the commit has no .gitperf.toml of its own)")
     if p.plan.pad:
         lines.append(f"  built with padded function entries: {p.plan.pad}")
+    if h.environment:
+        lines.append(f"  environment: {printable(h.environment)}")
     if share := probe_share(p):
         lines.append("  " + share)
     lines += ["  warning: " + w for w in _warnings(p)]
