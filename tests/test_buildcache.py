@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -134,3 +135,32 @@ def test_a_second_worktree_compiles_what_did_not_change_from_the_compiler_cache(
     assert where["twice"].startswith("util.c:") and where["main"].startswith("main.c:"), where
     assert str(trees[0]) not in subprocess.run(["strings", "-a", str(trees[1] / "app")], capture_output=True,
                                                text=True).stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the case is git perf run as root for another user")
+def test_a_build_runs_as_the_repositorys_owner_when_git_perf_runs_as_root(monkeypatch):
+    """Collection needs root (sudo, the pre-push hook); the build runs the project's own commands,
+    which need none: it runs as the owner of the repository, in its checkout and in our worktree
+    (handed to the owner), and what it writes is the owner's."""
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    top = Path(tempfile.mkdtemp(dir="/tmp", prefix="gitperf-owner-"))  # (pytest's tmp is root's alone)
+    try:
+        top.chmod(0o755)
+        root = init_repo(top / "p")
+        (root / "Makefile").write_text("app:\n\tid -u > built-by && printf '#!/bin/sh\\n' > app && chmod +x app\n")
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", "make")
+        subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(top)], check=True)
+        monkeypatch.setenv("SUDO_UID", str(nobody.pw_uid))  # as `sudo git perf` by its owner: git and pygit2 trust it
+        repo, cache = open_repo(root), root / ".git" / "perf"
+        cache.mkdir()
+        build = BuildConfig(command="make -s", binary="app", probe_pad=True)
+        commit = git(root, "rev-parse", "HEAD")
+        tree, _ = _build(repo, commit, build, cache)
+        assert (tree / "built-by").read_text().strip() == str(nobody.pw_uid)
+        assert (tree / "app").stat().st_uid == nobody.pw_uid
+        run_build(replace(build, probe_pad=False), root, commit, cache)  # in the owner's own checkout
+        assert (root / "built-by").read_text().strip() == str(nobody.pw_uid)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

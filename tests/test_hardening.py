@@ -446,3 +446,24 @@ def test_a_range_killed_with_sigkill_takes_its_workers_builds_along(empty_repo, 
     if alive(build):  # (do not leave it running if the assertion fails)
         os.kill(build, signal.SIGKILL)
         pytest.fail("the worker's build outlived the range killed with SIGKILL")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a repository to another user")
+def test_another_users_repository_is_one_line_with_gits_hint_not_a_traceback():
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    top = Path(tempfile.mkdtemp(dir="/tmp", prefix="gitperf-other-"))
+    try:
+        root = init_repo(top / "p")
+        subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(root)], check=True)
+        env = {k: v for k, v in os.environ.items() if k != "SUDO_UID"}
+        r = subprocess.run([sys.executable, "-m", "gitperf", "log"], cwd=root, capture_output=True, text=True,
+                           env={**env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "belongs to another user" in r.stderr and "safe.directory" in r.stderr, r.stderr
+        r = subprocess.run([sys.executable, "-m", "gitperf", "log"], cwd=root, capture_output=True, text=True,
+                           env={**env, "SUDO_UID": str(nobody.pw_uid),
+                                "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        assert r.returncode == 0, r.stderr  # sudo by the owner: trusted, as git trusts it
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

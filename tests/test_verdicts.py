@@ -701,6 +701,10 @@ def test_a_check_says_where_both_sides_were_measured_and_warns_when_the_base_was
     for c, env in zip(commits, envs):
         for _ in range(3):
             store.add(c, profile(c, rng, environment=env))
-    [pair] = checks.check(NotesStore(open_repo(empty_repo)), commits[1], CheckConfig()).pairs
+    from gitperf.views.report import check_markdown, check_text
+    result = checks.check(NotesStore(open_repo(empty_repo)), commits[1], CheckConfig())
+    [pair] = result.pairs
     assert any(n.startswith("measured on ") and "14.2.0" in n for n in pair.notes), pair.notes
     assert any("the base was measured elsewhere" in n and "12.2.0" in n for n in pair.notes), pair.notes
+    for first in (check_text(result).splitlines()[0], check_markdown(result).splitlines()[0]):
+        assert "the base was measured under another environment" in first, first

@@ -133,6 +133,9 @@ def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> st
 SAY_ROOTED = 0.9
 
 
+ELSEWHERE = "the base was measured elsewhere"  # a pair's note, and what the report's first line says
+
+
 def _environment(target: list[StoredProfile], base: list[StoredProfile]) -> list[str]:
     """Where and how both sides were measured (`Header.environment`, the plan's entry padding), and
     a warning when the base's differs (another compiler, kernel or libc moves times by itself)."""
@@ -143,7 +146,7 @@ def _environment(target: list[StoredProfile], base: list[StoredProfile]) -> list
         return []
     out = [f"measured on {'; '.join(envs[0])}; function entries padded: {', '.join(pads)}"]
     if envs[1] and envs[1] != envs[0]:
-        out.append(f"the base was measured elsewhere: {'; '.join(envs[1])} (times differ by environment alone)")
+        out.append(f"{ELSEWHERE}: {'; '.join(envs[1])} (times differ by environment alone)")
     return out
 
 

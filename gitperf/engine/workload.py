@@ -124,11 +124,10 @@ def scope() -> Iterator[Scope]:
     except OSError:
         yield Scope(None, 0)
         return
-    s = Scope(path, os.stat(path).st_ino)  # a cgroup's id is its kernfs inode number
-    try:
-        yield s
+    try:  # from the moment it exists: Ctrl-C at any point after leaves no cgroup behind
+        yield Scope(path, os.stat(path).st_ino)  # a cgroup's id is its kernfs inode number
     finally:
-        s.kill_all()
+        Scope(path, 0).kill_all()
         _remove(path)
 
 

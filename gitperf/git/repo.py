@@ -16,7 +16,26 @@ def open_repo(path: str | os.PathLike = ".") -> pygit2.Repository:
     found = pygit2.discover_repository(str(path))
     if found is None:
         raise InputError(f"not a git repository: {Path(path).resolve()} (run git perf inside your project)")
-    return pygit2.Repository(found)
+    try:
+        return pygit2.Repository(found)
+    except pygit2.GitError as e:
+        if "not owned by current user" not in str(e):
+            raise InputError(f"cannot open the repository at {found}: {e}") from None
+    if _sudo_for_owner(found):  # as git itself does under sudo: the user who ran sudo owns it
+        pygit2.settings.owner_validation = False
+        return pygit2.Repository(found)
+    where = Path(found).parent if Path(found).name == ".git" else Path(found)
+    raise InputError(f"{where} belongs to another user, and git refuses such a repository as unsafe. If you "
+                     f"trust it: git config --global --add safe.directory {where} (or run git perf as its owner)")
+
+
+def _sudo_for_owner(git_dir: str) -> bool:
+    """Root through sudo by the repository's owner (SUDO_UID): git trusts that since 2.37, and git perf
+    runs so to collect (eBPF needs root)."""
+    try:
+        return os.geteuid() == 0 and os.environ.get("SUDO_UID") == str(os.stat(git_dir).st_uid)
+    except OSError:
+        return False
 
 
 def perf_dir(repo: pygit2.Repository) -> Path:

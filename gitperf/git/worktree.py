@@ -7,6 +7,7 @@ import collections
 import fcntl
 import hashlib
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -129,17 +130,64 @@ CCACHE_MAXSIZE = "2G"  # ninja's objects are ~30 MB a configuration: dozens of c
 BUILD_LINES, BUILD_LINE = 40, 400  # what is kept of a build's output (a ring: it may print 300 MB)
 
 
-def _build(command: str, root: Path, env: dict | None, timeout: float) -> subprocess.CompletedProcess:
+@dataclass(frozen=True)
+class Owner:
+    """Whom a build runs as when git perf runs as root for another user (ARCHITECTURE.md §6a)."""
+
+    uid: int
+    gid: int
+
+    @staticmethod
+    def of(lock_dir: Path) -> Owner | None:
+        """The repository's owner (of its git directory, `lock_dir`'s parent), when we are root and it
+        is not: a build runs the project's own commands, which need no privileges (sudo, the pre-push
+        hook).  None: builds run as we do."""
+        if os.geteuid() != 0:
+            return None
+        st = os.stat(lock_dir.parent)
+        return Owner(st.st_uid, st.st_gid) if st.st_uid != 0 else None
+
+    def give(self, path: Path) -> None:
+        """`path` and everything under it made the owner's (our worktree, the compiler cache)."""
+        for d, dirs, files in os.walk(path):
+            for name in [d, *(os.path.join(d, f) for f in dirs + files)]:
+                with suppress(OSError):
+                    os.lchown(name, self.uid, self.gid)
+
+    def env(self, env: dict | None) -> dict:
+        """The build's environment with the owner's home and name (not root's)."""
+        try:
+            pw = pwd.getpwuid(self.uid)
+            home, name = pw.pw_dir, pw.pw_name
+        except KeyError:  # a uid without a passwd entry (a container's)
+            home, name = "/", str(self.uid)
+        return {**(env if env is not None else os.environ), "HOME": home, "USER": name, "LOGNAME": name}
+
+    def become(self) -> None:  # in the child, between fork and exec
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+
+
+def _build(command: str, root: Path, env: dict | None, timeout: float, owner: Owner | None = None,
+           ) -> subprocess.CompletedProcess:
     """The build command in a process group of its own, all of it killed when we stop waiting (Ctrl-C,
     SIGTERM, the timeout): make's compilers are grandchildren, which killing the shell leaves running.
-    Its output (stdout and stderr as one stream) is kept as its last lines, in `stdout`."""
+    Its output (stdout and stderr as one stream) is kept as its last lines, in `stdout`.  As `owner`
+    when given."""
     proc = None
     tail: collections.deque[str] = collections.deque(maxlen=BUILD_LINES)
+
+    def child(mask: set) -> None:
+        in_child(mask)
+        if owner is not None:
+            owner.become()
     try:
         with signals_held() as mask:  # Ctrl-C during the fork: held, then it kills the build
             proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=root, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True, preexec_fn=lambda: in_child(mask))
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=owner.env(env) if owner else env,
+                                    start_new_session=True, preexec_fn=lambda: child(mask))
         reader = threading.Thread(target=keep_tail, args=(proc.stdout, tail, BUILD_LINE), daemon=True)
         reader.start()
         proc.wait(timeout=timeout)
@@ -168,16 +216,19 @@ def _scrub(root: Path) -> None:
         subprocess.run(argv, cwd=root, capture_output=True)
 
 
-def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float, align: int,
+def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float, align: int, owner: Owner | None,
                   ) -> tuple[subprocess.CompletedProcess, Built]:
     """The build with padded entries; when it fails and unpadded succeeds (in our worktree, scrubbed),
     that one, with a note: a failure our flags caused is never the user's (ARCHITECTURE.md §6)."""
     path, pads = probe_pad_path(lock_dir, align)
-    r = _build(command, root, {**os.environ, **cache_env(root, lock_dir), "PATH": path}, timeout)
+    if owner is not None:
+        (lock_dir / "ccache").mkdir(exist_ok=True)
+        owner.give(lock_dir / "ccache")
+    r = _build(command, root, {**os.environ, **cache_env(root, lock_dir), "PATH": path}, timeout, owner)
     if r.returncode == 0 or not _in_our_worktree(root):
         return r, Built(pad=pad.describe(pads, align))
     _scrub(root)
-    plain = _build(command, root, None, timeout)
+    plain = _build(command, root, None, timeout, owner)
     if plain.returncode != 0:
         return plain, Built()
     last = r.stdout.strip().splitlines()[-1:] or [""]
@@ -186,19 +237,23 @@ def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float, alig
 
 
 def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeout: float = 1800) -> Built:
-    """Run the build command at `root` (padded when `build.probe_pad`).  Builds of one directory are
-    serialised (two collections at once in one work tree would otherwise race inside make); the
-    second build is then a no-op."""
+    """Run the build command at `root` (padded when `build.probe_pad`), as the repository's owner when
+    we run as root for another user (`Owner`).  Builds of one directory are serialised (two
+    collections at once in one work tree would otherwise race inside make); the second build is then
+    a no-op."""
     command = build.command
     if not command.strip():
         return Built()
     lock = lock_dir / f"build-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}.lock"
+    owner = Owner.of(lock_dir)
+    if owner is not None and _in_our_worktree(root):
+        owner.give(root)  # checked out by us, as root: the owner's build writes into it
     try:
         with open(lock, "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                r, done = (_build_padded(command, root, lock_dir, timeout, build.align_functions) if build.probe_pad
-                           else (_build(command, root, None, timeout), Built()))
+                r, done = (_build_padded(command, root, lock_dir, timeout, build.align_functions, owner)
+                           if build.probe_pad else (_build(command, root, None, timeout, owner), Built()))
             finally:
                 if _in_our_worktree(root):  # our temporary worktree: no other build waits on it
                     lock.unlink(missing_ok=True)

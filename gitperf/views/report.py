@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
+from gitperf.checks.check import ELSEWHERE
 from gitperf.core.fmt import fmt_confidence, fmt_ns, table
 from gitperf.core.names import short
 
@@ -58,9 +59,15 @@ def _line(c: Change) -> str:
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
+def _elsewhere(r: CheckResult) -> str:
+    """What the first line adds when a side was measured under another environment (checks.check)."""
+    return (" (but the base was measured under another environment: see the note)"
+            if any(n.startswith(ELSEWHERE) for p in r.pairs for n in p.notes) else "")
+
+
 def check_text(r: CheckResult, limit: int = 20) -> str:
     base = f" against {r.base[:12]}" if r.base else ""
-    lines = [f"git perf check {r.commit[:12]}{base}: {HEADLINE.get(r.result, r.result)}"]
+    lines = [f"git perf check {r.commit[:12]}{base}: {HEADLINE.get(r.result, r.result)}{_elsewhere(r)}"]
     for p in r.pairs:
         if p.base_commit and not p.target_profiles:
             lines.append(f"  {p.workload}: against {p.base_commit[:12]}, nothing measured")
@@ -84,7 +91,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
     icon = {DEGRADATION: ":red_circle:", OPTIMIZATION: ":green_circle:", NO_CHANGE: ":white_circle:"}.get(
         r.result, ":grey_question:")
     title = f"{r.commit[:12]}" + (f" ({subject})" if subject else "")
-    out = [f"## {icon} git perf: {title} is {HEADLINE.get(r.result, r.result)}", ""]
+    out = [f"## {icon} git perf: {title} is {HEADLINE.get(r.result, r.result)}{_elsewhere(r)}", ""]
     if r.base:
         out.append(f"Compared with **{r.base[:12]}** (the nearest earlier commit with comparable profiles).")
     degr = [c for c in r.changes if c.type == DEGRADATION]
