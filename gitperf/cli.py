@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -100,12 +101,25 @@ class PerfGroup(click.Group):
         except KeyboardInterrupt:  # outside a collection (which says what it left): notes are written whole or not
             _echo("git perf: interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
-        except OSError as e:
-            if not e.filename:  # not about a file the user can fix: a bug, keep the traceback
+        except Exception as e:
+            if _disk_full(e):  # the notes are written whole or not at all (store.notes)
+                _echo(f"git perf: error: no space left on the device ({e}): nothing more was stored, what was "
+                      "stored is intact; free space and run it again", err=True)
+                ctx.exit(EXIT_USAGE)
+            if not isinstance(e, OSError) or not e.filename:  # not about a file the user can fix: a bug
                 raise
             _echo(f"git perf: error: {e.filename}: {e.strerror or e} (check the path and its permissions)",
                        err=True)
             ctx.exit(EXIT_USAGE)
+
+
+def _disk_full(e: Exception) -> bool:
+    """A full disk or quota, as the OS says it or libgit2 does (an OSError or pygit2.GitError without
+    an errno: "could not write to '.../logs/refs/notes/...': No space left on device")."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    git_error = getattr(sys.modules.get("pygit2"), "GitError", OSError)
+    return isinstance(e, (OSError, git_error)) and ("no space left" in str(e).lower() or "quota" in str(e).lower())
 
 
 class Seconds(click.ParamType):

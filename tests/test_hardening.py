@@ -5,6 +5,7 @@ need eBPF: test_hardening_collect.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -467,3 +468,27 @@ def test_another_users_repository_is_one_line_with_gits_hint_not_a_traceback():
         assert r.returncode == 0, r.stderr  # sudo by the owner: trusted, as git trusts it
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small tmpfs")
+def test_a_full_disk_is_one_line_and_the_notes_stay_as_they_were(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        root = init_repo(mnt / "p")
+        run_cli(root, "accept", "HEAD", "-m", "first")
+        before = _note(root)
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)  # the rest of the 2 MB
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.close(fd)
+        r = run_cli(root, "accept", "HEAD", "-m", "second " + "x" * 100_000)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert "no space left" in r.stderr and "intact" in r.stderr, r.stderr
+        (mnt / "filler").unlink()
+        assert _note(root) == before
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
