@@ -708,3 +708,19 @@ def test_a_check_says_where_both_sides_were_measured_and_warns_when_the_base_was
     assert any("the base was measured elsewhere" in n and "12.2.0" in n for n in pair.notes), pair.notes
     for first in (check_text(result).splitlines()[0], check_markdown(result).splitlines()[0]):
         assert "the base was measured under another environment" in first, first
+
+
+def test_a_function_slower_inside_a_faster_run_is_named_but_does_not_make_the_commit_slower():
+    """ninja's emhash8 commit: the run -12%, `State::AddOut` +47% (it inserts).  The program is faster:
+    the commit's verdict is the run's, the slower function named in the first line and listed."""
+    from gitperf.checks.change import CheckResult, WorkloadPair
+    from gitperf.checks.check import result_of
+    from gitperf.views.report import check_text
+    pair = (WorkloadPair("w", "k", 3, "b" * 40, 3, 0, "-"),)
+    faster = replace(_change("main", 0.999, -0.2, -0.05, checks.OPTIMIZATION), relative=-0.12)
+    add_out = replace(_change("AddOut", 0.999), relative=0.47)
+    assert result_of(list(pair), [faster, add_out]) == checks.OPTIMIZATION
+    assert result_of(list(pair), [DECIDED_MAIN, add_out]) == checks.DEGRADATION  # the run unresolved: slower
+    text = check_text(CheckResult("c" * 40, "b" * 40, checks.OPTIMIZATION, (add_out, faster), pair))
+    assert text.splitlines()[0].endswith("faster (1 function slower inside: AddOut +47.0%)"), text
+    assert any(line.strip().startswith("degradation  w/AddOut") for line in text.splitlines())

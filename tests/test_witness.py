@@ -191,3 +191,28 @@ def test_a_paired_check_without_valgrind_keeps_a_clear_note_on_both_sides(monkey
         assert [w.error for w in side[0].instructions] == ["valgrind is not installed (apt-get install valgrind): "
                                                            "no instruction counts"]
         assert side[1].instructions == ()  # the witness rides on the first round's profile only
+
+
+def test_a_threaded_run_is_witnessed_by_all_its_instructions_and_a_waiting_function_by_none():
+    """leveldb's db_bench works in a thread: callgrind's `main` executed 1.0 M of the run's 860 M
+    instructions, the same on both sides, while the run took 14.7% longer — called placement.  The
+    root's witness is the run's total; a function that mostly waits (its share of the instructions
+    far below its share of the time) has none."""
+    base = _side([{"main": 1_023_826, "worker": 860_000_000, "Bench::Run": 1_000}] * 2)
+    target = _side([{"main": 1_021_591, "worker": 1_006_000_000, "Bench::Run": 1_000}])
+    run = replace(_change("main", checks.DEGRADATION, relative=0.147, ci=(0.09, 0.2)), base_ns=79e6)
+    waits = replace(_change("Bench::Run", checks.DEGRADATION, relative=0.15, ci=(0.1, 0.2)), base_ns=78e6)
+    found = {c.function: c for c in witness.annotate([run, waits], target, base)}
+    assert found["main"].type == checks.DEGRADATION and found["main"].cause  # the run: +17% instructions
+    assert found["main"].instructions == (861_024_826, 1_007_022_591)
+    assert found["Bench::Run"].type == checks.DEGRADATION and "do not witness its time" in found["Bench::Run"].method
+
+
+def test_time_and_instructions_apart_by_more_than_any_speed_per_instruction_is_a_conflict():
+    """leveldb's `DBIter::Next` read -90% with 19.7% more instructions: each instruction 12x faster, which
+    no cache effect explains (its stack samples missed the callee it reaches by a tail call).  A
+    conflict, while 1.6% fewer instructions for 12% more time stays time's verdict."""
+    base = _side([{"Next": 722_403_262}] * 2)
+    [c] = witness.annotate([_change("Next", checks.OPTIMIZATION, relative=-0.903, ci=(-0.92, -0.89), changed=True)],
+                           _side([{"Next": 864_910_282}]), base)
+    assert c.type == checks.CONFLICT and "12.3x less time" in c.method, c.method

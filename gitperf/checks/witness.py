@@ -1,7 +1,11 @@
 """The instruction-count witness in a check (ARCHITECTURE.md §10b): callgrind's counts of the two
 sides, stored on a paired check's profiles (`Profile.instructions`), beside the time verdicts.
 
-* Every change gets its function's inclusive instructions per run on both sides (`Change.instructions`).
+* Every change gets its function's inclusive instructions per run on both sides (`Change.instructions`);
+  the root's are the whole run's, every thread's (callgrind counts a function's callees on its own
+  thread: leveldb's db_bench `main` executed 1.0 M of its run's 860 M instructions).  A function whose
+  share of the run's instructions is far below its share of the run's time (`MIN_WITNESSED`) mostly
+  waits (threads, I/O, locks): its counts are shown, and no rule below applies to it.
 Then each time verdict meets the counts, in this order (`RULES`; the method says which rule decided):
 
 1. **Conflict**: time moved one way and the inclusive instructions the other, beyond their A/A spread
@@ -11,7 +15,10 @@ Then each time verdict meets the counts, in this order (`RULES`; the method says
    instruction rose (cache misses, branches): ninja's hash maps back on `std::unordered_map` ran
    1.6% fewer instructions and 12% more time (interleaved native runs; the author measured the
    switch away from it at -10%), and callgrind's cache simulation saw +1% estimated cycles there
-   (bench/aa.py, ARCHITECTURE.md §10b).  Time's verdict then stands, and says so.
+   (bench/aa.py, ARCHITECTURE.md §10b).  Time's verdict then stands, and says so — unless the two
+   together say each instruction took more than `MAX_PER_INSTRUCTION_SHIFT` times more or less time:
+   then the time is what is wrong (leveldb's `DBIter::Next` read -90% with 20% more instructions,
+   its stack samples missing the callee it reaches by a tail call), a conflict.
 2. **Placement**: the instructions are the same on both sides (within the spread): identical work
    that runs at another speed in another build is where its code landed, not a change.  For a
    function the diff did not change (its machine code is the same too) whatever the size of the
@@ -44,7 +51,7 @@ from dataclasses import replace
 
 from gitperf.checks.change import CONFLICT, DEGRADATION, INSTRUCTIONS, NO_CHANGE, OPTIMIZATION, Change
 from gitperf.checks.compare import PLACEMENT_SPREAD
-from gitperf.core.model import InstructionCounts, StoredProfile
+from gitperf.core.model import ROOT, InstructionCounts, StoredProfile
 
 # A count must move by more than this share (and more than SPREAD_FACTOR x its A/A difference) to be a
 # change: deterministic programs repeat their counts exactly, but a build's other differences (the
@@ -60,15 +67,33 @@ def runs(profiles: list[StoredProfile]) -> tuple[list[InstructionCounts], list[s
 
 
 def _inclusive(ws: list[InstructionCounts], name: str) -> float | None:
+    """A function's inclusive instructions a run; the root's are the run's (every thread's, libraries
+    included): callgrind counts a function's callees on its own thread only, and `main` of a program
+    that works in threads (leveldb's db_bench) executed 1.0 million of the run's 860 million."""
+    if name == ROOT:
+        return _mean_total(ws) if ws and all(w.total for w in ws) else None
     vals = [w.functions[name][2] for w in ws if name in w.functions]
     return sum(vals) / len(vals) if len(vals) == len(ws) else None
+
+
+# Instructions witness a function's time only where it executes them: its share of the run's
+# instructions at least this share of its share of the run's time (a function may run up to 8x the
+# program's average time per instruction: memory-bound code).  Below it the function mostly waits
+# (for threads it started, I/O, locks), and the count says nothing of its time.
+MIN_WITNESSED = 1 / 8
+
+
+def _witnessed(c: Change, b: float, total: float, run_ns: float | None) -> bool:
+    if c.function == ROOT or not run_ns or not total or not math.isfinite(c.base_ns) or c.base_ns <= 0:
+        return True
+    return b / total >= MIN_WITNESSED * min(c.base_ns / run_ns, 1.0)
 
 
 def _spread(base: list[InstructionCounts], name: str) -> float:
     """|log| of the two base runs' ratio for `name` (0 with one run)."""
     if len(base) < 2:
         return 0.0
-    a, b = (w.functions.get(name, (0, 0, 0))[2] for w in base[:2])
+    a, b = ((w.total if name == ROOT else w.functions.get(name, (0, 0, 0))[2]) for w in base[:2])
     return abs(math.log(max(a, 1) / max(b, 1)))
 
 
@@ -80,13 +105,26 @@ def _timed(c: Change) -> bool:
     return c.type in (DEGRADATION, OPTIMIZATION)
 
 
+# Time and instructions moving opposite ways imply the time per instruction moved by both together.
+# Memory and branch effects explain some of that (snappy: 1.6% fewer instructions, 12% more time:
+# 1.14x); beyond this factor the time is what is wrong: leveldb's `DBIter::Next` read -90% with 20%
+# more instructions (12x), its stack samples missing the callee it reaches by a tail call.
+MAX_PER_INSTRUCTION_SHIFT = 4.0
+
+
 def _conflict(c: Change, b: float, t: float, spread: float, allow: tuple[float, str]) -> Change | None:
     if not (_timed(c) and _moved(t, b, spread) and (c.type == DEGRADATION) != (t > b)):
         return None
     figures = f"time {c.relative:+.1%} but inclusive instructions {t / b - 1:+.1%} (callgrind; A/A spread " \
               f"±{math.expm1(spread):.1%})"
-    if abs(math.log(max(t, 1.0) / max(b, 1.0))) >= abs(math.log1p(c.relative)):
+    instr, time = abs(math.log(max(t, 1.0) / max(b, 1.0))), abs(math.log1p(c.relative))
+    if instr >= time:
         return replace(c, type=CONFLICT, method=f"conflict: {figures}: no verdict in time's direction; {c.method}")
+    if instr + time > math.log(MAX_PER_INSTRUCTION_SHIFT):
+        return replace(c, type=CONFLICT, method=f"conflict: {figures}: each instruction would have taken "
+                       f"{math.exp(instr + time):.1f}x {'less' if c.relative < 0 else 'more'} time, more than "
+                       f"memory or branches explain ({MAX_PER_INSTRUCTION_SHIFT:g}x): no verdict in time's "
+                       f"direction; {c.method}")
     return replace(c, method=f"{c.method}; {figures}, by less than the time moved: each instruction took "
                    "longer (memory, cache, branches), time decides")
 
@@ -143,16 +181,25 @@ def annotate(changes: list[Change], target: list[StoredProfile], base: list[Stor
     tw, bw = runs(target)[0], runs(base)[0]
     if not tw or not bw:
         return changes
-    counted = {}
+    run_ns = next((c.base_ns for c in changes if c.function == ROOT), None)
+    total = _mean_total(bw)
+    counted, unwitnessed = {}, {}
     for c in changes:
         t, b = _inclusive(tw, c.function), _inclusive(bw, c.function)
-        if t is not None and b is not None:
-            counted[c.function] = (replace(c, instructions=(b, t)), b, t, _spread(bw, c.function))
+        if t is None or b is None:
+            continue
+        c = replace(c, instructions=(b, t))
+        if _witnessed(c, b, total, run_ns):
+            counted[c.function] = (c, b, t, _spread(bw, c.function))
+        else:
+            unwitnessed[c.function] = replace(c, method=f"{c.method}; its instructions do not witness its time "
+                                              f"({b / total:.2%} of the run's, callgrind, for {c.base_ns / run_ns:.0%} "
+                                              "of its time: it mostly waits, for threads, I/O or locks)")
     allow = placement(list(counted.values()))
     out = []
     for c in changes:
         if c.function not in counted:
-            out.append(c)
+            out.append(unwitnessed.get(c.function, c))
             continue
         c, b, t, spread = counted[c.function]
         c = next((d for rule in RULES if (d := rule(c, b, t, spread, allow)) is not None), c)

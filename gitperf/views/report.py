@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
-from gitperf.checks.check import ELSEWHERE
+from gitperf.checks.check import ELSEWHERE, faster_runs
 from gitperf.core.fmt import fmt_confidence, fmt_ns, table
 from gitperf.core.names import short
 
@@ -43,8 +43,11 @@ def amount(absolute_ns: float | None, share: float | None = None) -> str:
     if absolute_ns is None or not math.isfinite(absolute_ns):
         return ""
     text = ("+" if absolute_ns > 0 else "") + f"{fmt_ns(absolute_ns)} a run"
-    if share is not None:
-        text += f", {share:.0%} of the run's {'slowdown' if absolute_ns > 0 else 'saving'}"
+    what = "slowdown" if absolute_ns > 0 else "saving"
+    if share is not None and share > 1:  # its gain holds time another function lost (a tail call, inlining)
+        text += f", more than the run's whole {what} (time moved here from other functions)"
+    elif share is not None:
+        text += f", {share:.0%} of the run's {what}"
     return text
 
 
@@ -59,6 +62,15 @@ def _line(c: Change) -> str:
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
+def _inside(r: CheckResult) -> str:
+    """What the first line adds when functions got slower inside a run that got faster."""
+    slower = [c for c in r.changes if c.type == DEGRADATION and c.workload in faster_runs(list(r.changes))]
+    if r.result != OPTIMIZATION or not slower:
+        return ""
+    return f" ({len(slower)} function{'s' if len(slower) > 1 else ''} slower inside: {short(slower[0].function, 60)} " \
+           f"{_pct(slower[0].relative)}{' and more' if len(slower) > 1 else ''})"
+
+
 def _elsewhere(r: CheckResult) -> str:
     """What the first line adds when a side was measured under another environment (checks.check)."""
     return (" (but the base was measured under another environment: see the note)"
@@ -67,7 +79,7 @@ def _elsewhere(r: CheckResult) -> str:
 
 def check_text(r: CheckResult, limit: int = 20) -> str:
     base = f" against {r.base[:12]}" if r.base else ""
-    lines = [f"git perf check {r.commit[:12]}{base}: {HEADLINE.get(r.result, r.result)}{_elsewhere(r)}"]
+    lines = [f"git perf check {r.commit[:12]}{base}: {HEADLINE.get(r.result, r.result)}{_inside(r)}{_elsewhere(r)}"]
     for p in r.pairs:
         if p.base_commit and not p.target_profiles:
             lines.append(f"  {p.workload}: against {p.base_commit[:12]}, nothing measured")
@@ -91,7 +103,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
     icon = {DEGRADATION: ":red_circle:", OPTIMIZATION: ":green_circle:", NO_CHANGE: ":white_circle:"}.get(
         r.result, ":grey_question:")
     title = f"{r.commit[:12]}" + (f" ({subject})" if subject else "")
-    out = [f"## {icon} git perf: {title} is {HEADLINE.get(r.result, r.result)}{_elsewhere(r)}", ""]
+    out = [f"## {icon} git perf: {title} is {HEADLINE.get(r.result, r.result)}{_inside(r)}{_elsewhere(r)}", ""]
     if r.base:
         out.append(f"Compared with **{r.base[:12]}** (the nearest earlier commit with comparable profiles).")
     degr = [c for c in r.changes if c.type == DEGRADATION]
