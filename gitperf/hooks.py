@@ -1,5 +1,7 @@
-"""The pre-push hook: collect what the pushed commits lack, check them, and stop a push that makes
-the program slower.  `install` keeps an existing hook and runs it first (chaining).
+"""The pre-push hook: each pushed commit's paired check against its parent (`check --collect`, with
+the working tree's reviewed `.gitperf.toml`, never a pushed commit's own), or the one already stored
+for that pair; a push that makes the program slower is stopped.  `install` keeps an existing hook and
+runs it first (chaining).
 
 Bypass: `git push --no-verify` (git skips hooks) or `GITPERF_SKIP=1 git push` (skips only ours).
 Policies for "this machine cannot collect" and "not enough data" come from [hook] (fail-open by

@@ -457,3 +457,17 @@ def test_a_function_page_draws_one_chart_per_workload_whatever_the_plans(empty_r
     assert len(figs) == 1
     names = {t.get("name", "") for t in json.loads(figs[0])["data"]}
     assert {"inclusive at native speed (traced) (median of runs)", "own time (stack samples) (median of runs)"} <= names
+
+
+def test_a_commit_page_lists_each_function_once_with_its_other_sessions_under_it():
+    """A commit collected twice (a paired check's plan and a plain collect's) listed every function
+    twice with different totals.  One row each: the session its check compared, else the one with
+    the most runs; the others as a drill-down."""
+    from gitperf.web.pages import one_row_each
+    rows = [{"workload": "w", "name": "parse", "config_key": "k-collect", "runs": 5, "plan": "trace all"},
+            {"workload": "w", "name": "parse", "config_key": "k-paired", "runs": 3, "plan": "hybrid: 2 traced"},
+            {"workload": "w", "name": "emit", "config_key": "k-collect", "runs": 5, "plan": "trace all"}]
+    out = {r["name"]: r for r in one_row_each(rows, {"w": "k-paired"})}
+    assert out["parse"]["config_key"] == "k-paired" and [o["config_key"] for o in out["parse"]["others"]] == ["k-collect"]
+    assert out["emit"]["others"] == [] and len(one_row_each(rows, {})) == 2
+    assert one_row_each(rows, {})[0]["config_key"] == "k-collect"  # unchecked: the session with the most runs

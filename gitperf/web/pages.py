@@ -95,7 +95,8 @@ def commit(sha: str):
     check = idx.check(sha)
     changes = check["changes"] if check else []
     by_fn = {(c["workload"], c["function"]): c for c in changes}
-    functions = idx.functions(sha, PAGE_FUNCTIONS)
+    functions = one_row_each(idx.functions(sha, PAGE_FUNCTIONS),
+                             {w["workload"]: w["config_key"] for w in check["workloads"]} if check else {})
     for f in functions:
         f["change"] = by_fn.get((f["workload"], f["name"]))
     profiles = idx.profiles(sha)
@@ -110,6 +111,21 @@ def commit(sha: str):
     return render_template("commit.html", info=info, check=check, notable=notable, functions=functions,
                            profiles=profiles, diff_traced=diff_traced, figures=figures, flames=flames,
                            unreadable=idx.bad_lines(sha), more=idx.function_count(sha) - len(functions))
+
+
+def one_row_each(rows: list[dict], checked: dict[str, str]) -> list[dict]:
+    """A commit's function rows, one per workload and function: the session (probe plan) its check
+    compared (`checked`: workload -> comparison key), else the one with the most runs; the others
+    (`others`: their plans and runs) as a drill-down.  A commit collected twice listed each function
+    twice, with different totals and no label."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["workload"], r["name"]), []).append(r)
+    out = []
+    for (workload, _), rs in groups.items():
+        rs.sort(key=lambda r: (r["config_key"] != checked.get(workload), -r["runs"]))
+        out.append({**rs[0], "others": rs[1:]})
+    return out
 
 
 def flame_figures(sha: str, base: str | None, changed: frozenset[str]) -> list[dict]:
