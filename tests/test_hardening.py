@@ -492,3 +492,53 @@ def test_a_full_disk_is_one_line_and_the_notes_stay_as_they_were(tmp_path):
         assert _note(root) == before
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _hostile_shapes(valid: dict) -> list[str]:
+    """Note lines of the shapes issue #37 measured, built on a valid profile: a 20,000-frame stack, a
+    20,000-point call series, names no URL or terminal takes as they are, times from 1e300 to
+    negative, counts beyond 64 bits."""
+    import copy
+    lines = []
+
+    def shaped(change) -> None:
+        d = copy.deepcopy(valid)
+        change(d)
+        lines.append(json.dumps(d))
+    deep = ";".join(f"frame{i}" for i in range(20_000))
+    shaped(lambda d: d.__setitem__("s", {deep: 5}))
+    f0 = lambda d: d["f"][0]  # noqa: E731
+    shaped(lambda d: f0(d).__setitem__("series", [[i, i * 7 % 1000] for i in range(20_000)]))
+    for name in ("/etc/passwd", "", "x\ny", "\x1b]0;pwned\x07", "n" * 20_000, "<script>alert(1)</script>"):
+        shaped(lambda d, name=name: f0(d).__setitem__("name", name))
+    for t in (1e300, -1.0, 1e17, 4e11):
+        shaped(lambda d, t=t: d["h"].update(started=t, finished=t))
+    shaped(lambda d: f0(d).update(count=10 ** 30, total_ns=10 ** 30))
+    lines.append('gitperf-check {"v":1,"pairings":[],"time":1e300,"result":{"commit":"x","result":"degradation"}}')
+    return lines
+
+
+def test_fuzzed_and_hostile_notes_leave_every_read_command_bounded_and_clean(empty_repo, tmp_path):
+    """Real note lines mutated (types, sizes, signs) and the hostile shapes issue #37 measured, in the
+    notes of one commit: every read command and the static export end with 0-3, no traceback, under a
+    1 GB address-space limit and a time limit."""
+    import resource
+
+    from gitperf.core import codec
+    from test_codec import mutations
+    commits = history(empty_repo, 3)
+    store = NotesStore(open_repo(empty_repo))
+    valid = codec.to_json(store.read(commits[-1])[0][0].profile)
+    for line in list(mutations(11, 60)) + _hostile_shapes(valid):
+        store.add_line(commits[-1], line)
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    for args in (("log",), ("show", "HEAD"), ("show", "HEAD", "--json"), ("show", "HEAD", "--folded"),
+                 ("check", "HEAD", "--json"), ("diff", "HEAD~1", "HEAD"), ("report", "HEAD", "--format", "markdown"),
+                 ("report", "HEAD", "--format", "html", "-o", str(tmp_path / "site"))):
+        r = subprocess.run([sys.executable, "-m", "gitperf", *args], cwd=empty_repo, capture_output=True, text=True,
+                           env=env, preexec_fn=limited, timeout=120)
+        assert r.returncode in (0, 1, 2, 3) and "Traceback" not in r.stderr and "MemoryError" not in r.stderr, \
+            (args, r.returncode, r.stderr[-3000:])
