@@ -542,3 +542,22 @@ def test_fuzzed_and_hostile_notes_leave_every_read_command_bounded_and_clean(emp
                            env=env, preexec_fn=limited, timeout=120)
         assert r.returncode in (0, 1, 2, 3) and "Traceback" not in r.stderr and "MemoryError" not in r.stderr, \
             (args, r.returncode, r.stderr[-3000:])
+
+
+def test_a_commit_dated_beyond_pythons_calendar_has_a_page_and_exports(empty_repo, tmp_path):
+    """git accepts a commit dated in the year 11476; its page answered 500 and the export exited 2."""
+    history(empty_repo, 2)
+    (empty_repo / "a.txt").write_text("far\n")
+    env = {**os.environ, "GIT_COMMITTER_DATE": "@300000000000 +0000", "GIT_AUTHOR_DATE": "@300000000000 +0000"}
+    subprocess.run(["git", "commit", "-qam", "from the future"], cwd=empty_repo, env=env, check=True)
+    far = git(empty_repo, "rev-parse", "HEAD")
+    store = NotesStore(open_repo(empty_repo))
+    store.add(far, store.read(git(empty_repo, "rev-parse", "HEAD~1"))[0][0].profile)
+    from gitperf.web import create_app
+    client = create_app(empty_repo).test_client()
+    for url in ("/", f"/commit/{far}", "/regressions", "/function/parse"):
+        r = client.get(url)
+        assert r.status_code == 200, (url, r.status_code)
+    assert "out-of-range date" in client.get(f"/commit/{far}").get_data(as_text=True)
+    r = run_cli(empty_repo, "report", far, "--format", "html", "-o", str(tmp_path / "site"))
+    assert r.returncode in (0, 1, 3) and "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Sequence
 
@@ -64,3 +65,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence], align: str, indent: 
     colalign = ["left" if a == "l" else "right" for a in align]
     text = tabulate(cut, headers=list(headers), tablefmt="plain", colalign=colalign, disable_numparse=True)
     return "\n".join(indent + line.rstrip() for line in text.splitlines())
+
+
+def fmt_date(ts: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """A commit's date (UTC) for people; git accepts dates Python's datetime does not (year 11476):
+    those are shown as what they are, never an error."""
+    if ts is None:
+        return ""
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime(fmt)
+    except (OverflowError, ValueError, OSError):
+        return f"out-of-range date ({ts})"

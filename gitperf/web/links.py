@@ -7,14 +7,13 @@ Exported function pages are named by a hash: C++ names hold `<`, `>`, `/` and `:
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import hashlib
 
 from flask import current_app, request, url_for
 from werkzeug.routing import PathConverter, ValidationError
 
 from gitperf.core import names
-from gitperf.core.fmt import fmt_confidence, fmt_ns
+from gitperf.core.fmt import fmt_confidence, fmt_date, fmt_ns
 from gitperf.views.report import amount
 
 # endpoint -> path of the exported file (None: not exported, the link is left out)
@@ -80,7 +79,7 @@ def _pct(x) -> str:
 
 
 def _date(ts) -> str:
-    return "" if ts is None else dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return fmt_date(ts)
 
 
 def _ns(x) -> str:

@@ -9,11 +9,11 @@ names hold `<` and `>`.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from html import escape
 
 from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION
+from gitperf.core.fmt import fmt_date
 from gitperf.core.model import ROOT
 from gitperf.core.names import labels, readable, short
 
@@ -41,7 +41,7 @@ def _commit_ticks(layout: dict, rows: list[dict]) -> None:
 
 
 def _date(ts) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d") if ts else ""
+    return fmt_date(ts, "%Y-%m-%d") if ts else ""
 
 
 def _band(rows: list[dict], name: str, color: str) -> list[dict]:
