@@ -258,6 +258,21 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
             "const i = t.labels.findIndex(l => l === '◆ checksum_block');"
             "return i < 0 ? null : t.marker.colors[i]")
         assert grown is not None and grown > 0.2, grown
+        # the commit's own flame graph opens at main ([kernel] and [unknown] one click up)
+        level, main = driver.execute_script(
+            "const t = document.getElementById('plot-flame-1').data[0];"
+            "return [t.level || null, t.ids[t.labels.findIndex((l, i) => l.replace('◆ ', '') === 'main'"
+            "  && t.parents[i] === '(all)')]]")
+        assert level is not None and level == main, (level, main)
+        # the slowdown's row says what it adds to a run as the CLI's JSON and the markdown report do
+        from gitperf.views.report import amount
+        found = json.loads(run_cli(root, "check", commits[3], "--json").stdout)
+        slow = next(c for c in found["changes"] if c["function"] == "checksum_block" and c["type"] == "degradation")
+        words = amount(slow["absolute_ns"], slow["share"])
+        rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "table.report tr.degradation")]
+        assert any(words in r for r in rows), (words, rows)
+        assert words in run_cli(root, "report", commits[3], "--format", "markdown").stdout
+        assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # 1400 px
         driver.execute_script("document.getElementById('plot-flamediff-1').scrollIntoView()")
         driver.save_screenshot(str(tmp_path / "commit-flame.png"))
         driver.get(url + "/function/checksum_block")

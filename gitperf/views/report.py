@@ -45,7 +45,8 @@ def amount(absolute_ns: float | None, share: float | None = None) -> str:
     text = ("+" if absolute_ns > 0 else "") + f"{fmt_ns(absolute_ns)} a run"
     what = "slowdown" if absolute_ns > 0 else "saving"
     if share is not None and share > 1:  # its gain holds time another function lost (a tail call, inlining)
-        text += f", more than the run's whole {what} (time moved here from other functions)"
+        moved = "here from other functions" if absolute_ns > 0 else "from here to other functions"
+        text += f", more than the run's whole {what} (time moved {moved})"
     elif share is not None:
         text += f", {share:.0%} of the run's {what}"
     return text
