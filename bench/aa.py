@@ -183,11 +183,21 @@ def ninja_repo(work: Path, src: str) -> Path:
     return adopted(repo, NINJA_CONFIG.format(fake=fake), "bench: git perf configuration")
 
 
-def ninja_reorder(repo: Path) -> None:
-    path = repo / "CMakeLists.txt"
+def lines_reversed(path: Path, pattern: str) -> None:
+    """The lines `pattern`'s first group matches in `path` put in reverse order (a build's sources:
+    its objects linked in another order)."""
     text = path.read_text()
-    m = re.search(r"add_library\(libninja OBJECT\n((?:\tsrc/[^\n]+\n)+)\)", text)
-    path.write_text(text.replace(m.group(1), "".join(reversed(m.group(1).splitlines(True)))))
+    m = re.search(pattern, text)
+    path.write_text(text.replace(m.group(1), "".join(reversed(m.group(1).splitlines(True))), 1))
+
+
+def reverted(commit: str) -> Callable[[Path], None]:
+    """A case that undoes `commit` (a project's documented change)."""
+    def revert(repo: Path) -> None:
+        r = subprocess.run(["git", "revert", "--no-commit", commit], cwd=repo, capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"cannot revert {commit[:12]}: {r.stderr}")
+    return revert
 
 
 def ninja_revert(repo: Path) -> None:
@@ -206,7 +216,7 @@ def ninja(src: str) -> Project:
             "unused": lambda r: edit(r / "src" / "util.cc", "void SetCloseOnExec(int fd) {",
                                      "int UnusedBenchHelper(int x) { return x * 3 + 1; }\n\nvoid SetCloseOnExec(int fd) {"),
             "moved": lambda r: move_to_end(r / "src" / "state.cc", "Edge* State::AddEdge(const Rule* rule) {"),
-            "reordered": ninja_reorder,
+            "reordered": lambda r: lines_reversed(r / "CMakeLists.txt", r"add_library\(libninja OBJECT\n((?:\tsrc/[^\n]+\n)+)\)"),
             "revert": ninja_revert,
         }, NINJA_HOT, "src/state.cc", NINJA_HOT_HEAD)
 
@@ -270,12 +280,6 @@ def snappy_repo(work: Path, src: str) -> Path:
     return adopted(repo, SNAPPY_CONFIG, "bench: a driver and the git perf configuration")
 
 
-def snappy_revert(repo: Path) -> None:
-    r = subprocess.run(["git", "revert", "--no-commit", SNAPPY_COMMIT], cwd=repo, capture_output=True, text=True)
-    if r.returncode:
-        raise SystemExit(f"cannot revert {SNAPPY_COMMIT[:12]}: {r.stderr}")
-
-
 def snappy(src: str) -> Project:
     loop = "  // Process the next item found in the input."
     return Project(
@@ -288,7 +292,7 @@ def snappy(src: str) -> Project:
                                            "size_t* result) {", before="}  // namespace snappy"),
             "reordered": lambda r: edit(r / "CMakeLists.txt", '    "snappy-c.cc"\n    "snappy-sinksource.cc"\n',
                                         '    "snappy-sinksource.cc"\n    "snappy-c.cc"\n'),
-            "revert": snappy_revert,
+            "revert": reverted(SNAPPY_COMMIT),
         }, SNAPPY_HOT, "snappy.cc", SNAPPY_HOT_HEAD)
 
 
@@ -322,19 +326,6 @@ def leveldb_repo(work: Path, src: str) -> Path:
     return repo
 
 
-def leveldb_revert(repo: Path) -> None:
-    r = subprocess.run(["git", "revert", "--no-commit", LEVELDB_COMMIT], cwd=repo, capture_output=True, text=True)
-    if r.returncode:
-        raise SystemExit(f"cannot revert {LEVELDB_COMMIT[:12]}: {r.stderr}")
-
-
-def leveldb_reorder(repo: Path) -> None:
-    path = repo / "CMakeLists.txt"
-    text = path.read_text()
-    m = re.search(r'((?:    "\$\{PROJECT_SOURCE_DIR\}/db/[^"\n]+"\n)+)', text)  # the library's db/ sources
-    path.write_text(text.replace(m.group(1), "".join(reversed(m.group(1).splitlines(True))), 1))
-
-
 def leveldb(src: str) -> Project:
     return Project(
         "leveldb", "readseq", lambda work: leveldb_repo(work, src), "build/db_bench", {
@@ -345,8 +336,9 @@ def leveldb(src: str) -> Project:
                                      "namespace leveldb {\n\nint UnusedBenchHelper(int x) { return 3 * x + 1; }"),
             "moved": lambda r: move_to_end(r / "db" / "db_iter.cc", "void DBIter::Prev() {",
                                            before="}  // anonymous namespace"),
-            "reordered": leveldb_reorder,
-            "revert": leveldb_revert,
+            # the library's db/ sources
+            "reordered": lambda r: lines_reversed(r / "CMakeLists.txt", r'((?:    "\$\{PROJECT_SOURCE_DIR\}/db/[^"\n]+"\n)+)'),
+            "revert": reverted(LEVELDB_COMMIT),
         }, LEVELDB_HOT, "db/db_iter.cc", LEVELDB_HOT_HEAD)
 
 
