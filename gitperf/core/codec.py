@@ -104,7 +104,7 @@ def inflated(line: str, limit: int | None = None) -> bytes | str:
     limit = MAX_JSON if limit is None else limit
     line = line.strip()
     if len(line) > limit:
-        raise NoteFormatError(f"the line is {len(line) >> 20} MB, over the {limit >> 20} MB limit")
+        raise TooLarge(f"the line is {len(line) >> 20} MB, over the {limit >> 20} MB limit")
     if line.startswith("{"):
         return line
     if not line.startswith(PREFIX):
@@ -115,8 +115,12 @@ def inflated(line: str, limit: int | None = None) -> bytes | str:
     except (binascii.Error, zlib.error, ValueError) as e:
         raise NoteFormatError(f"cannot decode: {e}") from None
     if inflate.unconsumed_tail:
-        raise NoteFormatError(f"the line inflates beyond the {limit >> 20} MB limit")
+        raise TooLarge(f"the line inflates beyond the {limit >> 20} MB limit")
     return raw
+
+
+class TooLarge(NoteFormatError):
+    """A line over the size `inflated` was allowed (MAX_JSON, or what is left of a note's budget)."""
 
 
 def parse(raw: bytes | str) -> Profile:

@@ -216,10 +216,11 @@ def _scrub(root: Path) -> None:
         subprocess.run(argv, cwd=root, capture_output=True)
 
 
-def _build_padded(command: str, root: Path, lock_dir: Path, timeout: float, align: int, owner: Owner | None,
+def _build_padded(build: BuildConfig, root: Path, lock_dir: Path, timeout: float, owner: Owner | None,
                   ) -> tuple[subprocess.CompletedProcess, Built]:
     """The build with padded entries; when it fails and unpadded succeeds (in our worktree, scrubbed),
     that one, with a note: a failure our flags caused is never the user's (ARCHITECTURE.md §6)."""
+    command, align = build.command, build.align_functions
     path, pads = probe_pad_path(lock_dir, align)
     if owner is not None:
         (lock_dir / "ccache").mkdir(exist_ok=True)
@@ -252,7 +253,7 @@ def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeo
         with open(lock, "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                r, done = (_build_padded(command, root, lock_dir, timeout, build.align_functions, owner)
+                r, done = (_build_padded(build, root, lock_dir, timeout, owner)
                            if build.probe_pad else (_build(command, root, None, timeout, owner), Built()))
             finally:
                 if _in_our_worktree(root):  # our temporary worktree: no other build waits on it

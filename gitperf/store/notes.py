@@ -107,7 +107,7 @@ class NotesStore:
             return codec.inflated(line)
         try:
             return codec.inflated(line, left)
-        except NoteFormatError:
+        except codec.TooLarge:
             raise NoteFormatError(f"not read: with the note's profiles before it, it would hold more than {full}") from None
 
     def record_lines(self, commit: str, prefix: str) -> list[str]:
