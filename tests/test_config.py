@@ -43,7 +43,9 @@ def test_template_is_valid_and_commented():
      "workload[1].name", ["duplicate"]),
     ("[buidl]\n", "buidl", ["unknown section"]),
     ("[collect]\nperiod_ms = 5\nwindow_ms = 10\n", "collect.window_ms", ["period_ms"]),
-    ("[collect]\nmax_overhead = -5\n", "collect.max_overhead", ["percentage", "-5"]),
+    ("[collect]\nmax_overhead = -5\n", "collect.max_overhead", [">= 0", "-5"]),
+    ("[collect]\nmax_overhead = 2000\n", "collect.max_overhead", ["at most 1000", "2000"]),  # as --max-overhead
+    ("[hook]\nrounds = 1\n", "hook.rounds", ["at least 2"]),  # as check --collect --rounds
     ("[collect]\nmax_overhead = \"5%\"\n", "collect.max_overhead", ["a number"]),
     ("[collect]\nwatch = \"parse\"\n", "collect.watch", ["list of strings"]),
     ("[[workload]]\nname = \"w\"\ncommand = \"a\"\ntimeout = 1e-300\n", "workload[0].timeout", ["at least 0.01"]),

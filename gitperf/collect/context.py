@@ -17,7 +17,7 @@ import pygit2
 
 from gitperf import __version__
 from gitperf.analysis import elf
-from gitperf.core.config import CollectConfig, Config, Workload
+from gitperf.core.config import CollectConfig, Config, Workload, valid_workload_name
 from gitperf.core.errors import ConfigError, InputError
 from gitperf.core.model import Header, Mode
 from gitperf.core.progress import Progress
@@ -68,7 +68,7 @@ class CollectRequest:
         if not self.command:
             raise InputError("ad hoc collection needs the workload's command after `--`, e.g. "
                              "git perf collect --binary ./app --no-build -- ./app input.txt")
-        if not self.adhoc_name.strip() or "|" in self.adhoc_name or not self.adhoc_name.isprintable():
+        if not valid_workload_name(self.adhoc_name):
             raise InputError(f"--workload {self.adhoc_name!r}: a workload's name must be non-empty, without '|' "
                              "or control characters")
         wl = Workload(name=self.adhoc_name, command=shlex.join(self.command), timeout=self.timeout or 300.0)

@@ -135,7 +135,9 @@ _CHOICES = {
 _POSITIVE = {"workload.repeat", "workload.timeout", "collect.sample_every", "collect.record_limit",
              "collect.period_ms", "collect.window_ms", "collect.series_limit", "check.confidence",
              "hook.max_commits", "check.history"}
-_NOT_NEGATIVE = {"collect.stack_hz", "check.min_relative", "check.min_absolute_ns", "hook.rounds"}
+_NOT_NEGATIVE = {"collect.stack_hz", "check.min_relative", "check.min_absolute_ns", "hook.rounds",
+                 "collect.max_overhead"}
+MAX_OVERHEAD_PCT = 1000.0  # the budget's ceiling, in the file and on the command line (plan.hybrid.parse_percent)
 _BELOW_ONE = {"check.confidence"}  # a probability
 # Upper bounds: a value past them is a typo, and some (a timeout past ~292 years of ns, a period past
 # what a BPF constant holds) fail far from the file that set them.
@@ -143,7 +145,7 @@ DAY_S = 86_400.0
 _AT_MOST = {"workload.timeout": DAY_S, "workload.repeat": 1_000, "collect.sample_every": 10 ** 6,
             "collect.record_limit": 10 ** 9, "collect.period_ms": 3_600_000.0, "collect.window_ms": 3_600_000.0,
             "collect.stack_hz": 100_000,  # the kernel's default perf_event_max_sample_rate
-            "collect.series_limit": 10 ** 6, "collect.max_overhead": 10_000.0, "check.min_relative": 10.0,
+            "collect.series_limit": 10 ** 6, "collect.max_overhead": MAX_OVERHEAD_PCT, "check.min_relative": 10.0,
             "check.min_absolute_ns": 3_600 * 10 ** 9, "check.history": 1_000, "hook.max_commits": 1_000,
             "hook.rounds": 1_000}
 # Lower bounds: a workload's timeout below this kills every run at once (`timeout = 1e-300` stored a
@@ -151,6 +153,12 @@ _AT_MOST = {"workload.timeout": DAY_S, "workload.repeat": 1_000, "collect.sample
 _AT_LEAST = {"workload.timeout": 0.01}
 # Alignments GCC and clang take (-falign-functions=N): 0 (off) or a power of two up to a page
 _ALIGNMENTS = {"build.align_functions", "check.align_functions"}
+
+
+def valid_workload_name(name: str) -> bool:
+    """A workload's name: not empty, no `|` (it separates the fields of a comparison key), nothing a
+    terminal would obey.  The configuration's and `collect --workload`'s alike."""
+    return bool(name.strip()) and "|" not in name and name.isprintable()
 
 
 def _typename(t) -> str:
@@ -221,7 +229,7 @@ def parse(text: str, path: str = FILENAME) -> Config:
     workloads = []
     for i, w in enumerate(workloads_raw):
         wl = _section(Workload, w, path, f"workload[{i}]", required=("name", "command"))
-        if not wl.name.strip() or "|" in wl.name or not wl.name.isprintable():
+        if not valid_workload_name(wl.name):
             raise ConfigError(path, f"workload[{i}].name", f"expected a non-empty name without '|' or control "
                                                            f"characters, got {wl.name!r}")
         try:
@@ -236,16 +244,16 @@ def parse(text: str, path: str = FILENAME) -> Config:
         collect = dataclasses.replace(collect, max_overhead=0.0)  # a mode chosen in the file is a fixed plan
     if collect.window_ms > collect.period_ms:
         raise ConfigError(path, "collect.window_ms", f"must not exceed collect.period_ms ({collect.period_ms})")
-    if not 0 <= collect.max_overhead <= 1000:
-        raise ConfigError(path, "collect.max_overhead", f"expected a percentage from 0 (off) to 1000, got "
-                          f"{collect.max_overhead!r}")
+    hook = _section(HookConfig, data.get("hook", {}), path, "hook")
+    if hook.rounds == 1:  # as `check --collect --rounds`: a spread needs two pairs
+        raise ConfigError(path, "hook.rounds", "expected 0 (until decided) or at least 2, got 1")
     return Config(
         path=path,
         build=_section(BuildConfig, data.get("build", {}), path, "build"),
         workloads=tuple(workloads),
         collect=collect,
         check=_section(CheckConfig, data.get("check", {}), path, "check"),
-        hook=_section(HookConfig, data.get("hook", {}), path, "hook"),
+        hook=hook,
         digest=hashlib.sha256(text.encode()).hexdigest()[:12],
     )
 

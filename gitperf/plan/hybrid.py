@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from gitperf.core.config import MAX_OVERHEAD_PCT
 from gitperf.core.model import ROOT, Mode, PlanRecord, Profile
 from gitperf.plan import budget
 from gitperf.plan.costs import SAMPLE_KEY, call_costs
@@ -39,8 +40,8 @@ def parse_percent(text: str) -> float:
         pct = float(t)
     except ValueError:
         raise ValueError(f"expected a percentage such as 5% or 2.5, got {text!r}") from None
-    if not (0 < pct <= 1000) or not math.isfinite(pct):
-        raise ValueError(f"the overhead budget must be above 0% and at most 1000%, got {text!r}")
+    if not (0 < pct <= MAX_OVERHEAD_PCT) or not math.isfinite(pct):
+        raise ValueError(f"the overhead budget must be above 0% and at most {MAX_OVERHEAD_PCT:g}%, got {text!r}")
     return pct / 100
 
 
