@@ -208,8 +208,9 @@ def test_a_function_the_target_renamed_is_compared_with_itself_not_removed_and_n
 
 def test_what_a_commit_stopped_calling_is_one_line_under_its_caller_and_inlined_is_not_removed():
     """The std::regex case: `scan` stopped calling a regex engine (`rx_match` and the three functions
-    under it), and `helper` was inlined into `scan`.  One row for the four under their surviving
-    caller, with the run time they took in the base from its stack samples; `helper` as inlined."""
+    under it) and calls a hand-written scanner (`tok_next`, `tok_peek`) instead, and `helper` was
+    inlined into `scan`.  One row for the four under their surviving caller, with the run time they
+    took in the base from its stack samples, one for the two new ones; `helper` as inlined."""
     from gitperf.checks import gone
     engine = ["rx_match", "rx_step", "rx_alloc", "rx_free"]
     base_stacks = {"main;scan;rx_match;rx_step": 40, "main;scan;rx_match;rx_alloc": 10, "main;scan;rx_match;rx_free": 5,
@@ -219,7 +220,8 @@ def test_what_a_commit_stopped_calling_is_one_line_under_its_caller_and_inlined_
     for r in range(3):
         b = _profile("b", {"main": 1e7, "scan": 8e6, "other": 1e6, **gone_ns})
         base.append(StoredProfile("b", r, f"b{r}", replace(b, stacks=base_stacks)))
-        t = _profile("t", {"main": 4e6, "scan": 2e6, "other": 1e6})
+        t = _profile("t", {"main": 4e6, "scan": 2e6, "other": 1e6, "tok_next": 1e6, "tok_peek": 3e5})
+        t = replace(t, stacks={"main;scan;tok_next;tok_peek": 30, "main;scan;tok_next": 40, "main;scan": 20, "main": 10})
         target.append(StoredProfile("t", r, f"t{r}", replace(t, plan=replace(t.plan, inlined={"helper": ("scan",)}))))
     found = judge(checks.Sides("w", target, base), CheckConfig(), frozenset({"scan"}), opinions=False)
     by = {c.function: c for c in found}
@@ -231,6 +233,10 @@ def test_what_a_commit_stopped_calling_is_one_line_under_its_caller_and_inlined_
     assert by["helper"].type == checks.INLINED and "inlined into scan" in by["helper"].method
     assert by["tidy"].type == checks.REMOVED and "called from other" in by["tidy"].method  # alone: its own row
     assert gone.callers({"rx_step", "rx_match"}, base) == {"rx_step": "scan", "rx_match": "scan"}
+    # what the change calls instead: the new functions under the caller that calls them now
+    scanner = by["tok_next"]
+    assert scanner.type == checks.NEW and set(scanner.members) == {"tok_next", "tok_peek"} and "tok_peek" not in by
+    assert "2 new functions called from scan: none -> 2.80 ms a run (70% of the target's stack samples)" in scanner.method
 
 
 def test_a_function_that_is_mostly_probe_time_is_compared_on_its_probed_time():

@@ -59,7 +59,7 @@ def judge(sides: Sides, cfg: CheckConfig, changed_set: frozenset[str], opinions:
     found = compare_workload(sides, cfg, changed_set, opinions)
     found = witness.annotate(found, sides.target, sides.base)
     plan = sides.target[0].profile.plan if sides.target else None
-    found = gone.regroup(found, plan, sides.base)
+    found = gone.regroup(found, plan, sides.base, sides.target)
     found = locate(found, set(plan.traced), plan.reaches) if plan else found
     return shares(found)
 
