@@ -37,7 +37,6 @@ class Optimized:
     methods: tuple[str, ...] = ()
     reasons: dict[str, str] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)
-    inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # removed function -> inlined into
     base: str = ""
     ore: float = 0.0  # resource extraction (angr, or the cache) and base analysis
     oo: float = 0.0  # planning
@@ -46,6 +45,7 @@ class Optimized:
     native_s: float = 0.0  # --max-overhead: the pilot's run time, against which overhead is measured
     # exclusive ns per function in the nearest full trace, when the plan leaves functions out (HC)
     hotspots: dict[str, int] = field(default_factory=dict)
+    inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # paired check: removed function -> inlined into
 
 
 def _binary_name(path: str) -> str:
