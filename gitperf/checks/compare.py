@@ -90,7 +90,7 @@ class Sides:
 
 def _renamed(sp: StoredProfile, new: dict[str, str]) -> StoredProfile:
     p = sp.profile
-    frames = lambda stack: ";".join(new.get(f, f) for f in stack.split(";"))  # noqa: E731
+    frames = lambda stack: stacks.SEP.join(new.get(f, f) for f in stack.split(stacks.SEP))  # noqa: E731
     plan = replace(p.plan, probed=tuple(new.get(n, n) for n in p.plan.probed),
                    traced=tuple(new.get(n, n) for n in p.plan.traced))
     profile = replace(p, plan=plan, functions=tuple(replace(f, name=new.get(f.name, f.name)) for f in p.functions),

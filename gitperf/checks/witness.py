@@ -66,14 +66,19 @@ def runs(profiles: list[StoredProfile]) -> tuple[list[InstructionCounts], list[s
     return [w for w in done if not w.error], sorted({w.error for w in done if w.error})
 
 
-def _inclusive(ws: list[InstructionCounts], name: str) -> float | None:
-    """A function's inclusive instructions a run; the root's are the run's (every thread's, libraries
-    included): callgrind counts a function's callees on its own thread only, and `main` of a program
-    that works in threads (leveldb's db_bench) executed 1.0 million of the run's 860 million."""
+def _count(w: InstructionCounts, name: str) -> int | None:
+    """A function's inclusive instructions in one run; the root's are the run's (every thread's,
+    libraries included): callgrind counts a function's callees on its own thread only, and `main` of a
+    program that works in threads (leveldb's db_bench) executed 1.0 million of the run's 860 million."""
     if name == ROOT:
-        return _mean_total(ws) if ws and all(w.total for w in ws) else None
-    vals = [w.functions[name][2] for w in ws if name in w.functions]
-    return sum(vals) / len(vals) if len(vals) == len(ws) else None
+        return w.total or None
+    return w.functions[name][2] if name in w.functions else None
+
+
+def _inclusive(ws: list[InstructionCounts], name: str) -> float | None:
+    """Its mean over the runs, when every run counted it."""
+    vals = [v for w in ws if (v := _count(w, name)) is not None]
+    return sum(vals) / len(vals) if vals and len(vals) == len(ws) else None
 
 
 # Instructions witness a function's time only where it executes them: its share of the run's
@@ -93,7 +98,7 @@ def _spread(base: list[InstructionCounts], name: str) -> float:
     """|log| of the two base runs' ratio for `name` (0 with one run)."""
     if len(base) < 2:
         return 0.0
-    a, b = ((w.total if name == ROOT else w.functions.get(name, (0, 0, 0))[2]) for w in base[:2])
+    a, b = (_count(w, name) or 0 for w in base[:2])
     return abs(math.log(max(a, 1) / max(b, 1)))
 
 

@@ -65,7 +65,8 @@ def _line(c: Change) -> str:
 
 def _inside(r: CheckResult) -> str:
     """What the first line adds when functions got slower inside a run that got faster."""
-    slower = [c for c in r.changes if c.type == DEGRADATION and c.workload in faster_runs(list(r.changes))]
+    faster = faster_runs(list(r.changes))
+    slower = [c for c in r.changes if c.type == DEGRADATION and c.workload in faster]
     if r.result != OPTIMIZATION or not slower:
         return ""
     return f" ({len(slower)} function{'s' if len(slower) > 1 else ''} slower inside: {short(slower[0].function, 60)} " \

@@ -78,10 +78,6 @@ def _pct(x) -> str:
     return "" if x is None else f"{x * 100:+.1f}%"
 
 
-def _date(ts) -> str:
-    return fmt_date(ts)
-
-
 def _ns(x) -> str:
     return "" if x is None else fmt_ns(x)
 
@@ -93,7 +89,7 @@ def _amount(change: dict) -> str:
     return amount(change.get("absolute_ns"), change.get("share"))
 
 
-FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": _date, "ns": _ns, "short": lambda s: (s or "")[:12],
+FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": fmt_date, "ns": _ns, "short": lambda s: (s or "")[:12],
            "amount": _amount,
            # function names: the symbol stays in links and data; people read these (core.names)
            "readable": names.readable, "shortname": lambda s: names.short(s, 70)}
