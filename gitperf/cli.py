@@ -532,19 +532,25 @@ def _export_html(repo, output) -> None:
 def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     """A/A: collect REV k times, check every collection against every other, and report the
     run-to-run noise per function, the smallest detectable change, and thresholds that fit.
-    Every session probes with the configuration's fixed mode (trace by default), never a budgeted plan:
-    its pilot would choose another plan each session.  Needs the same privileges as collect."""
+    Every session probes as `collect` would: under the overhead budget, with the plan the workload's
+    history keeps (else the one the first session chooses) kept for all; with the configuration's
+    mode where it fixes one.  Needs the same privileges as collect."""
     from gitperf.checks.noise import analyse
     from gitperf.collect.collection import collect as do_collect
     from gitperf.collect.context import CollectRequest
+    from gitperf.core.model import Mode
     from gitperf.views.render import noise_text
     repo, engine, say = _repo(), _engine(), _progress(quiet or as_json)
     runs: dict[str, list[list]] = {}
     failed: dict[str, str] = {}  # workload -> why a run of it did not count (crash, timeout)
+    kept: tuple = ()  # the first session's budgeted plans, for the others: profiles of one plan compare
     for k in range(sessions):
         say(f"session {k + 1}/{sessions}")
-        req = CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat, max_overhead=0.0)
+        req = CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat, keep_plans=kept)
         got = do_collect(repo, req, engine, say, keep=keep).profiles
+        kept = kept or tuple({c.profile.header.workload: (c.profile.header.workload, c.profile.plan.params.get("stack_hz", 0),
+                                                          c.profile.plan.traced)
+                              for c in got if c.profile.plan.mode == Mode.HYBRID}.values())
         by_wl: dict[str, list] = {}
         for c in got:
             wl = c.profile.header.workload

@@ -446,3 +446,22 @@ def test_a_cold_part_is_its_functions_code():
     from gitperf.core.names import whole
     assert whole("main.cold") == "main" and whole("_ZN5Index8add_termERKSsl.cold.2") == "_ZN5Index8add_termERKSsl"
     assert whole("f.part.0") == "f.part.0" and whole("g.isra.0") == "g.isra.0"  # callable clones stay apart
+
+
+def test_kernel_field_offsets_come_from_its_btf_and_bad_input_is_a_clear_error(tmp_path):
+    """The probes read a thread's run-queue wait at the offset the running kernel's BTF gives
+    (the installed headers may be another kernel's: 6.1 headers on a 6.18 kernel here)."""
+    from gitperf.engine import btf
+    if not btf.VMLINUX.exists():
+        pytest.skip("this kernel has no /sys/kernel/btf/vmlinux")
+    assert btf.field_offset("sched_info.run_delay") < 64  # (pcount, then run_delay, in every kernel since 2.6)
+    assert btf.field_offset("task_struct.sched_info.run_delay") == \
+        btf.field_offset("task_struct.sched_info") + btf.field_offset("sched_info.run_delay")
+    with pytest.raises(btf.BtfError, match="no member nonesuch"):
+        btf.field_offset("task_struct.nonesuch")
+    bad = tmp_path / "vmlinux"
+    bad.write_bytes(b"\0" * 64)
+    with pytest.raises(btf.BtfError, match="not BTF"):
+        btf.field_offset("task_struct.pid", bad)
+    with pytest.raises(btf.BtfError, match="cannot read"):
+        btf.field_offset("task_struct.pid", tmp_path / "missing")

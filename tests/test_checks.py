@@ -46,7 +46,9 @@ def test_improvement_exits_0_as_optimization(empty_repo):
 
 
 def test_no_change_exits_0_and_small_changes_stay_below_the_threshold(empty_repo):
-    history(empty_repo, 3, slow_at=2, factor=1.03)  # 3%: real, but below min_relative = 5%
+    # 2%: real, but below min_relative = 5% (the threshold applies to the estimate: with this seed a 3%
+    # change reads +5.3% [+2.0%, +8.7%], a 2-sigma draw of the 1% run noise over three runs a side)
+    history(empty_repo, 3, slow_at=2, factor=1.02)
     r = run_cli(empty_repo, "check", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["result"] == "no-change", r.stdout
 

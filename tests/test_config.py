@@ -9,7 +9,7 @@ def test_defaults_fill_every_value():
     cfg = config.parse('[[workload]]\nname = "w"\ncommand = "./app"\n', "x.toml")
     assert cfg.build.command == "make"
     assert cfg.collect.engine == "bcc"
-    assert cfg.workloads[0].repeat == 1 and cfg.workloads[0].timeout == 300.0
+    assert cfg.workloads[0].repeat == 0 and cfg.workloads[0].timeout == 300.0  # 0: as the pilot affords
     assert cfg.check.direction == "lower"
 
 
@@ -93,3 +93,17 @@ def test_lists_of_strings_parse_and_are_checked():
     assert c.hook.workloads == ("gate",) and c.collect.functions == ("a", "b")
     with pytest.raises(ConfigError, match="expected a list of strings"):
         config.parse('[hook]\nworkloads = "gate"\n')
+
+
+def test_a_workload_without_repeat_runs_three_times_where_the_pilot_affords_it():
+    """Issue #34: `repeat` the budget affords.  --repeat wins, then the workload's own; else three runs
+    where three take at most 30 s at native speed (the budget's pilot measured it), else one; a fixed
+    mode has no pilot: one."""
+    from gitperf.collect.collection import AUTO_BUDGET_S, runs
+    from gitperf.plan.optimize import Optimized
+    from gitperf.plan.probes import ProbePlan
+    wl = config.Workload("w", "./app")
+    opt = lambda native_s: Optimized(plan=ProbePlan(functions=(), root=None), pipeline="none", native_s=native_s)  # noqa: E731
+    assert runs(None, wl, opt(0.023)) == 3 and runs(None, wl, opt(AUTO_BUDGET_S / 3 + 1)) == 1
+    assert runs(None, wl, opt(0.0)) == 1  # fixed mode: no pilot
+    assert runs(5, wl, opt(0.023)) == 5 and runs(None, config.Workload("w", "./app", repeat=2), opt(0.023)) == 2

@@ -467,7 +467,47 @@ def test_a_commit_page_lists_each_function_once_with_its_other_sessions_under_it
     rows = [{"workload": "w", "name": "parse", "config_key": "k-collect", "runs": 5, "plan": "trace all"},
             {"workload": "w", "name": "parse", "config_key": "k-paired", "runs": 3, "plan": "hybrid: 2 traced"},
             {"workload": "w", "name": "emit", "config_key": "k-collect", "runs": 5, "plan": "trace all"}]
-    out = {r["name"]: r for r in one_row_each(rows, {"w": "k-paired"})}
+    out = {r["name"]: r for r in one_row_each(rows, {("w",): "k-paired"})}
     assert out["parse"]["config_key"] == "k-paired" and [o["config_key"] for o in out["parse"]["others"]] == ["k-collect"]
     assert out["emit"]["others"] == [] and len(one_row_each(rows, {})) == 2
     assert one_row_each(rows, {})[0]["config_key"] == "k-collect"  # unchecked: the session with the most runs
+
+
+def test_a_commit_whose_run_got_faster_is_one_green_marker_and_no_regression(empty_repo):
+    """Issue #34: `/` drew a commit with a degraded function inside a faster run as a red ▲ over a
+    green ▼.  The timeline draws one marker per commit from its check's verdict for the workload
+    (`checks.result_of`: the run got faster, so the commit is faster), with that verdict's functions
+    on hover; /regressions lists only commits whose verdict is a degradation, as `check` says."""
+    # commit 4: the run (main) 40% faster, parse 50% slower inside it
+    commits = history(empty_repo, 5, slow_at=4, slow={"main": 0.6, "parse": 1.5})
+    verdict = json.loads(run_cli(empty_repo, "check", commits[4], "--json").stdout)
+    kinds = {c["function"]: c["type"] for c in verdict["changes"]}
+    assert verdict["result"] == "optimization" and kinds["main"] == "optimization" and kinds["parse"] == "degradation"
+    with create_app(str(empty_repo)).test_client() as client:
+        page = client.get("/").get_data(as_text=True)
+        regressions = client.get("/api/regressions").get_json()
+        seq = {c["sha"]: c["seq"] for c in client.get("/api/commits").get_json()}
+    fig = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
+    markers = {t["name"]: t["x"] for t in fig["data"] if t.get("mode") == "markers"}
+    assert markers == {"optimizations": [seq[commits[4]]]}, markers
+    hover = next(t for t in fig["data"] if t.get("name") == "optimizations")["text"][0]
+    assert "main" in hover and "parse" not in hover
+    assert regressions == [] and "Latest degradations" not in page
+
+
+def test_a_function_page_lists_each_commit_once_with_its_other_sessions_under_it(empty_repo):
+    """Issue #34: the slowed function's page listed the same commit once per session, with different
+    totals and no label.  One row per commit and workload (the session its check compared), the
+    other sessions as a drill-down."""
+    commits = history(empty_repo, 3)
+    store = NotesStore(open_repo(empty_repo))
+    rng = np.random.default_rng(7)
+    for _ in range(2):  # commit 2 collected again under another plan
+        p = profile(commits[2], rng)
+        store.add(commits[2], replace(p, plan=replace(p.plan, mode="stack")))
+    with create_app(str(empty_repo)).test_client() as client:
+        page = client.get("/function/parse").get_data(as_text=True)
+    table = page[page.index("<h2>Per commit</h2>"):]
+    assert table.count(f'/commit/{commits[2]}"') == 1, table[:3000]
+    assert "1 other session" in table and "stack" in table
+    assert all(table.count(f'/commit/{c}"') == 1 for c in commits)

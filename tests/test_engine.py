@@ -185,21 +185,26 @@ def test_pie_and_non_pie(tmp_path, pie):
     assert by_name(p)["f"]["count"] == 1234
 
 
-def _slow_workload_repo(tmp_path, body: str) -> Path:
-    repo = tmp_path / "slow"
+def _one_file_repo(repo: Path, binary: str, source: str, command: str, cflags: str = "-O2",
+                   timeout: float = 300) -> Path:
+    """A repository of one C file `binary`.c, built with `cflags`, its one workload `command`, under
+    a fixed full trace (the default budget's pilot would run the workload once more)."""
     repo.mkdir()
-    (repo / "s.c").write_text("#include <unistd.h>\n#include <signal.h>\n"
-                              "__attribute__((noinline)) void tick(void){ usleep(1000); }\n"
-                              "int main(void){ " + body + " }\n")
-    # a fixed full trace: the default budget's pilot would run (and time out) once more
-    (repo / ".gitperf.toml").write_text('[build]\ncommand = "cc -O2 -g -o s s.c"\nbinary = "s"\n'
-                                        '[[workload]]\nname = "w"\ncommand = "./s"\ntimeout = 2\n'
+    (repo / f"{binary}.c").write_text(source)
+    (repo / ".gitperf.toml").write_text(f'[build]\ncommand = "cc {cflags} -g -o {binary} {binary}.c"\nbinary = "{binary}"\n'
+                                        f'[[workload]]\nname = "w"\ncommand = "{command}"\ntimeout = {timeout}\n'
                                         '[collect]\nmode = "trace"\n')
-    (repo / ".gitignore").write_text("s\n")
+    (repo / ".gitignore").write_text(f"{binary}\n")
     git(repo, "init", "-q")
     git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "slow")
+    git(repo, "commit", "-qm", binary)
     return repo
+
+
+def _slow_workload_repo(tmp_path, body: str) -> Path:
+    return _one_file_repo(tmp_path / "slow", "s", "#include <unistd.h>\n#include <signal.h>\n"
+                          "__attribute__((noinline)) void tick(void){ usleep(1000); }\n"
+                          "int main(void){ " + body + " }\n", "./s", timeout=2)
 
 
 def test_hang_times_out_keeps_partial_profile_and_detaches(tmp_path):
@@ -503,3 +508,32 @@ def test_a_cold_part_is_never_probed_and_its_samples_are_its_functions(tmp_path)
     assert got["work"].exclusive_ns > 0.5 * got["main"].total_ns, got
     assert not any(name.endswith(".cold") for stack in raw.stacks for name in stack), raw.stacks
     assert sum(n for stack, n in raw.stacks.items() if stack[:2] == ("main", "work")) > 20, raw.stacks
+
+
+def test_a_wait_for_the_cpu_is_left_out_of_a_calls_time_and_a_sleep_is_not(tmp_path):
+    """A busy machine preempts the workload: the wait for a CPU (the kernel's run_delay) lands on
+    whichever function was running -- on Lua beside two busy processes, `body`, `luaM_realloc_` and
+    others each +2 ms in one collection of five, the unpaired flow's A/A false alarms.  A call's
+    time leaves that wait out; a sleep inside a call is the program's own and stays.  `spin` burns
+    ~0.3 s of CPU pinned to one core, once alone and once beside a process spinning on the same
+    core (its wall time about doubles); `nap` sleeps 50 ms."""
+    repo = _one_file_repo(tmp_path / "pre", "p", "#include <unistd.h>\nvolatile unsigned long sink;\n"
+                          "__attribute__((noinline)) void spin(void){ for (unsigned long i = 0; i < 600000000UL; i++) "
+                          "sink += i; }\n__attribute__((noinline)) void nap(void){ usleep(50000); }\n"
+                          "int main(void){ spin(); nap(); return 0; }\n", "taskset -c 0 ./p", cflags="-O1")
+    collect_json(repo, "-q")
+    hog = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
+    try:
+        time.sleep(0.2)
+        collect_json(repo, "-q")
+    finally:
+        hog.kill()
+        hog.wait()
+    alone, shared = (by_name(p) for p in sorted(stored(repo, "HEAD"), key=lambda p: p["header"]["started"]))
+    metrics = [p["metrics"] for p in sorted(stored(repo, "HEAD"), key=lambda p: p["header"]["started"])]
+    walls, waits = [m["PRT"] for m in metrics], [m["WAIT"] for m in metrics]
+    assert walls[1] > 1.3 * walls[0], walls  # the hog took its share of the core
+    # the run records the wait it left out (the timeline's native run time leaves it out too)
+    assert waits[1] > 0.5 * (walls[1] - walls[0]) and waits[0] < 0.5 * waits[1], (walls, waits)
+    assert 0.8 < shared["spin"]["total_ns"] / alone["spin"]["total_ns"] < 1.25, (shared["spin"], alone["spin"])
+    assert all(p["nap"]["total_ns"] >= 50e6 for p in (alone, shared))

@@ -249,6 +249,19 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
         assert len(driver.find_elements(By.CSS_SELECTOR, "section.workload")) == 1
         names = driver.execute_script("return document.getElementById('plot-total-1').data.map(t => t.name || '')")
         assert "degradations" in names
+        # one marker per checked commit, of the kind its stored verdict says (issue #34: a ▼ over a ▲)
+        drawn = driver.execute_script("return document.getElementById('plot-total-1').data"
+                                      ".filter(t => t.mode === 'markers').map(t => [t.name, t.x])")
+        xs = [x for _, x in drawn for x in x]
+        assert len(xs) == len(set(xs)), drawn
+        seq = {c: i for i, c in enumerate(commits)}
+        verdicts = {seq[c]: json.loads(run_cli(root, "check", c, "--json").stdout)["result"] for c in commits[1:]}
+        assert all(verdicts[x] + "s" == name for name, x in drawn for x in x), (drawn, verdicts)
+        points = driver.execute_script("return document.getElementById('plot-total-1').data"
+                                       ".find(t => (t.name || '').startsWith('run time')).x")
+        assert set(xs) == {x for x, v in verdicts.items() if v in ("degradation", "optimization", "accepted")
+                           and x in points}, (drawn, verdicts, points)
+        assert [seq[commits[3]]] == next(x for name, x in drawn if name == "degradations")
         driver.save_screenshot(str(tmp_path / "overview.png"))
         driver.get(url + f"/commit/{commits[3]}")
         _wait_rendered(driver)

@@ -131,7 +131,7 @@ def test_a_global_slowdown_shows_in_the_workload_total_not_in_every_function():
     rng = np.random.default_rng(5)
     base_ns = np.geomspace(5e8, 1e6, N_FUNCTIONS)
     everything = {("main" if i == 0 else f"f{i}"): 1.6 for i in range(N_FUNCTIONS)}
-    found = 0
+    found = extra = 0
     for _ in range(50):
         hist = [_session(rng, base_ns, commit=f"h{k}", **QUIET) for k in range(10)]
         a = _session(rng, base_ns, commit="a", **QUIET)
@@ -139,8 +139,11 @@ def test_a_global_slowdown_shows_in_the_workload_total_not_in_every_function():
         r = {c.function: c for c in checks.compare_workload(
             checks.Sides("w", b, a, hist, [f"h{k}" for k in range(10)]), CheckConfig())}
         found += r["main"].type == checks.DEGRADATION
-        assert sum(c.type == checks.DEGRADATION for c in r.values()) <= 1
+        extra += any(c.type == checks.DEGRADATION for n, c in r.items() if n != "main")
     assert found >= 45
+    # the functions' residuals are A/A: their family shares 3/4 of the 1% level, 0.375 pairs of 50
+    # expected (P(3 or more) = 0.6%); every function slowed 60% would be 50
+    assert extra <= 2, extra
 
 
 @pytest.mark.parametrize("cls", models.REGRESSION_CLASSES)
@@ -309,3 +312,92 @@ def test_a_long_series_is_fitted_in_bounded_memory():
     assert peak < 400 * 2 ** 20 and len(fitted) == 7, peak
     kernel = next(m for m in fitted if m.kind == "kernel:gaussian")
     assert kernel.r2 > 0.95 and len(kernel.grid_x) == 100 < MAX_FIT_POINTS
+
+
+def _wide_session(rng, base_ns, commit, slow=None, runs=3):
+    """bench/dashboard.py's generator: 5% per function and run, 3% per run for all functions."""
+    out = []
+    for r in range(runs):
+        common = rng.normal(0, 0.03)
+        funcs = tuple(FunctionStats("main" if i == 0 else f"f{i}", 100,
+                                    int(b * math.exp(common + rng.normal(0, 0.05)) * (slow or {}).get(i, 1.0)), int(b / 3))
+                      for i, b in enumerate(base_ns))
+        h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m", "k", 0.0, 1.0)
+        out.append(StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(), PlanRecord(), funcs)))
+    return out
+
+
+def test_a_40pct_slowdown_among_200_functions_is_found_from_the_history():
+    """Issue #34: an unpaired check of 200 functions, 3 runs a commit, found none of 9 planted 40%
+    slowdowns (bench/dashboard.py): every function's own few history points set its noise, and the
+    largest of three estimates won.  The residuals' session noise moderated across functions
+    (`compare._sessions`) finds 27 of these 30 (2 before), with no other function alarmed."""
+    rng = np.random.default_rng(11)
+    base_ns = np.geomspace(2e9, 1e5, 200)
+    hits = others = 0
+    for _ in range(30):
+        i = int(rng.integers(1, 200))
+        hist = [_wide_session(rng, base_ns, f"h{k}") for k in range(10)]
+        a, b = _wide_session(rng, base_ns, "a"), _wide_session(rng, base_ns, "b", {i: 1.4})
+        r = checks.compare_workload(checks.Sides("w", b, a, hist, [f"h{k}" for k in range(10)]), CheckConfig(),
+                                    opinions=False)
+        hits += any(c.function == f"f{i}" and c.type == checks.DEGRADATION for c in r)
+        others += any(c.function != f"f{i}" and c.type == checks.DEGRADATION for c in r)
+    assert hits >= 22 and others == 0, (hits, others)  # (at the measured 0.9, P(hits <= 21) = 1%)
+
+
+def _lua_like_sessions(rng, k=5, n=336, noisy=38):
+    """One run a session (Lua's `noise` at defaults): most functions 3% between sessions, the
+    smallest `noisy` ones 50-100% (what `git perf noise -k 5` measured on Lua)."""
+    base = np.geomspace(3e7, 2e4, n)
+    sd = np.full(n, 0.03)
+    sd[-noisy:] = rng.uniform(0.5, 1.0, noisy)
+    out = []
+    for _ in range(k):
+        common, dev = rng.normal(0, 0.05), rng.normal(0, sd)
+        funcs = tuple(FunctionStats("main" if i == 0 else f"f{i}", 10, int(b * math.exp(common + dev[i])), int(b / 3))
+                      for i, b in enumerate(base))
+        out.append([Profile(Header("t", "c", "lua", "b", ("./lua",), "w", "bcc", "m", "k", 0.0, 1.0), Metrics(),
+                            PlanRecord(), funcs)])
+    return out
+
+
+def test_noise_of_functions_of_unequal_noise_raises_no_false_alarm():
+    """Issue #34: on Lua, `git perf noise -k 5` alarmed in 17 of 20 pairs, from small functions whose
+    session-to-session spread is 50-100% judged on the typical function's (the cross-section).  The
+    same shape simulated: 40 of 100 pairs before; each function's own session spread, moderated only
+    towards functions of its size (`inference.squeeze`'s trend), at most 1 in 20."""
+    from gitperf.checks import noise
+    rng = np.random.default_rng(0)
+    alarmed = sum(noise.analyse("w", _lua_like_sessions(rng), CheckConfig()).pairs_with_false_alarm for _ in range(3))
+    assert alarmed <= 3, alarmed  # of 60 ordered pairs
+
+
+def test_squeeze_borrows_where_noise_is_alike_and_keeps_it_apart_where_it_differs():
+    rng = np.random.default_rng(2)
+    dfs = np.full(300, 6.0)
+    sizes = np.geomspace(1e9, 1e4, 300)
+    alike = inference.squeeze(rng.chisquare(6, 300) / 6 * 0.01, dfs, sizes)
+    assert all(p.df >= 30 for p in alike) and all(0.007 < p.var < 0.013 for p in alike)
+    truth = np.where(np.arange(300) < 250, 0.001, 0.25)  # the 50 smallest 16x noisier
+    unlike = inference.squeeze(rng.chisquare(6, 300) / 6 * truth, dfs, sizes)
+    assert all(0.0005 < p.var < 0.002 for p in unlike[:230]) and all(0.1 < p.var < 0.5 for p in unlike[-30:])
+    assert inference.squeeze([0.1, 0.2], [3, 3], [1, 2]) is None
+
+
+def test_spreads_of_rows_are_the_spread_of_each():
+    rng = np.random.default_rng(4)
+    for n in (2, 3, 4, 5, 9, 10):
+        rows = rng.normal(0, 1, (7, n))
+        sds, df = inference.spreads(rows)
+        assert np.allclose(sds, [inference.spread(list(r))[0] for r in rows])
+        assert all(df == inference.spread(list(r))[1] for r in rows)
+
+
+def test_replicate_spreads_of_many_functions_are_each_ones():
+    rng = np.random.default_rng(5)
+    for nt, nb in ((3, 3), (5, 3), (4, 6)):
+        a, b = np.exp(rng.normal(0, 0.1, (9, nt))) * 1e6, np.exp(rng.normal(0, 0.1, (9, nb))) * 1e6
+        sds, df = inference.pooled_replicate_sigmas(a, b)
+        each = [inference.pooled_replicate_sigma([list(x), list(y)]) for x, y in zip(a, b)]
+        assert np.allclose(sds, [e.sigma for e in each]) and all(df == pytest.approx(e.df) for e in each)

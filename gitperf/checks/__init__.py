@@ -21,9 +21,9 @@ from gitperf.checks.change import (
                                    CheckResult,
                                    WorkloadPair,
 )
-from gitperf.checks.check import Baseline, baseline, check, comparable, find_baseline, group, recompute
+from gitperf.checks.check import Baseline, baseline, check, comparable, find_baseline, group, recompute, result_of
 from gitperf.checks.compare import HISTORY_Z, MIN_HISTORY, Sides, compare_workload, error_budget
 
 __all__ = ["ACCEPTED", "CONFLICT", "DEGRADATION", "INLINED", "INSTRUCTIONS", "NEW", "NO_CHANGE", "NOT_ENOUGH_DATA", "OPTIMIZATION", "REMOVED", "UNKNOWN",
            "Change", "CheckResult", "WorkloadPair", "Baseline", "baseline", "check", "comparable", "find_baseline",
-           "group", "recompute", "HISTORY_Z", "MIN_HISTORY", "Sides", "compare_workload", "error_budget"]
+           "group", "recompute", "result_of", "HISTORY_Z", "MIN_HISTORY", "Sides", "compare_workload", "error_budget"]

@@ -187,7 +187,7 @@ def check_workload(req: Request, key: str, target: list[StoredProfile], base: Ba
         req.repo, base.commit, req.commit, locations))
     sides = Sides(workload, target, base.profiles, base.history, base.history_commits)
     found = verdict.judge(sides, req.cfg, changed, req.cfg.votes)
-    sources = sorted({c.noise.split(" ")[0] for c in found if c.noise})
+    sources = sorted({c.noise.split(" ±")[0].split(";")[0] for c in found if c.noise})
     pair = WorkloadPair(workload, key, len(target), base.commit, len(base.profiles), len(base.history),
                         ", ".join(sources) or "-", _notes(target, base.profiles))
     return pair, found

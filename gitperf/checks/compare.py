@@ -8,14 +8,15 @@ levels, because on a shared machine the runs of one collection share its luck: a
 * The workload's total (the root function) is tested against that session-to-session noise,
   estimated from the history, else assumed (PRIOR_SESSION_SIGMA).
 * Every other function is tested on its *residual*: its log ratio minus the median log ratio of
-  all functions (the common shift of this pair of sessions).  Its noise is the larger of its
-  within-session replicate spread (moderated towards the median spread of all functions, as in
-  limma's moderated t), the cross-section spread of the residuals and, given `MIN_HISTORY` commits
-  of history, its own session-to-session spread there.  A function that got slower while the rest
-  of the program did not stands out however lucky either session was.  (The runs of one session
-  share more than its common shift: on the demo's full trace `text_generate` spread 10% between the
-  runs of one session and 15% between sessions, and replicates alone raised 6 false alarms in 90
-  A/A pairs in CI.)
+  all functions (the common shift of this pair of sessions).  Given `MIN_HISTORY` commits of
+  history, its noise is its own session-to-session spread of that residual there (`_sessions`),
+  moderated by empirical Bayes towards functions of its size (`inference.squeeze`, limma's moderated
+  t with its trend) and widened when this pair is noisier than the history; with less, the larger of
+  its replicate spread (moderated the same way) and the cross-section spread of the residuals.  A
+  function that got slower while the rest of the program did not stands out however lucky either
+  session was.  (The runs of one session share more than its common shift: on the demo's full trace
+  `text_generate` spread 10% between the runs of one session and 15% between sessions, and
+  replicates alone raised 6 false alarms in 90 A/A pairs in CI.)
 
 p-values are Holm-adjusted over the functions of a workload with weights (`error_budget`): a
 slowdown is far likelier where the code changed, and the family-wise level holds for any fixed
@@ -140,7 +141,8 @@ class _Shift:
     common: float  # the median log ratio of the functions above min_absolute_ns
     cross: inference.Noise | None  # the cross-section spread of the residuals
     within: dict[str, inference.Noise | None]  # per function: its replicate spread
-    s0: float | None  # the median replicate spread of all functions (moderation prior)
+    replicates: dict[str, inference.Prior]  # per function: the prior of its replicate variance (moderation)
+    big: list[str]  # the functions (not the root) above min_absolute_ns on both sides: the common shift's
 
 
 @dataclass(frozen=True)
@@ -342,6 +344,26 @@ def _pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[_Side, _Side]]]:
     return simple, both
 
 
+def _sizes(both: dict[str, tuple[_Side, _Side]]) -> dict[str, float]:
+    return {n: inference.center(b.totals) for n, (_t, b) in both.items()}
+
+
+def _within(both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise | None]:
+    """Every function's replicate spread (`inference.pooled_replicate_sigma`), the functions with as
+    many runs on each side (three or more) at once."""
+    out: dict[str, inference.Noise | None] = {}
+    shapes: dict[tuple[int, int], list[str]] = {}
+    for n, (t, b) in both.items():
+        shapes.setdefault((len(t.totals), len(b.totals)), []).append(n)
+    for (nt, nb), names in shapes.items():
+        if nt >= 3 and nb >= 3:
+            sds, df = inference.pooled_replicate_sigmas([both[n][0].totals for n in names], [both[n][1].totals for n in names])
+            out.update((n, inference.Noise(float(sd), df, "replicates")) for n, sd in zip(names, sds))
+        else:
+            out.update((n, inference.pooled_replicate_sigma([both[n][0].totals, both[n][1].totals])) for n in names)
+    return out
+
+
 def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig) -> _Shift:
     # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
     d = {n: math.log(max(inference.center(t.totals), 1.0) / max(inference.center(b.totals), 1.0))
@@ -349,10 +371,11 @@ def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig) -> _Shift:
     big = [n for n, (t, b) in both.items() if n != ROOT and
            min(inference.center(t.totals), inference.center(b.totals)) >= cfg.min_absolute_ns]
     common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0
-    within = {n: inference.pooled_replicate_sigma([t.totals, b.totals]) for n, (t, b) in both.items()}
-    prior = [w.sigma ** 2 for n, w in within.items() if w and n in big]
+    within = _within(both)
     return _Shift(log_ratio=d, common=common, cross=inference.cross_section_sigma([d[n] - common for n in big]),
-                  within=within, s0=math.sqrt(float(np.median(prior))) if prior else None)
+                  within=within, replicates=_priors(list(within), {n: (w.sigma, w.df) for n, w in within.items() if w},
+                                                    _sizes(both)),
+                  big=big)
 
 
 def _extra_var(t: _Side, b: _Side) -> float:
@@ -368,6 +391,18 @@ def _extra_var(t: _Side, b: _Side) -> float:
 def _scale(t: _Side, b: _Side) -> float:
     """The standard error of the difference of the two centers, in units of one run's SD."""
     return math.sqrt(inference.center_var(len(t.totals)) + inference.center_var(len(b.totals)))
+
+
+def _priors(names: list[str], noise: dict[str, tuple[float, float]], sizes: dict[str, float]) -> dict[str, inference.Prior]:
+    """Each function's prior noise (`inference.squeeze`: its own spread's distribution among functions
+    of its size), from `noise`: name -> (SD, df).  The weight is at least MODERATION_DF: with the ~20
+    functions of a small program the fit's weight is itself noisy (simulated, 20 functions of equal
+    noise: 1 in 20 fits below 5 degrees of freedom), and a function whose few values happened to lie
+    close together must not keep that luck as its noise."""
+    names = [n for n in names if n in noise]
+    fit = inference.squeeze([noise[n][0] ** 2 for n in names], [noise[n][1] for n in names],
+                            [sizes[n] for n in names], MODERATION_DF)
+    return dict(zip(names, fit)) if fit else {}
 
 
 def moderate(s: float, df: float, s0: float | None) -> tuple[float, float]:
@@ -393,23 +428,88 @@ def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float]) -> Teste
     return Tested(ROOT, shift.log_ratio[ROOT], math.sqrt(se ** 2 + _extra_var(t, b)), df, label)
 
 
-def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, history: list[float]) -> Tested:
-    """A function: its residual against the largest of its moderated replicate spread, the
-    cross-section spread and its session-to-session spread in the history."""
+def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, session: _Sessions | None) -> Tested:
+    """A function: its residual against its session-to-session spread in the history (`_sessions`:
+    moderated, scaled to this pair), which holds the run-to-run noise of sessions of as many runs;
+    else (too little history, or fewer runs than its sessions had) also its moderated replicate
+    spread, or the cross-section spread of this pair's residuals."""
     scale = _scale(t, b)
     w = shift.within[n]
     se_rep, df_rep = 0.0, math.inf
-    if w and shift.s0 is not None:
-        sig, df_rep = moderate(w.sigma, w.df, shift.s0)
-        se_rep = sig * scale
-    se_x = shift.cross.sigma if shift.cross else 0.0
-    session = inference.history_sigma([inference.center(b.totals)] + history, MIN_HISTORY)
-    se_h = session.sigma * math.sqrt(2) if session else 0.0  # two sessions' luck, as for the root
-    se = max(se_rep, se_x, se_h, NOISE_FLOOR * scale)
-    df, label = ((df_rep, "replicates") if se == se_rep else (shift.cross.df, "cross-section") if se == se_x
-                 else (session.df, "history") if session and se == se_h else (math.inf, "floor"))
+    if w and n in shift.replicates:
+        var, df_rep = shift.replicates[n].moderate(w.sigma ** 2, w.df)
+        se_rep = math.sqrt(var) * scale
+    noise = session.noise.get(n) if session else None
+    if noise is not None:  # two sessions' luck, as for the root, scaled to this pair's
+        se_s, df_s, label = noise.sigma * math.sqrt(2) * session.pair_scale, noise.df, noise.source
+        if len(t.totals) + len(b.totals) >= 2 * session.runs:
+            se_rep = 0.0
+    else:
+        se_s, df_s, label = (shift.cross.sigma, shift.cross.df, "cross-section") if shift.cross else (0.0, 0.0, "")
+    se = max(se_rep, se_s, NOISE_FLOOR * scale)
+    df, label = ((df_rep, "replicates") if se == se_rep else (df_s, label) if se == se_s else (math.inf, "floor"))
     return Tested(n, shift.log_ratio[n] - shift.common, math.sqrt(se ** 2 + _extra_var(t, b)), df,
                   f"{label} ±{se * 100:.1f}%")
+
+
+# Successive differences of a series are correlated (-0.5 between neighbours), and Qn's log varies more
+# than a classical variance's: the spread of n such differences varies as a chi-square with 0.55 (n - 1)
+# degrees of freedom (simulated, 6,000 normal series of 6 to 21 points: 0.48-0.59; the classical SD
+# below `inference.ROBUST_FROM` differences keeps its n - 1).  What the test and `squeeze` are told, or
+# the latter reads that spread as functions differing in noise.
+SUCCESSIVE_DF = 0.55
+
+
+@dataclass(frozen=True)
+class _Sessions:
+    """How much each function's residual moves from one session to the next, from the history."""
+
+    noise: dict[str, inference.Noise]  # per function: its session SD, moderated across functions
+    pair_scale: float  # this pair's spread of residuals over the history's typical one (MADs; at least 1)
+    runs: float  # the history's sessions' runs (median)
+
+
+def _sessions(levels: list[dict[str, float]], big: list[str], now: list[float], runs: float) -> _Sessions | None:
+    """Session-to-session noise of every function's residual, from `levels` (each session's center
+    per function: the base's, then the history's, nearest first; the base's has every function).
+    Between consecutive sessions, a function's log change less that pair's common shift (the median
+    over the `big` functions) is what the residual test sees between two sessions; its spread per
+    function (robust from `inference.ROBUST_FROM` pairs on: a real change in the history is one
+    outlier) is moderated towards the spread of functions of its size (`inference.squeeze`).  The
+    unpaired flow's false alarms came from the extremes of a single estimate: on Lua, small functions
+    at 50-100% between sessions were judged on the cross-section (2-5%: the typical function's); in a
+    200-function synthetic history every function's own noisy estimate made a 40% slowdown
+    undetectable.  A pair noisier than the history (a busy machine: the spread of its residuals `now`
+    above the history's typical spread, MADs both) widens every test by that factor."""
+    names = list(levels[0])
+    col = {n: i for i, n in enumerate(names)}
+    m = np.full((len(levels), len(names)), np.nan)
+    for r, lv in enumerate(levels):
+        for n, v in lv.items():
+            m[r, col[n]] = v
+    logs = np.log(np.maximum(m, 1.0))
+    diffs = logs[:-1] - logs[1:]  # one row per consecutive pair, NaN where a side lacks the function
+    at = [col[n] for n in big]
+    diffs = diffs[np.sum(~np.isnan(diffs[:, at]), axis=1) >= 5]  # (pairs with too few shared functions: none)
+    if len(levels) < MIN_HISTORY or not len(diffs) or len(now) < 5:
+        return None
+    resid = diffs - np.nanmedian(diffs[:, at], axis=1)[:, None]
+    typical = float(np.median(np.nanmedian(np.abs(resid[:, at]), axis=1)))
+    own: dict[str, tuple[float, float]] = {}
+    seen = np.sum(~np.isnan(resid), axis=0)
+    for k in set(seen.tolist()) - set(range(MIN_HISTORY - 1)):  # (all functions of k pairs at once)
+        cols = np.flatnonzero(seen == k)
+        rows = np.array([resid[:, j][~np.isnan(resid[:, j])] for j in cols])
+        sds, df = inference.spreads(rows)
+        df = SUCCESSIVE_DF * (k - 1) if k >= inference.ROBUST_FROM else df
+        own.update((names[j], (float(sd), df)) for j, sd in zip(cols, sds))
+    prior = _priors(list(own), own, levels[0])
+    noise = {}
+    for n, (sd, df) in own.items():
+        var, df = prior[n].moderate(sd ** 2, df) if n in prior else (sd ** 2, df)
+        noise[n] = inference.Noise(math.sqrt(var / 2), df, "history (moderated)" if n in prior else "history")
+    spread_now = float(np.median(np.abs(np.asarray(now) - np.median(now))))
+    return _Sessions(noise, max(1.0, spread_now / typical) if typical > 0 else 1.0, runs)
 
 
 def rounds(profiles: list[StoredProfile]) -> dict[int, StoredProfile] | None:
@@ -444,9 +544,9 @@ class Rounds:
 
 
 def _value(p: StoredProfile, name: str, native: bool) -> float | None:
-    f = p.profile.function(name)
-    if f is not None:
-        return float(_time(f, native))
+    t = p.profile.times(native).get(name)
+    if t is not None:
+        return float(t)
     return 0.0 if _absent_is_zero(p, name) else None
 
 
@@ -607,20 +707,25 @@ class _Shared:
     paired: dict[str, list[float]]  # per function: its per-round log ratios (paired rounds)
     sign: int  # 1: lower is better ("higher": a larger value is better)
     opinions: bool
+    sessions: _Sessions | None  # the residuals' session-to-session noise in the history (unpaired tests)
 
     def values(self, n: str) -> list[float]:
         return [v for _, v in self.history[n]]
 
 
 def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, opinions: bool) -> _Shared:
-    # the history enters only through each commit's center (noise of the total, robust z, change points)
-    # (a commit the function is missing from is skipped, so each value keeps its commit for `since`)
+    # the history enters only through each commit's center (noise, robust z, change points); a commit
+    # a function is missing from is skipped in its series, so each value keeps its commit for `since`
     commits = sides.history_commits + [""] * (len(sides.history) - len(sides.history_commits))
-    history = {n: [(c, inference.center(v)) for c, h in zip(commits, sides.history)
-                   if (v := _totals(h, n, t.native)) and any(v)] for n, (t, _b) in both.items()}
+    levels = [_sizes(both)]
+    for h in sides.history:
+        levels.append({n: inference.center(v) for n, (t, _b) in both.items() if (v := _totals(h, n, t.native)) and any(v)})
+    history = {n: [(c, lv[n]) for c, lv in zip(commits, levels[1:]) if n in lv] for n in both}
     rs = Rounds.of(sides)
-    return _Shared(sides, cfg, rs, _shift(both, cfg), history, _paired_diffs(rs, both),
-                   1 if cfg.direction == "lower" else -1, opinions)
+    shift = _shift(both, cfg)
+    return _Shared(sides, cfg, rs, shift, history, _paired_diffs(rs, both), 1 if cfg.direction == "lower" else -1,
+                   opinions, None if rs else _sessions(levels, shift.big, [shift.log_ratio[n] - shift.common for n in shift.big],
+                                                       statistics.median([len(h) for h in sides.history] or [0])))
 
 
 def _s0(sh: _Shared, both: dict[str, tuple[_Side, _Side]]) -> dict[bool, float | None]:
@@ -651,7 +756,7 @@ def _tests(sh: _Shared, both: dict[str, tuple[_Side, _Side]], changed: frozenset
     run = {"pooled": lambda n, t, b: pooled[n],
            "paired": lambda n, t, b: _test_paired(n, sh.paired[n], s0[t.sampled or b.sampled], t, b),
            "session": lambda n, t, b: _test_root(t, b, sh.shift, sh.values(n)),
-           "residual": lambda n, t, b: _test_function(n, t, b, sh.shift, sh.values(n))}
+           "residual": lambda n, t, b: _test_function(n, t, b, sh.shift, sh.sessions)}
     out = [run[DESIGN[n in pooled, n in sh.paired, n == ROOT]](n, t, b) for n, (t, b) in both.items()]
     return out + _call_tests(sh.rounds, both, changed)
 

@@ -100,10 +100,14 @@ def _counting_run(ctx: CollectContext, plan: ProbePlan, todo: tuple[str, ...], w
 
 
 def _earlier_plan(ctx: CollectContext, wl: Workload) -> hybrid.Kept | None:
-    """The budgeted plan this workload's history keeps (`hybrid.kept`): of this commit's own earlier
-    collection, else of the nearest ancestor's; None with --replan."""
+    """The budgeted plan this workload's history keeps (`hybrid.kept`): the one the request hands in
+    (`keep_plans`), else of this commit's own earlier collection, else of the nearest ancestor's; None
+    with --replan."""
     if ctx.target.req.replan:
         return None
+    for name, hz, traced in ctx.target.req.keep_plans:
+        if name == wl.name:
+            return hybrid.Kept(ctx.target.commit, frozenset(traced), int(hz))
     same = lambda p: p.plan.mode == Mode.HYBRID and p.plan.params.get("max_overhead") == ctx.max_overhead  # noqa: E731
     repo, commit, key = ctx.target.repo, ctx.target.commit, ctx.config_key(wl)
     sha, earlier = baseline_profile(repo, commit, key, commit, same)

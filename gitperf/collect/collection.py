@@ -222,15 +222,29 @@ def _check_it_ran(p: Profile, wl: Workload) -> None:
                      "was stored: check the workload's command")
 
 
+# A workload without a `repeat` of its own runs AUTO_RUNS times where that many runs take at most
+# AUTO_BUDGET_S at native speed (the overhead budget's pilot measured it), else once.  The median of three
+# shrugs off one disturbed run; with one run a collection, Lua's 23 ms run at defaults read its `main`
+# 8-12% apart between commits and a +7% slowdown went unseen (bench/history.py).
+AUTO_RUNS = 3
+AUTO_BUDGET_S = 30.0
+
+
+def runs(repeat: int | None, wl: Workload, opt: Optimized) -> int:
+    """How many runs a collection of `wl` makes: --repeat, else the workload's `repeat`, else AUTO_RUNS
+    where the pilot's native run time affords them (a fixed mode has no pilot: one)."""
+    if repeat or wl.repeat:
+        return repeat or wl.repeat
+    return AUTO_RUNS if 0 < opt.native_s * AUTO_RUNS <= AUTO_BUDGET_S else 1
+
+
 def _run_workloads(ctx: CollectContext) -> list[Profile]:
     wls = ctx.workloads()
-    runs = [(wl, i) for wl in wls for i in range(ctx.target.req.repeat or wl.repeat)]
-    plans: dict[str, Optimized] = {}
+    plans = {wl.name: _plan_for(ctx, wl) for wl in wls}  # (the pilots first: they decide how many runs)
+    runs_of = [(wl, i) for wl in wls for i in range(runs(ctx.target.req.repeat, wl, plans[wl.name]))]
     out = []
-    for k, (wl, i) in enumerate(runs, start=1):
-        if wl.name not in plans:
-            plans[wl.name] = _plan_for(ctx, wl)
-        ctx.progress(f"[{k}/{len(runs)}] workload {wl.name} (run {i + 1}): {wl.command}")
+    for k, (wl, i) in enumerate(runs_of, start=1):
+        ctx.progress(f"[{k}/{len(runs_of)}] workload {wl.name} (run {i + 1}): {wl.command}")
         p = profile_run(ctx, plans[wl.name], wl)
         _check_it_ran(p, wl)
         if p.header.partial:

@@ -50,6 +50,9 @@ class CollectRequest:
     align_functions: int | None = None  # padded builds align functions (None: build.align_functions)
     fresh: bool = False  # build in a new worktree even when REV is the clean checked-out HEAD
     replan: bool = False  # a budgeted plan chosen anew, not kept from the workload's history
+    # budgeted plans to keep, given: (workload, stack Hz, traced functions) each (`noise`: its first
+    # session's, for the others)
+    keep_plans: tuple = ()
 
     def to_json(self) -> str:
         """The request as JSON (`collect --range` hands it to each commit's worker process)."""

@@ -49,7 +49,7 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
     per_function = min(plan.series_limit, max(SERIES_FLOOR, SERIES_BUDGET // reached))
     duty = burst_duty(plan, raw, cost_ns)
     total_samples = raw.samples_total
-    wall_ns = raw.run.wall_s * 1e9
+    wall_ns = raw.on_cpu_s * 1e9  # (a wait for a CPU is no function's time: engine/probe.bpf.c, waited())
     inside = inside_costs(plan, cost_ns or {})
     for f, r in zip(plan.functions, raw.functions):
         if not r.count and not r.stack_samples:
@@ -63,7 +63,7 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
                   # runs with the same probes carry the same probe time (checks.compare.PROBE_MATCH)
                   probe_ns=round(r.probe_ns + r.outer * inside[f.name]))
         if not plan.is_traced(f.name):
-            # Only stack samples: exclusive time = share of samples x wall time, with its interval.
+            # Only stack samples: exclusive time = share of samples x run time, with its interval.
             est = estimate.sample_share(r.stack_samples, total_samples, wall_ns)
             kw.update(count=0, total_ns=round(est.value), exclusive_ns=round(est.value), sampled=True,
                       ci_low=est.low, ci_high=est.high, probe_ns=0, nested=0)
@@ -160,7 +160,8 @@ def _metrics(ctx: CollectContext, opt: Optimized, raw: RawCollection, funcs: lis
     plan = opt.plan
     hc, tlc = coverage(plan, funcs, opt.hotspots)
     return Metrics(
-        PT=elapsed + ctx.ore + opt.ore + opt.oo, CPT=raw.collection_s, PRT=raw.run.wall_s, RDV=raw.raw_bytes,
+        PT=elapsed + ctx.ore + opt.ore + opt.oo, CPT=raw.collection_s, PRT=raw.run.wall_s, WAIT=raw.waited_s,
+        RDV=raw.raw_bytes,
         OO=opt.oo, ORE=ctx.ore + opt.ore, PL=len(plan.functions) if plan.mode != Mode.STACK else 1,
         PLR=sum(1 for f in funcs if f.count), HC=hc, TLC=tlc, dropped=raw.dropped, records=raw.records,
         stack_samples=raw.stack_samples, probe_samples=raw.probe_samples, untimed=raw.overflow,

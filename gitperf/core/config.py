@@ -46,7 +46,7 @@ DEFAULT_MAX_OVERHEAD = 5.0
 class Workload:
     name: str
     command: str  # shell command; it may run the binary several times, in several processes
-    repeat: int = 1
+    repeat: int = 0  # runs per collection; 0: as the overhead budget's pilot affords (collect.collection.runs)
     timeout: float = 300.0
 
     @property
@@ -301,7 +301,8 @@ align_functions = 0             # with probe_pad: every function on an N-byte bo
 [[workload]]
 name = "default"                # required; used to compare profiles across commits
 command = "{command}"           # required; a shell command (may run the binary several times)
-repeat = 1                      # runs per collection: 3+ for workloads you gate on (check uses medians)
+# repeat = 3                    # runs per collection (default: 3 where three take under 30 s at native
+                                # speed, measured by the overhead budget's pilot; else 1): check uses medians
 timeout = 300                   # seconds before the run is killed and the profile marked partial
 
 [collect]

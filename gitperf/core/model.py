@@ -93,6 +93,9 @@ class Metrics:
     detach_s: float = 0.0
     predicted_overhead_s: float = 0.0  # calls x calibrated per-hit cost of each entry class (+ samples x cost)
     native_s: float = 0.0  # --max-overhead: the pilot's run time at native speed (0 = not measured)
+    # of PRT, seconds the root's calls waited, runnable, for a CPU (a busy machine's; left out of
+    # every function's time: ARCHITECTURE.md §6)
+    WAIT: float = 0.0
 
     @property
     def measured_overhead(self) -> float | None:
@@ -281,6 +284,15 @@ class Profile:
     def _by_name(self) -> dict[str, FunctionStats]:
         """Name -> stats (checks look up every function in every profile: a scan would be quadratic)."""
         return {f.name: f for f in self.functions}
+
+    def times(self, native: bool) -> dict[str, int]:
+        """Name -> `native_ns` (native) or `total_ns`: what a check reads of every function of every run
+        of a commit and its ten predecessors (the dashboard's index checks each commit)."""
+        return self._times[native]
+
+    @cached_property
+    def _times(self) -> dict[bool, dict[str, int]]:
+        return {True: {f.name: f.native_ns for f in self.functions}, False: {f.name: f.total_ns for f in self.functions}}
 
 
 def content_id(line: str) -> str:

@@ -50,6 +50,14 @@ class RawCollection:
     # frames of the binary from the root down (core.stacks: LIBRARY, UNKNOWN) -> samples; probe time left out
     stacks: dict[tuple[str, ...], int] = field(default_factory=dict)
     rooted_samples: int = 0  # of the stacks' samples, those whose walk reached the plan's root
+    # seconds the root's calls waited, runnable, for a CPU (another process's turn): left out of every
+    # traced call's time, and of the run time that samples' shares are taken of
+    waited_s: float = 0.0
+
+    @property
+    def on_cpu_s(self) -> float:
+        """The run's wall time less its waits for a CPU: what the samples' shares are shares of."""
+        return max(self.run.wall_s - self.waited_s, 0.0)
 
     @property
     def samples_total(self) -> int:

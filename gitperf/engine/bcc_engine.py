@@ -19,7 +19,7 @@ from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
 from gitperf.core.names import whole
 from gitperf.core.stacks import KERNEL, LIBRARY, UNKNOWN
-from gitperf.engine import bpflink
+from gitperf.engine import bpflink, btf
 from gitperf.engine.base import Progress, RawCollection, RawFunction, RunWorkload
 from gitperf.engine.workload import RunResult, scope
 from gitperf.plan.probes import ProbePlan
@@ -136,7 +136,15 @@ def _cflags(job: _Job) -> list[str]:
         f"-DPERIOD_NS={plan.period_ns if timed else 0}ULL", f"-DWINDOW_NS={plan.window_ns if timed else 0}ULL",
         f"-DTEXT_LO={min((f.vaddr for f in funcs), default=0)}ULL",
         f"-DTEXT_HI={max((f.vaddr + f.size for f in funcs), default=0)}ULL",
-    ]
+    ] + _run_delay()
+
+
+def _run_delay() -> list[str]:
+    """Where the running kernel keeps a thread's wait for a CPU (probe.bpf.c's `waited`), when it does."""
+    try:
+        return [f"-DRUN_DELAY_OFF={btf.field_offset('task_struct.sched_info.run_delay')}"]
+    except btf.BtfError:
+        return []
 
 
 def _source(job: _Job) -> str:
@@ -434,7 +442,7 @@ class _Session:
             functions=funcs[: len(job.plan.functions)], run=result, attach_s=attach.attach_s, detach_s=detach_s,
             collection_s=collection_s, raw_bytes=self.records.bytes + map_bytes + samples.nbytes,
             records=counters[1], dropped=counters[0], overflow=counters[2], unmatched=counters[3],
-            stack_samples=counters[4], unknown_samples=samples.unknown, probe_samples=samples.probe,
+            stack_samples=counters[4], unknown_samples=samples.unknown, probe_samples=samples.probe, waited_s=counters[5] / 1e9,
             attach_method=attach.method,
             attached_s=attached_s, stacks=samples.stacks, rooted_samples=samples.rooted,
         )

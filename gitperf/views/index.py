@@ -37,7 +37,7 @@ from gitperf.git.repo import first_parent, perf_dir
 from gitperf.stats import accuracy, inference
 from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
 
-SCHEMA = 10  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 11  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,8 @@ TIMELINE_SHARE = 0.5
 
 
 def native_run_s(p: Profile) -> float | None:
-    """A run's time at native speed: its wall time less the calibrated time of its probes and samples
+    """A run's time at native speed: its wall time less its waits for a CPU (`Metrics.WAIT`: another
+    process's turn on a busy machine) and the calibrated time of its probes and samples
     (`Metrics.predicted_overhead_s`), comparable across probe plans.  None when that is not a
     correction but most of the run (a full trace of nanosecond functions: more than TIMELINE_SHARE
     of it), or unknown (bursty runs, a crash)."""
@@ -179,7 +180,7 @@ def native_run_s(p: Profile) -> float | None:
     probes = m.predicted_overhead_s
     if probes <= 0 and p.plan.mode != Mode.STACK:
         return None  # probed, but not calibrated: the probes' share is not known
-    return m.PRT - probes if probes <= TIMELINE_SHARE * m.PRT else None
+    return m.PRT - m.WAIT - probes if probes <= TIMELINE_SHARE * m.PRT else None
 
 
 def _native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
@@ -310,10 +311,13 @@ class IndexQuery:
             "and n.native_ns is not null order by c.seq", [workload, machine]))
 
     def marks(self, workload: str) -> list[dict]:
-        """Degradations and optimizations of a workload (for the timeline's markers)."""
+        """A workload's function verdicts (degradations, optimizations, accepted ones) with the verdict
+        its check gave the workload as a whole (`result`; the timeline draws one marker a commit from
+        it: a function slower inside a run that got faster is marked as the faster run it is)."""
         return list(self.db.query(
-            "select ch.*, c.seq from changes ch join commits c on c.sha = ch.[commit] where ch.workload = ? "
-            "and ch.type in ('degradation', 'optimization', 'accepted') order by c.seq", [workload]))
+            "select ch.*, c.seq, v.result from changes ch join commits c on c.sha = ch.[commit] join verdicts v on "
+            "v.[commit] = ch.[commit] and v.workload = ch.workload where ch.workload = ? "
+            "and ch.type in ('degradation', 'optimization', 'accepted') order by c.seq, ch.rank", [workload]))
 
     def check(self, sha: str) -> dict | None:
         """The check of a commit: verdict, base, warnings, workloads, and its changes in severity order."""
@@ -359,16 +363,29 @@ class IndexQuery:
             out.setdefault((r["workload"], r["machine"]), {}).setdefault(r["kind"], []).append(r)
         return out
 
+    def compared(self, commits: list[str]) -> dict[tuple[str, str], str]:
+        """(commit, workload) -> the comparison key (session) the commit's check compared."""
+        out = {}
+        for i in range(0, len(commits), 500):
+            part = commits[i:i + 500]
+            for r in self.db.query(f"select [commit], data from checks where [commit] in ({','.join('?' * len(part))})",
+                                   part):
+                out.update({(r["commit"], w["workload"]): w["config_key"] for w in json.loads(r["data"])["workloads"]})
+        return out
+
     def function_changes(self, name: str) -> list[dict]:
         return list(self.db.query(
             "select ch.*, c.seq, c.subject from changes ch left join commits c on c.sha = ch.[commit] "
             "where ch.function = ? order by c.seq desc", [name]))
 
     def regressions(self) -> list[dict]:
-        """Every degradation (and accepted one) found, newest first."""
+        """Every degradation (and accepted one) of a workload its check called degraded (or accepted),
+        newest first: the stored verdicts' list, as `check` and the hook read them."""
         return list(self.db.query(
             "select ch.*, c.seq, c.subject, c.author, c.date from changes ch left join commits c on c.sha = ch.[commit] "
-            "where ch.type in ('degradation', 'accepted') order by c.seq is null, c.seq desc, ch.rank"))
+            "join verdicts v on v.[commit] = ch.[commit] and v.workload = ch.workload "
+            "where ch.type in ('degradation', 'accepted') and v.result in ('degradation', 'accepted') "
+            "order by c.seq is null, c.seq desc, ch.rank"))
 
     def function_names(self, limit: int | None = None) -> list[str]:
         """Every function's name; with `limit`, those a commit page shows (`functions(sha, limit)`)."""
@@ -499,6 +516,8 @@ class Index(IndexQuery):
                               "native_ns": float, "ci_low": float, "ci_high": float},
                              pk=("commit", "workload", "machine"))
         db["checks"].create({"commit": str, "base": str, "result": str, "data": str}, pk="commit")
+        # each workload's verdict by the check's own rule (`checks.result_of`): the timeline's one marker
+        db["verdicts"].create({"commit": str, "workload": str, "result": str}, pk=("commit", "workload"))
         db["changes"].create({"commit": str, "workload": str, "function": str, "type": str, "relative": float,
                               "ci_low": float, "ci_high": float, "confidence": float, "absolute_ns": float,
                               "base_ns": float, "target_ns": float, "exclusive_delta_ns": float, "method": str,
@@ -561,7 +580,7 @@ class Index(IndexQuery):
                 self._insert_line(line)
             for c in todo.removed + todo.changed:
                 for t in ("notes", "profiles", "functions", "series", "stacks", "natives", "function_natives", "checks",
-                          "changes"):
+                          "changes", "verdicts"):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
             orphans = set()
             for i, c in enumerate(todo.changed):
@@ -634,6 +653,9 @@ class Index(IndexQuery):
         data = {"result": r.result, "base": r.base, "warnings": list(r.warnings),
                 "workloads": [p.to_dict() for p in r.pairs]}
         self._insert("checks", [{"commit": commit, "base": r.base or "", "result": r.result, "data": json.dumps(data)}])
+        self._insert("verdicts", [{"commit": commit, "workload": p.workload,
+                                   "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
+                                  for p in r.pairs])
         self._insert("changes", [_change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])
 
 CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",

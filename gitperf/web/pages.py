@@ -65,7 +65,7 @@ def overview_data(workload: str | None = None) -> dict:
         section = {"workload": wl, "machine": machine, "commits": w["commits"], "left_out": w["left_out"],
                    "total": plots.timeline(f"{title}: run time at native speed (probe time taken out)",
                                            idx.native_timeline(wl, machine), marks) if w["commits"] else None,
-                   "degradations": [m for m in marks if m["type"] == checks.DEGRADATION][-5:][::-1]}
+                   "degradations": [m for m in marks if m["type"] == m["result"] == checks.DEGRADATION][-5:][::-1]}
         mine = [c for c in configs if c["workload"] == wl and c["config_key"].split("|")[3] == machine]
         if mine:  # (configurations() lists the most profiled first)
             key, plan = mine[0]["config_key"], mine[0]["plan"]
@@ -96,7 +96,7 @@ def commit(sha: str):
     changes = check["changes"] if check else []
     by_fn = {(c["workload"], c["function"]): c for c in changes}
     functions = one_row_each(idx.functions(sha, PAGE_FUNCTIONS),
-                             {w["workload"]: w["config_key"] for w in check["workloads"]} if check else {})
+                             {(w["workload"],): w["config_key"] for w in check["workloads"]} if check else {})
     for f in functions:
         f["change"] = by_fn.get((f["workload"], f["name"]))
     profiles = idx.profiles(sha)
@@ -113,17 +113,18 @@ def commit(sha: str):
                            unreadable=idx.bad_lines(sha), more=idx.function_count(sha) - len(functions))
 
 
-def one_row_each(rows: list[dict], checked: dict[str, str]) -> list[dict]:
-    """A commit's function rows, one per workload and function: the session (probe plan) its check
-    compared (`checked`: workload -> comparison key), else the one with the most runs; the others
-    (`others`: their plans and runs) as a drill-down.  A commit collected twice listed each function
-    twice, with different totals and no label."""
-    groups: dict[tuple[str, str], list[dict]] = {}
+def one_row_each(rows: list[dict], checked: dict[tuple, str], by: tuple[str, ...] = ("workload", "name")) -> list[dict]:
+    """Rows of function summaries, one per `by` (a commit page: workload and function; a function
+    page: commit and workload): the session (probe plan) its check compared (`checked`: the `by`
+    key less its last part -> comparison key), else the one with the most runs; the others (`others`:
+    their plans and runs) as a drill-down.  A commit collected twice listed each function twice, with
+    different totals and no label."""
+    groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["workload"], r["name"]), []).append(r)
+        groups.setdefault(tuple(r[k] for k in by), []).append(r)
     out = []
-    for (workload, _), rs in groups.items():
-        rs.sort(key=lambda r: (r["config_key"] != checked.get(workload), -r["runs"]))
+    for key, rs in groups.items():
+        rs.sort(key=lambda r: (r["config_key"] != checked.get(key[:-1]), -r["runs"]))
         out.append({**rs[0], "others": rs[1:]})
     return out
 
@@ -151,6 +152,8 @@ def function(name: str):
     history = idx.function_history(name)
     if not history:
         abort(404, f"no function {name!r} in any profile")
+    history = sorted(one_row_each(history, idx.compared(sorted({h["commit"] for h in history})), ("commit", "workload")),
+                     key=lambda h: (h["seq"] is None, h["seq"] or 0))
     changes = idx.function_changes(name)
     figures = []
     found = idx.function_series(name)

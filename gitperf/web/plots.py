@@ -61,8 +61,10 @@ def _alpha(hex_color: str, a: float) -> str:
 
 
 def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main") -> dict:
-    """A workload's total time over commits: center of the runs with its band, degradations (red ▲)
-    and optimizations (green ▼) found by `git perf check`, and the change points they report."""
+    """A workload's total time over commits: center of the runs with its band, one marker per checked
+    commit from its stored verdict for the workload (`IndexQuery.marks`' `result`; degradation: red ▲,
+    accepted: grey ▲, optimization: green ▼; the functions of that verdict on hover), and the change
+    points the degradations report."""
     by_seq = {r["seq"]: r for r in total}
     text = [f"{r['commit'][:12]} {escape(r['subject'])}<br>{escape(r['author'])}, {_date(r['date'])}"
             f"<br>{r['runs']} run(s)" for r in total]
@@ -71,11 +73,16 @@ def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main
         "x": [r["seq"] for r in total], "y": [r["total_ns"] / MS for r in total], "text": text,
         "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>", "line": {"color": BLUE}, "marker": {"size": 6}}]
     shapes = []
-    for kind, symbol, color in ((DEGRADATION, "triangle-up", RED), (OPTIMIZATION, "triangle-down", GREEN)):
+    # (a function's own page hands in its changes alone: each is its commit's verdict on it)
+    verdict = {m["seq"]: m.get("result", m["type"]) for m in marks}
+    for kind, symbol, color in ((DEGRADATION, "triangle-up", RED), (ACCEPTED, "triangle-up", GREY),
+                                (OPTIMIZATION, "triangle-down", GREEN)):
         found: dict[int, list[str]] = {}
         for m in marks:
-            if m["type"] == kind and m["seq"] in by_seq:
-                found.setdefault(m["seq"], []).append(f"{escape(m['function'])} {m['relative'] * 100:+.0f}%")
+            if verdict[m["seq"]] == kind and m["seq"] in by_seq:
+                found.setdefault(m["seq"], [])
+                if m["type"] == kind:
+                    found[m["seq"]].append(f"{escape(short(readable(m['function']), 60))} {m['relative'] * 100:+.0f}%")
         if found:
             seqs = sorted(found)
             data.append({"type": "scatter", "mode": "markers", "name": kind + "s",
