@@ -42,7 +42,8 @@ CALLS = 20_000  # single-stepped hits cost ~15-20 us on these VMs: 20k calls sta
 # run-to-run noise, below the kernel's default perf_event_max_sample_rate.
 CALIB_HZ = 4999
 REPEATS = 3  # the spread of three measurements is the calibration's uncertainty
-VERSION = 3  # caches of an older version are measured again (2: classes timed with the sampler on, no nop5)
+VERSION = 4  # caches of an older version are measured again (2: classes timed with the sampler on, no nop5;
+# 3: handlers before they read the run-queue wait at entry and return)
 
 
 def _read(path: Path) -> dict[str, float]:
