@@ -34,6 +34,8 @@ import aa
 import detection
 from _common import ROOT, table
 
+from gitperf.web import create_app
+
 def cli(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gitperf", *args], cwd=repo, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -68,10 +70,8 @@ def history(p: aa.Project, repo: Path, work: Path, comments: int) -> list[tuple[
     return out
 
 
-def markers(repo: Path) -> dict[str, list[str]]:
+def markers(client) -> dict[str, list[str]]:
     """The overview's markers: kind -> commits (the first workload's timeline)."""
-    from gitperf.web import create_app
-    client = create_app(str(repo)).test_client()
     page = client.get("/").get_data(as_text=True)
     seq = {c["seq"]: c["sha"] for c in client.get("/api/commits").get_json()}
     m = re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)
@@ -106,8 +106,9 @@ def main() -> None:
                     if r.returncode:
                         raise SystemExit(f"collect of {c[:12]} failed: {r.stderr[-2000:]}")
         collect_s = time.perf_counter() - t0
-        regressions = {r["commit"] for r in _api(repo, "/api/regressions")}
-        marked = markers(repo)
+        client = create_app(str(repo)).test_client()
+        regressions = {r["commit"] for r in client.get("/api/regressions").get_json()}
+        marked = markers(client)
         rows = []
         for case, c in commits:
             out = json.loads(cli(repo, "check", c, "--json").stdout)
@@ -117,11 +118,6 @@ def main() -> None:
         print(f"\n{name}: {len(commits)} commits, each collected {a.collections}x at defaults beside "
               f"{a.neighbour} ({collect_s:.0f} s)")
         print(table(["commit", "id", "check", "slower", "/regressions", "/ marker"], rows))
-
-
-def _api(repo: Path, url: str):
-    from gitperf.web import create_app
-    return create_app(str(repo)).test_client().get(url).get_json()
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ class _Shift:
     common: float  # the median log ratio of the functions above min_absolute_ns
     cross: inference.Noise | None  # the cross-section spread of the residuals
     within: dict[str, inference.Noise | None]  # per function: its replicate spread
-    replicates: dict[str, inference.Prior]  # per function: the prior of its replicate variance (moderation)
+    replicates: dict[str, inference.Prior]  # per function: its replicate variance's prior (unpaired runs; {} paired)
     big: list[str]  # the functions (not the root) above min_absolute_ns on both sides: the common shift's
 
 
@@ -364,7 +364,9 @@ def _within(both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise |
     return out
 
 
-def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig) -> _Shift:
+def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, sizes: dict[str, float] | None) -> _Shift:
+    """The pair's common shift and spreads; with `sizes` (each function's base center: unpaired runs,
+    whose tests read the replicate spreads) also the replicate spreads' priors."""
     # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
     d = {n: math.log(max(inference.center(t.totals), 1.0) / max(inference.center(b.totals), 1.0))
          for n, (t, b) in both.items()}
@@ -373,9 +375,8 @@ def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig) -> _Shift:
     common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0
     within = _within(both)
     return _Shift(log_ratio=d, common=common, cross=inference.cross_section_sigma([d[n] - common for n in big]),
-                  within=within, replicates=_priors(list(within), {n: (w.sigma, w.df) for n, w in within.items() if w},
-                                                    _sizes(both)),
-                  big=big)
+                  within=within, big=big, replicates=_priors(
+                      list(within), {n: (w.sigma, w.df) for n, w in within.items() if w}, sizes) if sizes else {})
 
 
 def _extra_var(t: _Side, b: _Side) -> float:
@@ -481,6 +482,8 @@ def _sessions(levels: list[dict[str, float]], big: list[str], now: list[float], 
     200-function synthetic history every function's own noisy estimate made a 40% slowdown
     undetectable.  A pair noisier than the history (a busy machine: the spread of its residuals `now`
     above the history's typical spread, MADs both) widens every test by that factor."""
+    if len(levels) < MIN_HISTORY or len(now) < 5:
+        return None
     names = list(levels[0])
     col = {n: i for i, n in enumerate(names)}
     m = np.full((len(levels), len(names)), np.nan)
@@ -491,7 +494,7 @@ def _sessions(levels: list[dict[str, float]], big: list[str], now: list[float], 
     diffs = logs[:-1] - logs[1:]  # one row per consecutive pair, NaN where a side lacks the function
     at = [col[n] for n in big]
     diffs = diffs[np.sum(~np.isnan(diffs[:, at]), axis=1) >= 5]  # (pairs with too few shared functions: none)
-    if len(levels) < MIN_HISTORY or not len(diffs) or len(now) < 5:
+    if not len(diffs):
         return None
     resid = diffs - np.nanmedian(diffs[:, at], axis=1)[:, None]
     typical = float(np.median(np.nanmedian(np.abs(resid[:, at]), axis=1)))
@@ -722,7 +725,7 @@ def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig
         levels.append({n: inference.center(v) for n, (t, _b) in both.items() if (v := _totals(h, n, t.native)) and any(v)})
     history = {n: [(c, lv[n]) for c, lv in zip(commits, levels[1:]) if n in lv] for n in both}
     rs = Rounds.of(sides)
-    shift = _shift(both, cfg)
+    shift = _shift(both, cfg, None if rs else levels[0])  # (paired rounds test no replicate spreads)
     return _Shared(sides, cfg, rs, shift, history, _paired_diffs(rs, both), 1 if cfg.direction == "lower" else -1,
                    opinions, None if rs else _sessions(levels, shift.big, [shift.log_ratio[n] - shift.common for n in shift.big],
                                                        statistics.median([len(h) for h in sides.history] or [0])))
