@@ -105,6 +105,17 @@ def test_hostile_lines_are_refused_with_the_field_and_the_reason(line, words):
         codec.decode(line)
 
 
+def test_a_series_longer_than_any_collect_keeps_is_thinned_evenly_on_read():
+    """1,000,000 sampled calls fit in an 8 KB line; every reader of the commit took 3 s and 450 MB."""
+    d = codec.to_json(make_profile("c" * 40, n_functions=3, series=6))
+    n = 3 * codec.MAX_SERIES
+    d["f"][1].update(so=[1] * n, sd=list(range(n)))
+    series = codec.from_json(d).functions[1].series
+    assert len(series) == codec.MAX_SERIES
+    assert series[:2] == ((1, 0), (4, 3)) and series[-1] == (n - 2, n - 3)  # every third call, in order
+    assert codec.from_json(d).functions[0].series == make_profile("c" * 40, n_functions=3, series=6).functions[0].series
+
+
 def test_a_line_that_inflates_beyond_the_limit_is_refused_unread(monkeypatch):
     monkeypatch.setattr(codec, "MAX_JSON", 1 << 20)
     bomb = codec.PREFIX + base64.b64encode(zlib.compress(b"{" + b" " * (4 << 20) + b"}", 9)).decode()

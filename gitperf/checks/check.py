@@ -27,7 +27,7 @@ from gitperf.core.errors import InputError
 from gitperf.core.fmt import printable
 from gitperf.core.model import ROOT, StoredProfile, comparison_key
 from gitperf.git import sourcediff
-from gitperf.git.repo import ancestors, resolve_commit
+from gitperf.git.repo import resolve_commit
 from gitperf.store.notes import NotesStore
 
 NO_BASELINE = ("no comparable baseline (same binary name, workload, engine, machine, mode and probe plan) among "
@@ -220,7 +220,7 @@ def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = 
     commit = resolve_commit(repo, rev)
     forced = _base(repo, commit, base_rev)
     if (rec := record.newest(store, commit, forced, workloads)) is not None:
-        return restored(Request(repo, store, commit, cfg, ancestors(repo, commit)), rec, workloads)
+        return restored(Request(repo, store, commit, cfg, store.ancestors(commit)), rec, workloads)
     return recompute(store, commit, cfg, base_rev, workloads)
 
 
@@ -240,7 +240,7 @@ def recompute(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | Non
     checks: the index checks every commit, and each check reads its ten predecessors)."""
     repo = store.repo
     commit = resolve_commit(repo, rev)
-    req = Request(repo, store, commit, cfg, ancestors(repo, commit))
+    req = Request(repo, store, commit, cfg, store.ancestors(commit))
     forced = _base(repo, commit, base_rev)
     target_profiles, bad = req.store.read(req.commit)
     warnings = [str(b) for b in bad]

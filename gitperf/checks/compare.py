@@ -169,13 +169,6 @@ def _absent_is_zero(p: StoredProfile, name: str) -> bool:
     return p.profile.plan.is_traced(name)
 
 
-def _totals(profiles: list[StoredProfile], name: str, native: bool) -> list[float] | None:
-    """`_side(...).totals` alone, in the same measure as the sides (the history needs no more, and a
-    check reads ten commits of it)."""
-    out = [v for p in profiles if (v := _value(p, name, native)) is not None]
-    return out or None
-
-
 # The calibration's spread between repetitions is 15-20% of a probe's cost on these VMs (CLASS_sd /
 # CLASS), and what is left after taking probe time out carries all of the run's noise: at a half, the
 # demo's full-trace A/A test (90 pairs of sessions) had 8 false alarms, at a fifth it stays within its
@@ -716,13 +709,29 @@ class _Shared:
         return [v for _, v in self.history[n]]
 
 
+def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]]) -> dict[str, float]:
+    """Each function's center over one history commit's runs, in its sides' measure (one loop: the
+    index's checks read it for 200 functions of ten commits each, a third of their time)."""
+    times = {native: [p.profile.times(native) for p in profiles] for native in (False, True)}
+    out = {}
+    for n, (t, _b) in both.items():
+        v = []
+        for ts, p in zip(times[t.native], profiles):
+            if (x := ts.get(n)) is not None:
+                v.append(float(x))
+            elif _absent_is_zero(p, n):
+                v.append(0.0)
+        if any(v):
+            out[n] = inference.center(v)
+    return out
+
+
 def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, opinions: bool) -> _Shared:
     # the history enters only through each commit's center (noise, robust z, change points); a commit
     # a function is missing from is skipped in its series, so each value keeps its commit for `since`
     commits = sides.history_commits + [""] * (len(sides.history) - len(sides.history_commits))
     levels = [_sizes(both)]
-    for h in sides.history:
-        levels.append({n: inference.center(v) for n, (t, _b) in both.items() if (v := _totals(h, n, t.native)) and any(v)})
+    levels += [_levels(h, both) for h in sides.history]
     history = {n: [(c, lv[n]) for c, lv in zip(commits, levels[1:]) if n in lv] for n in both}
     rs = Rounds.of(sides)
     shift = _shift(both, cfg, None if rs else levels[0])  # (paired rounds test no replicate spreads)
@@ -851,9 +860,13 @@ def _since(history: list[tuple[str, float]], now: float, alpha: float, sign: int
     return (order[shifts[-1].index] or None) if shifts else None
 
 
-def _method(sh: _Shared, r: Result, tested: list[Tested], changed: frozenset[str]) -> str:
+def _holm(tested: list[Tested], changed: frozenset[str]) -> str:
+    """What every function's method ends with: the family its test was corrected in."""
     k = len({x.name for x in tested if x.name in changed})
-    how = f", Holm over {len(tested)} tests" + (f" ({k} functions changed in the diff)" if k else "")
+    return f", Holm over {len(tested)} tests" + (f" ({k} functions changed in the diff)" if k else "")
+
+
+def _method(sh: _Shared, r: Result, how: str) -> str:
     what = ("workload total vs session noise" if r.tested.name == ROOT and not sh.paired else
             "median call x calls, paired rounds" if r.tested.per_call else
             "paired rounds" if sh.paired else f"residual vs common shift {math.expm1(sh.shift.common):+.1%}")
@@ -905,7 +918,8 @@ def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = f
     run_ns = {x.name: x.base_ns if x.base_ns is not None else inference.center(both[x.name][1].totals)
               for x in tested if x.per_call is None}
     results = _decide(tested, changed, cfg, sh.sign, run_ns)  # 4. Holm, intervals, one result per function
-    return simple + [_change(sh, both[r.tested.name], r, _method(sh, r, tested, changed), r.tested.name in changed)
+    how = _holm(tested, changed)
+    return simple + [_change(sh, both[r.tested.name], r, _method(sh, r, how), r.tested.name in changed)
                      for r in results]  # 5. verdicts with opinions
 
 

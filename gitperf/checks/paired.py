@@ -28,7 +28,7 @@ from gitperf.core.errors import CollectionAborted, InputError
 from gitperf.core.names import short
 from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
 from gitperf.engine.base import Engine
-from gitperf.git.repo import ancestors, parent, resolve_commit
+from gitperf.git.repo import parent, resolve_commit
 from gitperf.plan.focus import Focus
 from gitperf.store.notes import NotesStore
 
@@ -166,7 +166,7 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     collected = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     runs = collected.runs
     store = NotesStore(repo)
-    request = Request(repo, store, commit, cfg, ancestors(repo, commit))
+    request = Request(repo, store, commit, cfg, store.ancestors(commit))
     try:
         lines, sides = paired.encode_runs(base, commit, runs)
         pairs, changes = [], []

@@ -20,7 +20,7 @@ from gitperf.stats import estimate
 # The profile keeps at most this many sampled calls in all, shared among the functions that were
 # called (at least SERIES_FLOOR each): ~2.5 bytes a call compressed keeps a 1000-function profile
 # within tens of kilobytes (ARCHITECTURE.md §5).
-SERIES_BUDGET = 8000
+SERIES_BUDGET = codec.MAX_SERIES
 SERIES_FLOOR = 8
 
 

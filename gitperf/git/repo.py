@@ -71,7 +71,10 @@ def first_parent(repo: pygit2.Repository, tip: str, hide: tuple[str, ...] = (),
         yield c
 
 
-def ancestors(repo: pygit2.Repository, commit: str, limit: int = 500) -> list[str]:
+ANCESTORS = 500  # how far back a check looks for its baseline and history
+
+
+def ancestors(repo: pygit2.Repository, commit: str, limit: int = ANCESTORS) -> list[str]:
     """First-parent ancestors of `commit`, nearest first (not including it)."""
     return [str(c.id) for c in first_parent(repo, commit, limit=limit + 1)][1:]
 

@@ -26,7 +26,7 @@ import pygit2
 from gitperf.core import codec
 from gitperf.core.errors import InputError, NoteFormatError, StoreConflict
 from gitperf.core.model import Profile, StoredProfile, content_id
-from gitperf.git.repo import perf_dir
+from gitperf.git.repo import ancestors, perf_dir
 
 NOTES_REF = "refs/notes/perf"
 SIDE_REF = "refs/notes/perf-remote"  # where `pull` fetches the remote's notes before merging
@@ -74,6 +74,11 @@ class NotesStore:
         self.ref = ref
 
     # -- reading ---------------------------------------------------------------------------------
+    def ancestors(self, commit: str) -> list[str]:
+        """First-parent ancestors of `commit`, nearest first: where a check looks for its baseline
+        and history."""
+        return ancestors(self.repo, commit)
+
     def note_text(self, commit: str) -> str:
         try:
             return self.repo.lookup_note(commit, self.ref).message

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import time
@@ -33,11 +34,11 @@ from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT, Mode, Profile, StoredProfile
 from gitperf.core.progress import Progress, silent
-from gitperf.git.repo import first_parent, perf_dir
+from gitperf.git.repo import ANCESTORS, first_parent, perf_dir
 from gitperf.stats import accuracy, inference
 from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
 
-SCHEMA = 11  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 12  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,31 @@ class CachingStore(NotesStore):
     """A read-only view of the notes that decodes each commit's note once (a check reads its
     baseline and ten predecessors; the index checks every commit)."""
 
-    def __init__(self, repo: pygit2.Repository):
+    def __init__(self, repo: pygit2.Repository, note_ids: dict[str, str] | None = None):
         super().__init__(repo)
         self._read: dict[str, tuple[list[StoredProfile], list[BadLine]]] = {}
         self._text: dict[str, str] = {}
+        self._line: dict[str, list[str]] = {}
+        self._ids = note_ids or {}  # commit -> its note's blob, when the caller has listed them already
+
+    def ancestors(self, commit: str) -> list[str]:
+        """A commit's are its parent's after the parent: one step when the parent's are known (a
+        walk per check read 377,751 commits to check 1,000, 4 s of the index's build)."""
+        if commit not in self._line:
+            obj = self.repo.get(commit)
+            parent = str(obj.parent_ids[0]) if isinstance(obj, pygit2.Commit) and obj.parent_ids else None
+            if parent in self._line:
+                self._line[commit] = [parent] + self._line[parent][:ANCESTORS - 1]
+            else:
+                self._line[commit] = super().ancestors(commit)
+        return self._line[commit]
 
     def note_text(self, commit: str) -> str:
         if commit not in self._text:
-            self._text[commit] = super().note_text(commit)
+            # (the blob read at once: a note looked up by its commit costs 0.8 ms, the blob 0.25 ms)
+            blob = self._ids.get(commit) and self.repo.get(self._ids[commit])
+            self._text[commit] = (blob.data.decode("utf-8", "replace") if isinstance(blob, pygit2.Blob)
+                                  else super().note_text(commit))
         return self._text[commit]
 
     def read(self, commit: str):
@@ -240,6 +258,59 @@ def _connect(path: Path) -> sqlite_utils.Database:
     return sqlite_utils.Database(sqlite3.connect(str(path), timeout=60))
 
 
+# The three tables with a row per function and commit are most of the index: each is stored as
+# `<name>_rows`, its text columns (commit, workload, function, and strings repeated on every row such as
+# a change's method) as integer ids of `texts`, clustered by its key (WITHOUT ROWID: a key stored once,
+# not again in an index), nanoseconds whole (sqlite stores a whole REAL in 1-6 bytes, not 8); a view
+# with the table's own name and columns is what queries read.  1,000 commits x 200 functions
+# (bench/dashboard.py): 191.8 MiB with text columns and rowids, 44.9 MiB so (ARCHITECTURE.md §11).
+_FUNCTIONS = {
+    "columns": {"commit": str, "config_key": str, "workload": str, "name": str, "plan": str, "runs": int,
+                "count": float, "total_ns": float, "total_min": float, "total_max": float, "ci_low": float,
+                "ci_high": float, "exclusive_ns": float, "sampled": int, "location": str},
+    "key": ("commit", "config_key", "name"), "by": [("name",)],
+    "ns": ("total_ns", "total_min", "total_max", "ci_low", "ci_high", "exclusive_ns")}
+_FUNCTION_NATIVES = {
+    "columns": {"commit": str, "workload": str, "machine": str, "name": str, "kind": str, "runs": int,
+                "total_ns": float, "ci_low": float, "ci_high": float},
+    "key": ("commit", "workload", "machine", "name", "kind"), "by": [("name",)], "ns": ("total_ns", "ci_low", "ci_high")}
+_CHANGES = {
+    "columns": {"commit": str, "workload": str, "function": str, "type": str, "relative": float, "ci_low": float,
+                "ci_high": float, "confidence": float, "absolute_ns": float, "base_ns": float, "target_ns": float,
+                "exclusive_delta_ns": float, "method": str, "noise": str, "changed": int, "since": str,
+                "location": str, "measure": str, "rank": int, "instr_base": float, "instr_target": float,
+                "share": float},
+    "key": ("commit", "workload", "function"), "by": [("function",), ("type",)],
+    # (most rows are no-change, which no query looks up by type: a query names `type != 'no-change'`
+    # for sqlite to use the index)
+    "where": {"type": "[type] != 'no-change'"},
+    "ns": ("absolute_ns", "base_ns", "target_ns", "exclusive_delta_ns"),
+    "plain": ("type",)}  # (as text: the regressions page and the timeline's marks find rows by it in its index)
+_COMPACT = {"functions": _FUNCTIONS, "function_natives": _FUNCTION_NATIVES, "changes": _CHANGES}
+for _t in _COMPACT.values():
+    _t["text"] = tuple(c for c, typ in _t["columns"].items() if typ is str and c not in _t.get("plain", ()))
+
+
+def _whole(v: float | None) -> float | int | None:
+    return round(v) if v is not None and math.isfinite(v) else v
+
+
+def _create_compact(db: sqlite_utils.Database, name: str, t: dict) -> None:
+    cols = ", ".join(f"[{c}] {'TEXT' if c in t.get('plain', ()) else 'INTEGER' if typ in (str, int) else 'REAL'}"
+                     for c, typ in t["columns"].items())
+    db.execute(f"create table [{name}_rows] ({cols}, primary key ({', '.join(f'[{c}]' for c in t['key'])})) "
+               "without rowid")
+    for by in t["by"]:
+        where = t.get("where", {}).get(by[0])
+        db.execute(f"create index [{name}_by_{'_'.join(by)}] on [{name}_rows] ({', '.join(f'[{c}]' for c in by)})"
+                   + (f" where {where}" if where else ""))
+    shown = ", ".join(f"[t_{c}].text as [{c}]" if c in t["text"] else f"r.[{c}]" for c in t["columns"])
+    # inner joins for the key's columns (never null): `name in (...)` then starts from texts' index
+    joins = " ".join(f"{'join' if c in t['key'] else 'left join'} texts [t_{c}] on [t_{c}].id = r.[{c}]"
+                     for c in t["text"])
+    db.execute(f"create view [{name}] as select {shown} from [{name}_rows] r {joins}")
+
+
 class IndexQuery:
     """Read-only queries over the index: what the pages and the API read (they never touch the notes).
     One per request (`web.db.get_index`); `close()` when done."""
@@ -316,7 +387,7 @@ class IndexQuery:
         it: a function slower inside a run that got faster is marked as the faster run it is)."""
         return list(self.db.query(
             "select ch.*, c.seq, v.result from changes ch join commits c on c.sha = ch.[commit] join verdicts v on "
-            "v.[commit] = ch.[commit] and v.workload = ch.workload where ch.workload = ? "
+            "v.[commit] = ch.[commit] and v.workload = ch.workload where ch.workload = ? and ch.type != 'no-change' "
             "and ch.type in ('degradation', 'optimization', 'accepted') order by c.seq, ch.rank", [workload]))
 
     def check(self, sha: str) -> dict | None:
@@ -384,7 +455,8 @@ class IndexQuery:
         return list(self.db.query(
             "select ch.*, c.seq, c.subject, c.author, c.date from changes ch left join commits c on c.sha = ch.[commit] "
             "join verdicts v on v.[commit] = ch.[commit] and v.workload = ch.workload "
-            "where ch.type in ('degradation', 'accepted') and v.result in ('degradation', 'accepted') "
+            "where ch.type != 'no-change' and ch.type in ('degradation', 'accepted') "
+            "and v.result in ('degradation', 'accepted') "
             "order by c.seq is null, c.seq desc, ch.rank"))
 
     def function_names(self, limit: int | None = None) -> list[str]:
@@ -474,6 +546,7 @@ class Index(IndexQuery):
     def __init__(self, repo: pygit2.Repository, cfg: CheckConfig, path: Path | None = None):
         self.repo = repo
         self.cfg = cfg
+        self._texts: dict[str, int] | None = None  # text -> id in `texts`, while an update runs
         super().__init__(Path(path) if path else index_path(repo))
 
     def _discard(self) -> None:
@@ -488,11 +561,15 @@ class Index(IndexQuery):
         return {r["key"]: r["value"] for r in self.db["meta"].rows}
 
     def _create(self) -> None:
+        for v in self.db.view_names():
+            self.db[v].drop()
         for t in self.db.table_names():
             self.db[t].drop()
         db = self.db
         db.enable_wal()  # pages keep reading while an update writes
         db["meta"].create({"key": str, "value": str}, pk="key")
+        db["texts"].create({"id": int, "text": str}, pk="id")
+        db["texts"].create_index(["text"], unique=True)
         db["notes"].create({"commit": str, "oid": str, "bad_lines": int, "subject": str}, pk="commit")
         db["commits"].create({"sha": str, "seq": int, "subject": str, "author": str, "date": int, "parent": str},
                              pk="sha")
@@ -500,36 +577,20 @@ class Index(IndexQuery):
                                "engine": str, "mode": str, "pipeline": str, "partial": str, "started": float,
                                "functions": int, "metrics": str, "changed": str}, pk="id")
         # config_key here is the comparison key (core.model.comparison_key): one series per plan
-        db["functions"].create({"commit": str, "config_key": str, "workload": str, "name": str, "plan": str,
-                                "runs": int,
-                                "count": float, "total_ns": float, "total_min": float, "total_max": float,
-                                "ci_low": float, "ci_high": float, "exclusive_ns": float, "sampled": int, "location": str},
-                               pk=("commit", "config_key", "name"))
+        _create_compact(db, "functions", _FUNCTIONS)
         db["series"].create({"commit": str, "name": str, "series": str}, pk=("commit", "name"))
         db["stacks"].create({"commit": str, "workload": str, "stack": str, "samples": int},
                             pk=("commit", "workload", "stack"))
-        db["function_natives"].create({"commit": str, "workload": str, "machine": str, "name": str, "kind": str,
-                                       "runs": int, "total_ns": float, "ci_low": float, "ci_high": float},
-                                      pk=("commit", "workload", "machine", "name", "kind"))
-        db["function_natives"].create_index(["name"])
+        _create_compact(db, "function_natives", _FUNCTION_NATIVES)
         db["natives"].create({"commit": str, "workload": str, "machine": str, "runs": int, "left_out": int,
                               "native_ns": float, "ci_low": float, "ci_high": float},
                              pk=("commit", "workload", "machine"))
         db["checks"].create({"commit": str, "base": str, "result": str, "data": str}, pk="commit")
         # each workload's verdict by the check's own rule (`checks.result_of`): the timeline's one marker
         db["verdicts"].create({"commit": str, "workload": str, "result": str}, pk=("commit", "workload"))
-        db["changes"].create({"commit": str, "workload": str, "function": str, "type": str, "relative": float,
-                              "ci_low": float, "ci_high": float, "confidence": float, "absolute_ns": float,
-                              "base_ns": float, "target_ns": float, "exclusive_delta_ns": float, "method": str,
-                              "noise": str, "changed": int, "since": str, "location": str, "measure": str, "rank": int,
-                              "instr_base": float, "instr_target": float, "share": float},
-                             pk=("commit", "workload", "function"))
+        _create_compact(db, "changes", _CHANGES)
         db["profiles"].create_index(["commit"])
-        db["functions"].create_index(["config_key", "name"])
-        db["functions"].create_index(["name"])
         db["series"].create_index(["name"])
-        db["changes"].create_index(["type"])
-        db["changes"].create_index(["function"])
 
     def _pending(self, rebuild: bool, say: Progress, repair: bool = True) -> _Pending:
         try:
@@ -564,24 +625,29 @@ class Index(IndexQuery):
             todo = self._pending(rebuild, say)
             if todo.nothing:
                 return UpdateStats(len(todo.current), 0, 0, 0, time.perf_counter() - t0, False)
-            if todo.rebuild:
+            if todo.rebuild:  # a new file: tables dropped in place would leave the old one's size
+                self._discard()
                 self._create()
             checked = self._apply(todo, say)
+            if todo.rebuild:  # pages left part-full by the inserts: 56.0 -> 44.9 MiB in 0.25 s (bench/dashboard.py)
+                self.db.execute("vacuum")
         return UpdateStats(len(todo.current), len(todo.changed), len(todo.removed), checked,
                            time.perf_counter() - t0, todo.rebuild)
 
     def _apply(self, todo: _Pending, say: Progress) -> int:
         """One transaction: readers see the index before or after, never half.  Returns the number of
         commits checked."""
-        store = CachingStore(self.repo)
+        store = CachingStore(self.repo, todo.current)
         line = _first_parent_line(self.repo)
+        self._texts = None  # (read again: another process may have updated the index since)
         with self.db.conn:
             if todo.new_head:
                 self._insert_line(line)
             for c in todo.removed + todo.changed:
-                for t in ("notes", "profiles", "functions", "series", "stacks", "natives", "function_natives", "checks",
-                          "changes", "verdicts"):
+                for t in ("notes", "profiles", "series", "stacks", "natives", "checks", "verdicts"):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
+                for t in _COMPACT:
+                    self.db.execute(f"delete from [{t}_rows] where [commit] = (select id from texts where text = ?)", [c])
             orphans = set()
             for i, c in enumerate(todo.changed):
                 if len(todo.changed) > 50 and i % 100 == 0:
@@ -596,7 +662,8 @@ class Index(IndexQuery):
             # (only the commits to check are looked up: an update after one new note checks a dozen, not all)
             to_check = {c for c in to_check if c in todo.current and c not in orphans
                         and isinstance(self.repo.get(c), pygit2.Commit)}
-            for i, c in enumerate(sorted(to_check)):
+            seq = {str(c.id): i for i, c in enumerate(line)}  # oldest first: a parent's ancestors serve its child
+            for i, c in enumerate(sorted(to_check, key=lambda c: (seq.get(c, len(seq)), c))):
                 if len(to_check) > 50 and i % 100 == 0:
                     say(f"checking commits: {i}/{len(to_check)}")
                 self._store_check(c, checks.check(store, c, replace(self.cfg, votes=False)))
@@ -620,11 +687,11 @@ class Index(IndexQuery):
         good, bad = store.read(c)
         self._insert("notes", [{"commit": c, "oid": oid, "bad_lines": len(bad), "subject": _first_line(commit)}])
         self._insert("profiles", [_profile_row(p, good) for p in good])
-        self._insert("functions", _summaries(c, good))
+        self._insert_compact("functions", _summaries(c, good))
         self._insert("series", _series_rows(c, good))
         self._insert("stacks", _stack_rows(c, good))
         self._insert("natives", _native_rows(c, good))
-        self._insert("function_natives", _function_native_rows(c, good))
+        self._insert_compact("function_natives", _function_native_rows(c, good))
         return True
 
     def _insert(self, table: str, rows: list[dict]) -> None:
@@ -635,6 +702,30 @@ class Index(IndexQuery):
             self.db.conn.executemany(
                 f"insert or replace into [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
                 f"values ({', '.join('?' * len(cols))})", [tuple(r[c] for c in cols) for r in rows])
+
+    def _insert_compact(self, table: str, rows: list[dict]) -> None:
+        """Rows of a `_COMPACT` table: its text columns as ids of `texts`, its nanoseconds whole."""
+        if not rows:
+            return
+        texts, ns = _COMPACT[table]["text"], _COMPACT[table]["ns"]
+        ids = self._text_ids()
+        new = {r[c] for r in rows for c in texts if r[c] is not None and r[c] not in ids}
+        if new:
+            start = len(ids) + 1
+            self.db.conn.executemany("insert into texts (id, text) values (?, ?)", enumerate(sorted(new), start))
+            ids.update((t, i) for i, t in enumerate(sorted(new), start))
+        cols = list(rows[0])
+        conv = [(lambda v: None if v is None else ids[v]) if c in texts else
+                _whole if c in ns else None for c in cols]
+        self.db.conn.executemany(
+            f"insert or replace into [{table}_rows] ({', '.join(f'[{c}]' for c in cols)}) "
+            f"values ({', '.join('?' * len(cols))})",
+            [tuple(v if f is None else f(v) for f, v in zip(conv, (r[c] for c in cols))) for r in rows])
+
+    def _text_ids(self) -> dict[str, int]:
+        if self._texts is None:
+            self._texts = {r[1]: r[0] for r in self.db.conn.execute("select id, text from texts")}
+        return self._texts
 
     def _affected(self, touched: list[str], line: list[pygit2.Commit], noted: set[str]) -> set[str]:
         """The touched commits and, on HEAD's line, the next `history + 1` noted commits after each:
@@ -656,7 +747,7 @@ class Index(IndexQuery):
         self._insert("verdicts", [{"commit": commit, "workload": p.workload,
                                    "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
                                   for p in r.pairs])
-        self._insert("changes", [_change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])
+        self._insert_compact("changes", [_change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])
 
 CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
                   "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share")
