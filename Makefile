@@ -12,7 +12,7 @@ demo: setup
 	bash examples/demo/run-demo.sh $(CURDIR)/demo-work
 
 test: setup
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=20 $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/overhead.py

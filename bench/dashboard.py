@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import resource
 import statistics
 import tempfile
 import time
@@ -90,7 +91,9 @@ def main() -> None:
         repo = pygit2.Repository(str(root))
         notes_bytes = sum(len(repo.lookup_note(s, NOTES_REF).message) for s in shas)
         idx = Index(repo, CheckConfig())
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         full = idx.update(rebuild=True)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         size = idx.path.stat().st_size
         found = {r["commit"] for r in idx.regressions()}
         planted = {shas[i] for i in range(100, a.commits, 100)}
@@ -122,7 +125,8 @@ def main() -> None:
           f"(generated in {gen:.1f} s; notes {notes_bytes / 2**20:.1f} MiB)")
     print(f"{'step':34s} {'time':>9s}  target   detail")
     print(f"{'index: full build':34s} {full.seconds:8.2f}s  <= 10 s  {full.read} notes read, {full.checked} "
-          f"commits checked, index {size / 2**20:.1f} MiB")
+          f"commits checked, index {size / 2**20:.1f} MiB, peak memory {peak:.0f} MB "
+          f"({before:.0f} MB before the build)")
     print(f"{'degradations found':34s} {len(found):9d}  planted {len(planted)}, found of them {len(found & planted)}, "
           f"other commits {len(found - planted)}{'' if a.no_diff else ' (planted commits record the diff)'}")
     print(f"{'index: update after one new note':34s} {upd.seconds:8.2f}s  < 1 s    {upd.read} note read, "

@@ -23,6 +23,7 @@ from gitperf.core.errors import (
     EXIT_NOT_ENOUGH_DATA,
     EXIT_USAGE,
     GitPerfError,
+    InputError,
     epilog,
 )
 from gitperf.core.fmt import printable
@@ -353,8 +354,13 @@ def log(max_count, as_json, rev):
                    "root frame named after each.")
 @click.option("--runs", is_flag=True, help="Every run on its own (default: one summary per session: the rounds of "
                                            "one paired check, or the collections under one plan).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "folded", "pprof", "speedscope"]),
+              help="text (default), json (= --json), folded (= --folded), pprof (gzipped protobuf: pprof, Perfetto, "
+                   "Pyroscope, speedscope open it) or speedscope (its JSON file format). Exports hold the stack samples "
+                   "summed over the runs; a traced-only workload its functions' own time, one frame each.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file instead of standard output.")
 @json_option
-def show(rev, workload, top, models, folded, runs, as_json):
+def show(rev, workload, top, models, folded, runs, fmt, output, as_json):
     """The profiles stored for REV."""
     from gitperf.git.repo import resolve_commit
     from gitperf.store.notes import NotesStore
@@ -366,6 +372,9 @@ def show(rev, workload, top, models, folded, runs, as_json):
         profiles = [p for p in profiles if p.profile.header.workload == workload]
     for b in bad:
         _echo(f"git perf: warning: {b}", err=True)
+    if fmt in ("pprof", "speedscope"):
+        return _export(commit, profiles, fmt, output)
+    folded, as_json = folded or fmt == "folded", as_json or fmt == "json"
     if folded:
         text = folded_text(profiles)
         if not text:
@@ -376,6 +385,25 @@ def show(rev, workload, top, models, folded, runs, as_json):
         _echo_json(show_json(commit, profiles))
     else:
         _echo(show_text(commit, profiles, top, models, runs or models))
+
+
+def _export(commit: str, profiles, fmt: str, output: str | None) -> None:
+    """`show --format pprof|speedscope`: the file, to OUTPUT or standard output (pprof, being binary,
+    not to a terminal)."""
+    from gitperf.views import exports
+    data = (exports.pprof(commit, profiles) if fmt == "pprof"
+            else json.dumps(exports.speedscope(commit, profiles)).encode())
+    if output:
+        try:
+            Path(output).write_bytes(data)
+        except OSError as e:
+            raise InputError(f"cannot write {output}: {e.strerror}") from None
+        _echo(f"wrote {output} ({len(data) / 1024:.0f} KiB, {fmt})", err=True)
+    elif fmt == "pprof" and sys.stdout.isatty():
+        raise InputError("a pprof file is binary: give -o FILE (or redirect standard output)")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))

@@ -8,6 +8,8 @@
 #   2. /lib/modules/$(uname -r)/{build,source} -> installed headers when the running kernel has none
 #   3. .venv with the pinned Python dependencies and the project (editable)
 #   4. Debian's bcc Python module made importable inside .venv
+#   5. the readers the export tests open git perf's pprof and speedscope files with (npm, pinned, in
+#      .venv/npm): pprof-format's decoder, speedscope's schema and viewer
 #
 # Running it twice changes nothing.  Without root it reports each step it could not do
 # and carries on with the rest (the venv still works for everything but collection).
@@ -16,7 +18,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.gitperf-setup-stamp"
-DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc g++ make cmake ccache chromium chromium-driver valgrind uftrace perl)
+DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc g++ make cmake ccache chromium chromium-driver valgrind uftrace perl nodejs)
 SKIPPED=()
 
 say() { printf 'setup: %s\n' "$*" >&2; }
@@ -36,6 +38,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     SKIPPED+=("apt-get install ${missing[*]} (needs root)")
   fi
+fi
+# Debian's nodejs comes without npm (NodeSource's has it): the package only when the command is missing
+if ! command -v npm >/dev/null && is_root; then
+  say "installing Debian package: npm"
+  apt-get install -y -qq --no-install-recommends npm >/dev/null
 fi
 
 # --- 2. kernel headers for bcc's run-time compiler ---------------------------------------
@@ -90,6 +97,21 @@ if [ -d /usr/lib/python3/dist-packages/bcc ]; then
     || ln -sfn /usr/lib/python3/dist-packages/bcc "$SITE/bcc"
 else
   SKIPPED+=("bcc Python module: /usr/lib/python3/dist-packages/bcc missing (install python3-bpfcc)")
+fi
+
+# --- 5. the export tests' readers (npm) --------------------------------------------------------
+NPM_DIR="$VENV/npm"
+NPM_PINS="pprof-format@2.3.2 speedscope@1.25.0"
+if [ "$(cat "$NPM_DIR/.stamp" 2>/dev/null)" != "$NPM_PINS" ]; then
+  if ! command -v npm >/dev/null; then
+    SKIPPED+=("npm: not installed (apt-get install nodejs npm; the export tests read pprof and speedscope files with it)")
+  elif mkdir -p "$NPM_DIR" && npm install --prefix "$NPM_DIR" --no-audit --no-fund --no-save --loglevel=error \
+         $NPM_PINS >/dev/null; then
+    say "installed the export tests' readers from npm: $NPM_PINS"
+    echo "$NPM_PINS" > "$NPM_DIR/.stamp"
+  else
+    SKIPPED+=("npm install $NPM_PINS into $NPM_DIR (the export tests' readers)")
+  fi
 fi
 
 if [ ${#SKIPPED[@]} -gt 0 ]; then

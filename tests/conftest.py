@@ -2,7 +2,8 @@
 
 Tests marked `ebpf` need root, bcc and kernel headers; tests marked `browser` need Debian's chromium
 and chromedriver (scripts/setup.sh installs both).  Without them they skip with the reason; with
-GITPERF_REQUIRE_EBPF=1 / GITPERF_REQUIRE_BROWSER=1 (set by .ci/run) a missing capability fails.
+GITPERF_REQUIRE_EBPF=1 / GITPERF_REQUIRE_BROWSER=1 (set by .ci/run) a missing capability fails; the
+same for `valgrind` and `viewers` (node and the npm readers of exported files).
 """
 
 from __future__ import annotations
@@ -62,9 +63,21 @@ def valgrind_missing() -> str:
     return "" if shutil.which("valgrind") else "valgrind is not installed (run scripts/setup.sh as root)"
 
 
+NODE_MODULES = Path(__file__).resolve().parent.parent / ".venv" / "npm" / "node_modules"
+
+
+def viewers_missing() -> str:
+    """Why the export tests cannot open git perf's files in other tools' readers here ("" = they can)."""
+    if not shutil.which("node"):
+        return "node is not installed (run scripts/setup.sh as root)"
+    missing = [m for m in ("pprof-format", "speedscope") if not (NODE_MODULES / m).is_dir()]
+    return f"{', '.join(missing)} not in {NODE_MODULES} (run scripts/setup.sh)" if missing else ""
+
+
 GATES = {"ebpf": (ebpf_missing, "GITPERF_REQUIRE_EBPF", "needs eBPF"),
          "browser": (browser_missing, "GITPERF_REQUIRE_BROWSER", "needs a headless browser"),
-         "valgrind": (valgrind_missing, "GITPERF_REQUIRE_VALGRIND", "needs valgrind")}
+         "valgrind": (valgrind_missing, "GITPERF_REQUIRE_VALGRIND", "needs valgrind"),
+         "viewers": (viewers_missing, "GITPERF_REQUIRE_VIEWERS", "needs the npm readers")}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -90,6 +103,11 @@ def _fail_without_ebpf(request):
 @pytest.fixture
 def _fail_without_valgrind(request):
     pytest.fail(f"GITPERF_REQUIRE_VALGRIND=1 but {valgrind_missing()}")
+
+
+@pytest.fixture
+def _fail_without_viewers(request):
+    pytest.fail(f"GITPERF_REQUIRE_VIEWERS=1 but {viewers_missing()}")
 
 
 @pytest.fixture
@@ -200,16 +218,22 @@ def profile(commit: str, rng, slow: dict[str, float] | None = None, partial: str
                    tuple(funcs), stacks=st)
 
 
+def commit_line(root, n: int) -> list[str]:
+    """n new commits on `root`'s branch (each a change to a.txt), oldest first."""
+    commits = []
+    for i in range(n):
+        (root / "a.txt").write_text(f"{i}\n")
+        git(root, "commit", "-qam", f"commit {i}")
+        commits.append(git(root, "rev-parse", "HEAD"))
+    return commits
+
+
 def history(empty_repo, n: int, slow_at: int | None = None, runs: int = 3, factor: float = 1.5,
             slow: dict[str, float] | None = None):
     """n commits, each with `runs` profiles; from the commit at index slow_at on, `parse` is
     `factor` times slower (or the functions in `slow` are)."""
     rng = np.random.default_rng(0)
-    commits = []
-    for i in range(n):
-        (empty_repo / "a.txt").write_text(f"{i}\n")
-        git(empty_repo, "commit", "-qam", f"commit {i}")
-        commits.append(git(empty_repo, "rev-parse", "HEAD"))
+    commits = commit_line(empty_repo, n)
     store = NotesStore(open_repo(empty_repo))
     for i, c in enumerate(commits):
         now = (slow or {"parse": factor}) if slow_at is not None and i >= slow_at else {}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import NAMES, git, history, profile, run_cli
+from conftest import NAMES, commit_line, git, history, profile, run_cli
 
 from gitperf.core.config import CheckConfig
 from gitperf.git.repo import open_repo
@@ -86,8 +86,22 @@ def test_the_index_keeps_each_text_once_and_a_removed_notes_rows_go_with_it(synt
         assert db.execute(f"select count(*) from {table} where [commit] = ?", [commits[2]]).fetchone()[0] == 0, table
     walked = NotesStore(repo)
     for order in (commits, commits[::-1]):  # parents first (each from its parent's), then children first
-        store = CachingStore(repo)
-        assert [store.ancestors(c) for c in order] == [walked.ancestors(c) for c in order]
+        for keep in (None, 2):  # (keeping two commits: the rest forgotten and read again)
+            store = CachingStore(repo, keep=keep)
+            assert [store.ancestors(c) for c in order] == [walked.ancestors(c) for c in order]
+            assert [store.read(c)[0] for c in order] == [walked.read(c)[0] for c in order]
+
+
+def test_paired_ratios_chain_from_the_parents_measured_time_and_break_where_a_commit_has_none():
+    from gitperf.web.plots import chained
+    total = [{"seq": q, "total_ns": t * 1e6} for q, t in ((1, 10.0), (2, 11.0), (3, 30.0), (4, 20.0), (5, 21.0), (8, 9.0))]
+    step = lambda q, rel: {"seq": q, "relative": rel, "ci_low": rel - 0.01, "ci_high": rel + 0.01}  # noqa: E731
+    xs, ys, text = chained(total, [step(2, 0.5), step(3, -0.2), step(5, 0.1), step(8, 0.5), step(10, 0.1)])
+    # 2 and 3 chain from 1's 10 ms (not 2's and 3's own times); 5 starts again at 4; 8's parent has no
+    # point: it starts at 8's own time divided back; 10 has neither (nothing drawn)
+    assert xs == [1, 2, 3, None, 4, 5, None, 7, 8]
+    assert ys == pytest.approx([10.0, 15.0, 12.0, None, 20.0, 22.0, None, 6.0, 9.0])
+    assert text[2].startswith("-20.0% [-21.0%, -19.0%] vs its parent")
 
 
 def test_every_page_and_api_route_answers_with_the_data(synthetic):
@@ -285,6 +299,45 @@ def _wait_rendered(driver, timeout=30):
     from selenium.webdriver.support.ui import WebDriverWait
     WebDriverWait(driver, timeout).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "div.plot[data-rendered='true'] svg.main-svg"))
+
+
+# std::map<std::string, std::vector<int>>'s insert position: 755 characters demangled
+LONG_CXX = ("_ZNSt8_Rb_treeINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESt4pairIKS5_St6vectorIiSaIiEEESt10_"
+            "Select1stISB_ESt4lessIS5_ESaISB_EE24_M_get_insert_unique_posERS7_")
+
+
+@pytest.mark.browser
+def test_browser_a_cxx_commit_page_of_long_template_names_fits_1400_pixels(empty_repo, tmp_path):
+    """Issue #36: a C++ commit page's tables (300-character symbols) pushed change and interval off
+    the screen.  A degradation of a 755-character name: every page of it without a horizontal scroll
+    in a 1,400-pixel window, the name readable (templates' arguments elided, the function's own name kept)."""
+    rng = np.random.default_rng(7)
+    commits = commit_line(empty_repo, 2)
+    store = NotesStore(open_repo(empty_repo))
+    rename = lambda n: LONG_CXX if n == "parse" else n  # noqa: E731
+    for i, c in enumerate(commits):
+        for _ in range(3):
+            p = profile(c, rng, {"parse": 1.6} if i else {})
+            store.add(c, replace(p, functions=tuple(replace(f, name=rename(f.name)) for f in p.functions),
+                                 plan=replace(p.plan, probed=tuple(rename(n) for n in p.plan.probed)),
+                                 stacks={";".join(rename(f) for f in k.split(";")): v for k, v in p.stacks.items()}))
+    proc, url = _serve(empty_repo, _free_port())
+    driver = _chromium(tmp_path)
+    try:
+        for page in (f"/commit/{commits[1]}", "/", "/regressions"):
+            driver.get(url + page)
+            if page != "/regressions":  # (a table, no charts)
+                _wait_rendered(driver)
+            assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), page
+            if page != "/":  # (the overview names functions in its charts only)
+                assert "::_M_get_insert_unique_pos(" in driver.execute_script("return document.body.innerText"), page
+        driver.get(url + f"/commit/{commits[1]}")
+        _wait_rendered(driver)
+        driver.save_screenshot(str(tmp_path / "cxx-commit.png"))
+    finally:
+        driver.quit()
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.mark.browser

@@ -229,6 +229,16 @@ def test_the_demo_tells_the_truth_and_its_overview_agrees(checked_demo):
     assert line["x"] == [seq[c] for c in commits[2:]], line["x"]
     marked = next((t["x"] for t in fig["data"] if t.get("name") == "degradations"), [])
     assert marked == [seq[commits[3]]], marked  # the slowdown, not the rename
+    # beside it, the paired checks' ratios chained: the slowdown's step is its check's run-time change
+    assert all("paired check" in t for t in line["text"]), line["text"]  # (each point says how it was measured)
+    chain = next(t for t in fig["data"] if t.get("name") == "paired ratios, chained")
+    from gitperf.core.config import CheckConfig
+    from gitperf.git.repo import open_repo
+    from gitperf.views.index import Index
+    rel = next(c["relative"] for c in Index(open_repo(root), CheckConfig()).check(commits[3])["changes"]
+               if c["function"] == "main" and c["workload"] == "gate")
+    i = chain["x"].index(seq[commits[3]])
+    assert chain["x"][i - 1] == seq[commits[2]] and chain["y"][i] / chain["y"][i - 1] == pytest.approx(1 + rel), chain
 
 
 @pytest.mark.browser

@@ -695,12 +695,9 @@ def test_a_check_says_where_both_sides_were_measured_and_warns_when_the_base_was
     a check shows it beside the verdict and says when the base's differs: another compiler or
     kernel moves times by itself."""
     from conftest import profile
+    from conftest import commit_line
     rng = np.random.default_rng(3)
-    commits = []
-    for i in range(2):
-        (empty_repo / "a.txt").write_text(f"{i}\n")
-        git(empty_repo, "commit", "-qam", f"c{i}")
-        commits.append(git(empty_repo, "rev-parse", "HEAD"))
+    commits = commit_line(empty_repo, 2)
     store = NotesStore(open_repo(empty_repo))
     envs = ["EPYC x2, kernel 6.18, glibc 2.36, governor none; built by GCC: (Debian 12.2.0-14) 12.2.0",
             "EPYC x2, kernel 6.18, glibc 2.36, governor none; built by GCC: (Debian 14.2.0-19) 14.2.0"]

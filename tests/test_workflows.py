@@ -201,3 +201,68 @@ def test_the_hook_builds_with_the_working_trees_configuration_not_the_pushed_com
     r = push(root, theirs, "theirs")
     assert r.returncode == 0, r.stderr
     assert "not as a pushed commit's own .gitperf.toml" in r.stderr and not marker.exists(), r.stderr
+
+
+DEFAULTS_CONFIG = """\
+[build]
+command = "make -s"
+binary = "wordstat"
+
+[[workload]]
+name = "gate"
+command = "./wordstat 10000 20"
+"""
+
+
+@pytest.mark.ebpf
+def test_a_history_collected_at_defaults_flags_the_slowdown_and_nothing_else(tmp_path):
+    """Issue #34's everyday flow on a small C program: ten commits each `git perf collect`ed with no
+    options (the overhead budget, the plan the workload's history keeps, the runs the pilot affords),
+    six comment-only commits, the demo's checksum slowdown, then two more.  `check` from the stored
+    profiles, `report`, `/regressions` and `/` flag the slowdown commit and no other."""
+    import make_history
+    from gitperf.web import create_app
+    root = tmp_path / "wordstat"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    for f in make_history.SRC.iterdir():
+        if f.suffix in (".c", ".h") or f.name == "Makefile":
+            (root / f.name).write_bytes(f.read_bytes())
+    (root / ".gitperf.toml").write_text(DEFAULTS_CONFIG)
+    (root / ".gitignore").write_text("*.o\nwordstat\n")
+
+    def commit(subject: str) -> str:
+        git(root, "add", "-A")
+        git(root, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", subject)
+        return git(root, "rev-parse", "HEAD")
+    commits = [commit("base")]
+    sources = ["text.c", "sort.c", "rng.c", "expr.c", "report.c", "hashtab.c", "main.c", "mathx.c"]
+    for i in range(6):
+        with open(root / sources[i], "a") as f:
+            f.write(f"/* note {i} */\n")
+        commits.append(commit(f"comment {i}"))
+    make_history.slowdown(root)
+    slow = commit("checksum in two passes")
+    commits.append(slow)
+    for i in (6, 7):
+        with open(root / sources[i], "a") as f:
+            f.write(f"/* note {i} */\n")
+        commits.append(commit(f"comment {i}"))
+    for c in commits:
+        r = run_cli(root, "collect", c, "-q", timeout=900)
+        assert r.returncode == 0, (c, r.stderr[-2000:])
+
+    verdicts = {c: run_cli(root, "check", c, "--json") for c in commits[1:]}
+    flagged = [c for c, r in verdicts.items() if r.returncode == 1]
+    assert flagged == [slow], {c[:8]: (r.returncode, json.loads(r.stdout or "{}").get("result")) for c, r in verdicts.items()}
+    assert all(r.returncode in (0, 3) for c, r in verdicts.items() if c != slow)
+    assert json.loads(verdicts[slow].stdout)["result"] == "degradation"
+    assert run_cli(root, "report", slow).returncode == 1
+    client = create_app(root).test_client()
+    regressions = client.get("/api/regressions").get_json()
+    assert {r["commit"] for r in regressions} == {slow}, regressions
+    page = client.get("/").get_data(as_text=True)
+    fig = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
+    seq = {r["sha"]: r["seq"] for r in client.get("/api/commits").get_json()}
+    marked = [x for t in fig["data"] if t.get("mode") == "markers" for x in t["x"]]
+    assert marked == [seq[slow]], (marked, seq[slow])

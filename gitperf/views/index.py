@@ -10,6 +10,9 @@ Updates are incremental: the index remembers each note's blob id, re-reads only 
 changed, and re-checks those commits plus the few later ones whose baseline or history they are.
 One process at a time updates (a lock file beside the database); pages read through `IndexQuery`, one
 connection per request, while an update writes (WAL).
+
+This module keeps the schema and the update; the rows come from `views.index_rows`, the queries
+from `views.index_query`.
 """
 
 from __future__ import annotations
@@ -21,24 +24,24 @@ import math
 import os
 import sqlite3
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import pygit2
 import sqlite_utils
 
 from gitperf import checks
-from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
-from gitperf.core.model import ROOT, Mode, Profile, StoredProfile
 from gitperf.core.progress import Progress, silent
 from gitperf.git.repo import ANCESTORS, first_parent, perf_dir
-from gitperf.stats import accuracy, inference
-from gitperf.store.notes import NOTES_REF, BadLine, NotesStore
+from gitperf.store.notes import NOTES_REF, NotesStore
+from gitperf.views import index_rows as rows
+from gitperf.views.index_query import IndexQuery, connect
 
-SCHEMA = 12  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 13  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -51,41 +54,57 @@ class UpdateStats:
     rebuilt: bool
 
 
+class _Recent(OrderedDict):
+    """A dict that forgets its least recently used entries beyond `size` (None: never)."""
+
+    def __init__(self, size: int | None):
+        super().__init__()
+        self.size = size
+
+    def get_or(self, key: str, make):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        self[key] = value = make()
+        if self.size is not None and len(self) > self.size:
+            self.popitem(last=False)
+        return value
+
+
 class CachingStore(NotesStore):
     """A read-only view of the notes that decodes each commit's note once (a check reads its
-    baseline and ten predecessors; the index checks every commit)."""
+    baseline and ten predecessors; the index checks every commit).  With `keep`, only the last
+    `keep` commits' notes are kept: the index reads its line oldest first, so a check finds its
+    predecessors among them, and 10,000 decoded notes would not fit in memory at once."""
 
-    def __init__(self, repo: pygit2.Repository, note_ids: dict[str, str] | None = None):
+    def __init__(self, repo: pygit2.Repository, note_ids: dict[str, str] | None = None, keep: int | None = None):
         super().__init__(repo)
-        self._read: dict[str, tuple[list[StoredProfile], list[BadLine]]] = {}
-        self._text: dict[str, str] = {}
-        self._line: dict[str, list[str]] = {}
+        self._read = _Recent(keep)
+        self._text = _Recent(keep)
+        self._line = _Recent(keep)
         self._ids = note_ids or {}  # commit -> its note's blob, when the caller has listed them already
 
     def ancestors(self, commit: str) -> list[str]:
         """A commit's are its parent's after the parent: one step when the parent's are known (a
         walk per check read 377,751 commits to check 1,000, 4 s of the index's build)."""
-        if commit not in self._line:
+        def walk() -> list[str]:
             obj = self.repo.get(commit)
             parent = str(obj.parent_ids[0]) if isinstance(obj, pygit2.Commit) and obj.parent_ids else None
             if parent in self._line:
-                self._line[commit] = [parent] + self._line[parent][:ANCESTORS - 1]
-            else:
-                self._line[commit] = super().ancestors(commit)
-        return self._line[commit]
+                return [parent] + self._line[parent][:ANCESTORS - 1]
+            return super(CachingStore, self).ancestors(commit)
+        return self._line.get_or(commit, walk)
 
     def note_text(self, commit: str) -> str:
-        if commit not in self._text:
+        def text() -> str:
             # (the blob read at once: a note looked up by its commit costs 0.8 ms, the blob 0.25 ms)
             blob = self._ids.get(commit) and self.repo.get(self._ids[commit])
-            self._text[commit] = (blob.data.decode("utf-8", "replace") if isinstance(blob, pygit2.Blob)
-                                  else super().note_text(commit))
-        return self._text[commit]
+            return (blob.data.decode("utf-8", "replace") if isinstance(blob, pygit2.Blob)
+                    else super(CachingStore, self).note_text(commit))
+        return self._text.get_or(commit, text)
 
     def read(self, commit: str):
-        if commit not in self._read:
-            self._read[commit] = super().read(commit)
-        return self._read[commit]
+        return self._read.get_or(commit, lambda: super(CachingStore, self).read(commit))
 
 
 def index_path(repo: pygit2.Repository) -> Path:
@@ -116,146 +135,12 @@ def _first_parent_line(repo: pygit2.Repository) -> list[pygit2.Commit]:
     return list(first_parent(repo, str(repo.head.target)))[::-1]
 
 
-def _summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
-    """One row per (comparison key, function): center of the runs' totals and their range.  Profiles
-    of different modes are different series: an estimate is never averaged with an exact total."""
-    groups = checks.group(profiles)
-    rows = []
-    for key, ps in groups.items():
-        names: dict[str, list] = {}
-        for p in ps:
-            for f in p.profile.functions:
-                names.setdefault(f.name, []).append(f)
-        for name, fs in names.items():
-            totals = [float(f.total_ns) for f in fs]
-            lo, hi = inference.center_interval(totals)
-            rows.append({
-                "commit": commit, "config_key": key, "workload": ps[0].profile.header.workload, "name": name,
-                "plan": ps[0].profile.plan.describe(),
-                "runs": len(fs), "count": inference.center([f.count for f in fs]), "total_ns": inference.center(totals),
-                "total_min": min(totals), "total_max": max(totals), "ci_low": lo, "ci_high": hi,
-                "exclusive_ns": inference.center([float(f.exclusive_ns) for f in fs]),
-                "sampled": int(any(f.sampled for f in fs)),
-                "location": next((f.location for f in fs if f.location), ""),
-            })
-    return rows
-
-
-def _profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
-    """One profile; a cheaper one (sampled, hybrid, ...) with a full trace of the same configuration
-    on the same commit also gets its accuracy against it (time shares, accuracy.py)."""
-    h = p.profile.header
-    metrics = {**p.profile.metrics.as_dict(), "accuracy": None}
-    full = next((s.profile for s in siblings if s.profile.config_key == h.config_key and s.profile.plan.mode == Mode.TRACE
-                 and not s.profile.plan.methods and not s.profile.header.partial), None)
-    if full is not None and (p.profile.plan.mode != Mode.TRACE or p.profile.plan.methods):
-        metrics["accuracy"] = accuracy.compare(accuracy.shares(full.functions), accuracy.shares(p.profile.functions))
-    return {"id": p.id, "commit": p.commit, "line_no": p.line_no, "workload": h.workload, "config_key": h.config_key,
-            "engine": h.engine, "mode": p.profile.plan.mode, "pipeline": p.profile.plan.pipeline,
-            "partial": h.partial, "started": h.started, "functions": len(p.profile.functions),
-            "metrics": json.dumps(metrics), "changed": json.dumps(list(p.profile.plan.changed))}
-
-
 def _first_line(c: pygit2.Commit) -> str:
     return c.message.splitlines()[0] if c.message else ""
 
 
 def _config_digest(cfg: CheckConfig) -> str:
     return hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode()).hexdigest()[:16]
-
-
-MIN_SERIES = 10  # sampled calls a function's series needs for the function page's models
-
-
-def _series_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
-    """Per function, the first series of sampled calls long enough to fit models to (the function
-    page draws the newest commit's)."""
-    out: dict[str, dict] = {}
-    for p in profiles:
-        for f in p.profile.functions:
-            if f.name not in out and len(f.series) >= MIN_SERIES and len({o for o, _ in f.series}) >= 3:
-                out[f.name] = {"commit": commit, "name": f.name, "series": json.dumps(f.series)}
-    return list(out.values())
-
-
-# A run's calibrated probe and sample time is taken out of its wall time up to this share of it.  Wider
-# than a function's CORRECTABLE_SHARE: every run of a workload on one machine is corrected with the same
-# calibration, so its error moves the points of a timeline together (the demo's 5 ms `gate` runs of
-# paired checks, stack-sampled at ~25 kHz, are 31-45% calibrated probe and sample time; a full trace of
-# its `small` workload 95%).
-TIMELINE_SHARE = 0.5
-
-
-def native_run_s(p: Profile) -> float | None:
-    """A run's time at native speed: its wall time less its waits for a CPU (`Metrics.WAIT`: another
-    process's turn on a busy machine) and the calibrated time of its probes and samples
-    (`Metrics.predicted_overhead_s`), comparable across probe plans.  None when that is not a
-    correction but most of the run (a full trace of nanosecond functions: more than TIMELINE_SHARE
-    of it), or unknown (bursty runs, a crash)."""
-    m = p.metrics
-    if not p.complete or m.PRT <= 0 or p.plan.mode == Mode.BURSTY:
-        return None
-    probes = m.predicted_overhead_s
-    if probes <= 0 and p.plan.mode != Mode.STACK:
-        return None  # probed, but not calibrated: the probes' share is not known
-    return m.PRT - m.WAIT - probes if probes <= TIMELINE_SHARE * m.PRT else None
-
-
-def _native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
-    """Per workload and machine: the native run time of all its runs on the commit, whatever plan
-    measured them (the overview's one timeline per workload), and how many runs were left out."""
-    by: dict[tuple[str, str], list[float | None]] = {}
-    for sp in profiles:
-        h = sp.profile.header
-        if sp.profile.complete:  # (a crashed run measures another amount of work: not a point at all)
-            by.setdefault((h.workload, h.machine), []).append(native_run_s(sp.profile))
-    rows = []
-    for (wl, machine), values in sorted(by.items()):
-        ok = [v * 1e9 for v in values if v is not None]
-        lo, hi = inference.center_interval(ok) if ok else (None, None)
-        rows.append({"commit": commit, "workload": wl, "machine": machine, "runs": len(ok),
-                     "left_out": len(values) - len(ok), "native_ns": inference.center(ok) if ok else None,
-                     "ci_low": lo, "ci_high": hi})
-    return rows
-
-
-TRACED, SAMPLED = "inclusive at native speed (traced)", "own time (stack samples)"
-
-
-def _function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
-    """Per workload, machine and function: its time in the measure comparable across plans that each
-    run gives -- traced: inclusive time less the calibrated probe time (when that is at most
-    CORRECTABLE_SHARE of it); stack-sampled: its own time, the samples' share of the run -- one row per
-    kind, the center of the runs with its interval (the function page's series)."""
-    by: dict[tuple[str, str, str, str], list[float]] = {}
-    for sp in profiles:
-        if not sp.profile.complete:
-            continue
-        h = sp.profile.header
-        for f in sp.profile.functions:
-            if f.sampled:
-                by.setdefault((h.workload, h.machine, f.name, SAMPLED), []).append(float(f.total_ns))
-            elif f.count and f.correctable:
-                by.setdefault((h.workload, h.machine, f.name, TRACED), []).append(float(f.native_ns))
-    rows = []
-    for (wl, machine, name, kind), values in by.items():
-        lo, hi = inference.center_interval(values)
-        rows.append({"commit": commit, "workload": wl, "machine": machine, "name": name, "kind": kind,
-                     "runs": len(values), "total_ns": inference.center(values), "ci_low": lo, "ci_high": hi})
-    return rows
-
-
-def _stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
-    """Per workload, the call stacks of all its profiles on the commit summed (the flame graphs),
-    bounded again: rounds of a paired check each keep their own top stacks."""
-    return [{"commit": commit, "workload": wl, "stack": s, "samples": n}
-            for wl, st in stacks.per_workload(p.profile for p in profiles).items()
-            for s, n in stacks.bound(st, limit=2 * stacks.MAX_STACKS).items()]
-
-
-def _connect(path: Path) -> sqlite_utils.Database:
-    # a reader waits for a writer's commit instead of failing at once (WAL: only checkpoints block)
-    return sqlite_utils.Database(sqlite3.connect(str(path), timeout=60))
 
 
 # The three tables with a row per function and commit are most of the index: each is stored as
@@ -311,207 +196,6 @@ def _create_compact(db: sqlite_utils.Database, name: str, t: dict) -> None:
     db.execute(f"create view [{name}] as select {shown} from [{name}_rows] r {joins}")
 
 
-class IndexQuery:
-    """Read-only queries over the index: what the pages and the API read (they never touch the notes).
-    One per request (`web.db.get_index`); `close()` when done."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.db = _connect(self.path)
-
-    def close(self) -> None:
-        self.db.close()
-
-    def commits(self) -> list[dict]:
-        """HEAD's first-parent line, oldest first, with each commit's profiles and check result."""
-        return list(self.db.query(
-            "select c.sha, c.seq, c.subject, c.author, c.date, c.parent, "
-            "(select count(*) from profiles p where p.[commit] = c.sha) as profiles, "
-            "k.result, k.base from commits c left join checks k on k.[commit] = c.sha order by c.seq"))
-
-    def commit_info(self, sha: str) -> dict | None:
-        rows = list(self.db.query("select * from commits where sha = ?", [sha]))
-        return rows[0] if rows else None
-
-    def configurations(self) -> list[dict]:
-        """Comparison keys (binary|workload|engine|machine|mode|plan) with a description of the plan and
-        how many commits each has."""
-        return list(self.db.query(
-            "select config_key, workload, max(plan) as plan, count(distinct [commit]) as commits from functions "
-            "where name = ? group by config_key order by workload, commits desc", [ROOT]))
-
-    def timeline(self, config_key: str, names: Iterable[str]) -> dict[str, list[dict]]:
-        """Per function: its summary on every commit of HEAD's line that has one, in commit order."""
-        names = list(names)
-        if not names:
-            return {}
-        rows = self.db.query(
-            "select f.name, f.[commit], c.seq, c.subject, c.author, c.date, f.runs, f.total_ns, f.total_min, "
-            "f.total_max, f.ci_low, f.ci_high, f.exclusive_ns from functions f join commits c on c.sha = f.[commit] "
-            f"where f.config_key = ? and f.name in ({','.join('?' * len(names))}) order by c.seq",
-            [config_key, *names])
-        out: dict[str, list[dict]] = {n: [] for n in names}
-        for r in rows:
-            out[r["name"]].append(r)
-        return out
-
-    def top_functions(self, config_key: str, n: int) -> list[str]:
-        """The functions with the most exclusive time in the configuration's newest commit."""
-        latest = list(self.db.query(  # newest first along the line, each probe a primary-key lookup
-            "select c.sha as [commit] from commits c where exists (select 1 from functions f where "
-            "f.[commit] = c.sha and f.config_key = ? and f.name = ?) order by c.seq desc limit 1", [config_key, ROOT]))
-        if not latest:
-            return []
-        return [r["name"] for r in self.db.query(
-            "select name from functions where config_key = ? and [commit] = ? and name != ? "
-            "order by exclusive_ns desc limit ?", [config_key, latest[0]["commit"], ROOT, n])]
-
-    def workloads(self) -> list[dict]:
-        """(workload, machine) pairs with how many commits have native run times and how many runs
-        were left out as mostly probe time."""
-        return list(self.db.query(
-            "select workload, machine, sum(native_ns is not null) as commits, sum(runs) as runs, "
-            "sum(left_out) as left_out from natives group by workload, machine order by workload, machine"))
-
-    def native_timeline(self, workload: str, machine: str) -> list[dict]:
-        """A workload's native run time on every commit of HEAD's line that has one, in commit order
-        (as `timeline` rows: total_ns is the native time)."""
-        return list(self.db.query(
-            "select n.[commit], c.seq, c.subject, c.author, c.date, n.runs, n.native_ns as total_ns, n.ci_low, "
-            "n.ci_high from natives n join commits c on c.sha = n.[commit] where n.workload = ? and n.machine = ? "
-            "and n.native_ns is not null order by c.seq", [workload, machine]))
-
-    def marks(self, workload: str) -> list[dict]:
-        """A workload's function verdicts (degradations, optimizations, accepted ones) with the verdict
-        its check gave the workload as a whole (`result`; the timeline draws one marker a commit from
-        it: a function slower inside a run that got faster is marked as the faster run it is)."""
-        return list(self.db.query(
-            "select ch.*, c.seq, v.result from changes ch join commits c on c.sha = ch.[commit] join verdicts v on "
-            "v.[commit] = ch.[commit] and v.workload = ch.workload where ch.workload = ? and ch.type != 'no-change' "
-            "and ch.type in ('degradation', 'optimization', 'accepted') order by c.seq, ch.rank", [workload]))
-
-    def check(self, sha: str) -> dict | None:
-        """The check of a commit: verdict, base, warnings, workloads, and its changes in severity order."""
-        rows = list(self.db.query("select data from checks where [commit] = ?", [sha]))
-        if not rows:
-            return None
-        out = json.loads(rows[0]["data"])
-        out["changes"] = list(self.db.query("select * from changes where [commit] = ? order by rank", [sha]))
-        return out
-
-    def functions(self, sha: str, limit: int | None = None) -> list[dict]:
-        """The commit's functions, each workload's by exclusive time; with `limit`, the first `limit` of
-        each workload and any function a check gave a verdict other than no-change."""
-        if limit is None:
-            return list(self.db.query("select * from functions where [commit] = ? order by workload, "
-                                      "exclusive_ns desc", [sha]))
-        return list(self.db.query(
-            "select * from (select f.*, row_number() over (partition by f.workload order by f.exclusive_ns desc) "
-            "as rk from functions f where f.[commit] = ?) where rk <= ? or name in (select function from changes "
-            "where [commit] = ? and type != 'no-change') order by workload, exclusive_ns desc", [sha, limit, sha]))
-
-    def function_count(self, sha: str) -> int:
-        return next(iter(self.db.query("select count(*) as n from functions where [commit] = ?", [sha])))["n"]
-
-    def profiles(self, sha: str) -> list[dict]:
-        rows = list(self.db.query("select * from profiles where [commit] = ? order by workload, line_no", [sha]))
-        for r in rows:
-            r["metrics"] = json.loads(r["metrics"])
-        return rows
-
-    def function_history(self, name: str) -> list[dict]:
-        """One function on every commit (HEAD's line first, in order; other commits after)."""
-        return list(self.db.query(
-            "select f.*, c.seq, c.subject, c.author, c.date from functions f left join commits c on c.sha = f.[commit] "
-            "where f.name = ? order by f.config_key, c.seq is null, c.seq", [name]))
-
-    def function_series(self, name: str) -> dict[tuple[str, str], dict[str, list[dict]]]:
-        """(workload, machine) -> measure -> the function's rows along HEAD's line, in commit order."""
-        out: dict[tuple[str, str], dict[str, list[dict]]] = {}
-        for r in self.db.query(
-                "select n.*, c.seq, c.subject, c.author, c.date from function_natives n join commits c on "
-                "c.sha = n.[commit] where n.name = ? order by n.workload, n.machine, n.kind, c.seq", [name]):
-            out.setdefault((r["workload"], r["machine"]), {}).setdefault(r["kind"], []).append(r)
-        return out
-
-    def compared(self, commits: list[str]) -> dict[tuple[str, str], str]:
-        """(commit, workload) -> the comparison key (session) the commit's check compared."""
-        out = {}
-        for i in range(0, len(commits), 500):
-            part = commits[i:i + 500]
-            for r in self.db.query(f"select [commit], data from checks where [commit] in ({','.join('?' * len(part))})",
-                                   part):
-                out.update({(r["commit"], w["workload"]): w["config_key"] for w in json.loads(r["data"])["workloads"]})
-        return out
-
-    def function_changes(self, name: str) -> list[dict]:
-        return list(self.db.query(
-            "select ch.*, c.seq, c.subject from changes ch left join commits c on c.sha = ch.[commit] "
-            "where ch.function = ? order by c.seq desc", [name]))
-
-    def regressions(self) -> list[dict]:
-        """Every degradation (and accepted one) of a workload its check called degraded (or accepted),
-        newest first: the stored verdicts' list, as `check` and the hook read them."""
-        return list(self.db.query(
-            "select ch.*, c.seq, c.subject, c.author, c.date from changes ch left join commits c on c.sha = ch.[commit] "
-            "join verdicts v on v.[commit] = ch.[commit] and v.workload = ch.workload "
-            "where ch.type != 'no-change' and ch.type in ('degradation', 'accepted') "
-            "and v.result in ('degradation', 'accepted') "
-            "order by c.seq is null, c.seq desc, ch.rank"))
-
-    def function_names(self, limit: int | None = None) -> list[str]:
-        """Every function's name; with `limit`, those a commit page shows (`functions(sha, limit)`)."""
-        if limit is None:
-            return [r["name"] for r in self.db.query("select distinct name from functions order by name")]
-        return [r["name"] for r in self.db.query(
-            "select name from (select name, row_number() over (partition by [commit], workload order by exclusive_ns "
-            "desc) as rk from functions) where rk <= ? union select function from changes where type != 'no-change' "
-            "order by name", [limit])]
-
-    def bad_lines(self, sha: str) -> int:
-        rows = list(self.db.query("select bad_lines from notes where [commit] = ?", [sha]))
-        return rows[0]["bad_lines"] if rows else 0
-
-    def noted_commits(self) -> list[str]:
-        """Commits whose note holds something (profiles, or lines that could not be read)."""
-        return [r["commit"] for r in self.db.query(
-            "select n.[commit] from notes n where n.bad_lines > 0 or exists "
-            "(select 1 from profiles p where p.[commit] = n.[commit])")]
-
-    def resolve(self, prefix: str) -> str | None:
-        """A full commit id from a unique prefix of 4+ hex digits among indexed commits."""
-        if not (4 <= len(prefix) <= 40) or any(ch not in "0123456789abcdef" for ch in prefix.lower()):
-            return None
-        rows = list(self.db.query(
-            "select sha from commits where sha like ? union select [commit] from notes where [commit] like ? limit 2",
-            [prefix.lower() + "%", prefix.lower() + "%"]))
-        return rows[0]["sha"] if len(rows) == 1 else None
-
-
-    def diff_traced(self, sha: str) -> list[str]:
-        """The functions the plans of a commit's profiles name as changed by its diff."""
-        return sorted({n for r in self.db.query("select changed from profiles where [commit] = ?", [sha])
-                       for n in json.loads(r["changed"] or "[]")})
-
-    def subject(self, sha: str) -> str:
-        rows = list(self.db.query("select subject from notes where [commit] = ?", [sha]))
-        return rows[0]["subject"] if rows else ""
-
-    def stacks(self, sha: str) -> dict[str, dict[str, int]]:
-        """Workload -> folded stack -> samples of the commit's profiles (empty without stack samples)."""
-        out: dict[str, dict[str, int]] = {}
-        for r in self.db.query("select workload, stack, samples from stacks where [commit] = ?", [sha]):
-            out.setdefault(r["workload"], {})[r["stack"]] = r["samples"]
-        return out
-
-    def newest_series(self, name: str) -> tuple[str, list[tuple[int, int]]] | None:
-        """The newest commit (HEAD's line first) whose profiles kept a series of `name`'s calls, and it."""
-        rows = list(self.db.query(
-            "select s.[commit], s.series from series s left join commits c on c.sha = s.[commit] where s.name = ? "
-            "order by c.seq is null, c.seq desc limit 1", [name]))
-        return (rows[0]["commit"], [tuple(x) for x in json.loads(rows[0]["series"])]) if rows else None
-
-
 @contextmanager
 def _update_lock(path: Path) -> Iterator[None]:
     """One updater at a time, across processes (serve's threads, an export, a second serve)."""
@@ -553,7 +237,7 @@ class Index(IndexQuery):
         self.db.close()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-        self.db = _connect(self.path)
+        self.db = connect(self.path)
 
     def _meta(self) -> dict[str, str]:
         if "meta" not in self.db.table_names():
@@ -583,7 +267,7 @@ class Index(IndexQuery):
                             pk=("commit", "workload", "stack"))
         _create_compact(db, "function_natives", _FUNCTION_NATIVES)
         db["natives"].create({"commit": str, "workload": str, "machine": str, "runs": int, "left_out": int,
-                              "native_ns": float, "ci_low": float, "ci_high": float},
+                              "native_ns": float, "ci_low": float, "ci_high": float, "measured": str},
                              pk=("commit", "workload", "machine"))
         db["checks"].create({"commit": str, "base": str, "result": str, "data": str}, pk="commit")
         # each workload's verdict by the check's own rule (`checks.result_of`): the timeline's one marker
@@ -637,7 +321,8 @@ class Index(IndexQuery):
     def _apply(self, todo: _Pending, say: Progress) -> int:
         """One transaction: readers see the index before or after, never half.  Returns the number of
         commits checked."""
-        store = CachingStore(self.repo, todo.current)
+        # (the last few dozen commits' notes: a check reads its baseline and `history` before it)
+        store = CachingStore(self.repo, todo.current, keep=max(64, 4 * (self.cfg.history + 2)))
         line = _first_parent_line(self.repo)
         self._texts = None  # (read again: another process may have updated the index since)
         with self.db.conn:
@@ -648,12 +333,9 @@ class Index(IndexQuery):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
                 for t in _COMPACT:
                     self.db.execute(f"delete from [{t}_rows] where [commit] = (select id from texts where text = ?)", [c])
-            orphans = set()
-            for i, c in enumerate(todo.changed):
-                if len(todo.changed) > 50 and i % 100 == 0:
-                    say(f"reading notes: {i}/{len(todo.changed)}")
-                if not self._insert_note(c, todo.current[c], store):
-                    orphans.add(c)
+            orphans = {c for c in todo.changed if not isinstance(self.repo.get(c), pygit2.Commit)}
+            # (only the note's id, so that it is not read again)
+            self._insert("notes", [{"commit": c, "oid": todo.current[c], "bad_lines": 0, "subject": ""} for c in orphans])
             if orphans:
                 say(f"warning: {len(orphans)} note(s) on objects that are not commits of this repository (an amended "
                     f"and collected commit, or notes pulled for a branch not fetched), e.g. {min(orphans)[:12]}: skipped")
@@ -662,11 +344,18 @@ class Index(IndexQuery):
             # (only the commits to check are looked up: an update after one new note checks a dozen, not all)
             to_check = {c for c in to_check if c in todo.current and c not in orphans
                         and isinstance(self.repo.get(c), pygit2.Commit)}
-            seq = {str(c.id): i for i, c in enumerate(line)}  # oldest first: a parent's ancestors serve its child
-            for i, c in enumerate(sorted(to_check, key=lambda c: (seq.get(c, len(seq)), c))):
-                if len(to_check) > 50 and i % 100 == 0:
-                    say(f"checking commits: {i}/{len(to_check)}")
-                self._store_check(c, checks.check(store, c, replace(self.cfg, votes=False)))
+            changed = set(todo.changed) - orphans
+            # one pass, oldest first: a commit's note is read once, for its rows, its check and the checks
+            # of the commits after it that it is history to, and a parent's ancestors serve its child
+            seq = {str(c.id): i for i, c in enumerate(line)}
+            order = sorted(changed | to_check, key=lambda c: (seq.get(c, len(seq)), c))
+            for i, c in enumerate(order):
+                if len(order) > 50 and i % 100 == 0:
+                    say(f"indexing commits: {i}/{len(order)}")
+                if c in changed:
+                    self._insert_note(c, todo.current[c], store)
+                if c in to_check:
+                    self._store_check(c, checks.check(store, c, replace(self.cfg, votes=False)))
             self._insert("meta", [{"key": "schema", "value": str(SCHEMA)}, {"key": "head", "value": todo.head},
                                   {"key": "check_config", "value": _config_digest(self.cfg)}])
         return len(to_check)
@@ -677,22 +366,17 @@ class Index(IndexQuery):
             {"sha": str(c.id), "seq": i, "subject": _first_line(c), "author": c.author.name, "date": c.commit_time,
              "parent": str(c.parents[0].id) if c.parents else ""} for i, c in enumerate(line)])
 
-    def _insert_note(self, c: str, oid: str, store: NotesStore) -> bool:
-        """One note's rows; False (and only the note's id, so that it is not read again) when it is on
-        an object that is not a commit of this repository."""
+    def _insert_note(self, c: str, oid: str, store: NotesStore) -> None:
+        """The rows of the note of commit `c`."""
         commit = self.repo.get(c)
-        if not isinstance(commit, pygit2.Commit):
-            self._insert("notes", [{"commit": c, "oid": oid, "bad_lines": 0, "subject": ""}])
-            return False
         good, bad = store.read(c)
         self._insert("notes", [{"commit": c, "oid": oid, "bad_lines": len(bad), "subject": _first_line(commit)}])
-        self._insert("profiles", [_profile_row(p, good) for p in good])
-        self._insert_compact("functions", _summaries(c, good))
-        self._insert("series", _series_rows(c, good))
-        self._insert("stacks", _stack_rows(c, good))
-        self._insert("natives", _native_rows(c, good))
-        self._insert_compact("function_natives", _function_native_rows(c, good))
-        return True
+        self._insert("profiles", [rows.profile_row(p, good) for p in good])
+        self._insert_compact("functions", rows.summaries(c, good))
+        self._insert("series", rows.series_rows(c, good))
+        self._insert("stacks", rows.stack_rows(c, good))
+        self._insert("natives", rows.native_rows(c, good))
+        self._insert_compact("function_natives", rows.function_native_rows(c, good))
 
     def _insert(self, table: str, rows: list[dict]) -> None:
         """INSERT OR REPLACE inside the caller's transaction (sqlite-utils' insert_all commits each
@@ -747,14 +431,4 @@ class Index(IndexQuery):
         self._insert("verdicts", [{"commit": commit, "workload": p.workload,
                                    "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
                                   for p in r.pairs])
-        self._insert_compact("changes", [_change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])
-
-CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
-                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share")
-
-
-def _change_row(commit: str, rank: int, d: dict) -> dict:
-    """A `Change.to_dict()` as a row of the changes table (the columns the pages query)."""
-    instr = d.get("instructions") or (None, None)
-    return {"commit": commit, **{k: d[k] for k in CHANGE_COLUMNS}, "changed": int(d["changed"]),
-            "since": d["since"] or "", "rank": rank, "instr_base": instr[0], "instr_target": instr[1]}
+        self._insert_compact("changes", [rows.change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])

@@ -165,6 +165,26 @@ def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models:
     return "\n".join(lines)
 
 
+ESTIMATED = ("  ~: estimated from stack samples (calls not counted; inclusive and exclusive: the samples' share "
+             "of the run's time on a CPU)")
+
+
+def stack_only(f) -> bool:
+    """A function only stack samples measured: no call was counted, its time is its samples' share."""
+    return f.sampled and not f.count
+
+
+def inclusive_times(p: Profile) -> dict[str, float | None]:
+    """Each function's inclusive time in run `p`: what was measured, or for a stack-only function
+    (whose `total_ns` is its own time) its stacks' share of the run's time on a CPU (None without
+    stacks)."""
+    samples = sum(p.stacks.values())
+    counts = stacks.inclusive(p.stacks) if samples else {}
+    on_cpu = max(p.metrics.PRT - p.metrics.WAIT, 0.0) * 1e9
+    return {f.name: float(f.total_ns) if not stack_only(f) else
+            counts.get(f.name, 0) / samples * on_cpu if samples else None for f in p.functions}
+
+
 def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
     p = sp.profile
     h = p.header
@@ -180,6 +200,7 @@ def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
         lines.append("  " + share)
     lines += ["  warning: " + w for w in _warnings(p)]
     funcs = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)
+    inclusive = inclusive_times(p)
     if top:
         funcs = funcs[:top]
     rows = []
@@ -189,9 +210,13 @@ def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
             calls += f" ({f.outer_calls} outermost)"
         est = f"[{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
         native = fmt_ns(f.native_ns) if f.probe_ns > 0 and f.correctable else "-"
-        rows.append([f.name, calls, fmt_ns(f.total_ns), native, fmt_ns(f.exclusive_ns),
-                     fmt_ns(f.mean_ns) if f.count else "-", est])
-    lines.append(table(["function", "calls", "total", "native est.", "exclusive", "mean", ""], rows, "lrrrrrl"))
+        incl = inclusive[f.name]
+        total = "-" if incl is None else ("~" if stack_only(f) else "") + fmt_ns(incl)
+        own = ("~" if stack_only(f) else "") + fmt_ns(f.exclusive_ns)
+        rows.append([f.name, calls, total, native, own, fmt_ns(f.mean_ns) if f.count else "-", est])
+    lines.append(table(["function", "calls", "inclusive", "native est.", "exclusive", "mean", ""], rows, "lrrrrrl"))
+    if any(stack_only(f) for f in funcs):
+        lines.append(ESTIMATED)
     if models:
         lines += [f"  model of {f.name}: {m}" for f in funcs if (m := model_summary(f))]
     return lines
@@ -215,13 +240,24 @@ def _session_block(group: list[StoredProfile], top: int) -> list[str]:
     lines += ["  warning: " + w for w in dict.fromkeys(w for sp in group for w in _warnings(sp.profile))]
     by_name: dict[str, list] = {}
     for sp in group:
+        inclusive = inclusive_times(sp.profile)
         for f in sp.profile.functions:
-            by_name.setdefault(f.name, []).append(f)
-    med = lambda fs, attr: inference.center([float(getattr(f, attr)) for f in fs])  # noqa: E731
+            by_name.setdefault(f.name, []).append((inclusive[f.name], f))
+    med = lambda pfs, attr: inference.center([float(getattr(f, attr)) for _, f in pfs])  # noqa: E731
     names = sorted(by_name, key=lambda n: -med(by_name[n], "exclusive_ns"))[:top or None]
-    rows = [[n, f"{len(by_name[n])}", f"{med(by_name[n], 'count'):.0f}", fmt_ns(med(by_name[n], "total_ns")),
-             fmt_ns(med(by_name[n], "exclusive_ns"))] for n in names]
-    lines.append(table(["function", "runs", "calls (median)", "total (median)", "exclusive (median)"], rows, "lrrrr"))
+    rows, estimated = [], False
+    for n in names:
+        pfs = by_name[n]
+        sampled = all(stack_only(f) for _, f in pfs)
+        estimated |= sampled
+        incl = [v for v, _ in pfs if v is not None]
+        mark = "~" if sampled else ""
+        rows.append([n, f"{len(pfs)}", "-" if sampled else f"{med(pfs, 'count'):.0f}",
+                     mark + fmt_ns(inference.center(incl)) if incl else "-", mark + fmt_ns(med(pfs, "exclusive_ns"))])
+    lines.append(table(["function", "runs", "calls (median)", "inclusive (median)", "exclusive (median)"], rows,
+                       "lrrrr"))
+    if estimated:
+        lines.append(ESTIMATED)
     return lines
 
 
@@ -229,12 +265,15 @@ def profile_json(sp: StoredProfile) -> dict:
     import dataclasses
     p = sp.profile
     funcs = []
+    inclusive = inclusive_times(p)
     for f in p.functions:
         d = {"name": f.name, "count": f.count, "total_ns": f.total_ns, "exclusive_ns": f.exclusive_ns,
              "min_ns": f.min_ns, "max_ns": f.max_ns, "sampled": f.sampled, "hist_log2": list(f.hist),
              "series_len": len(f.series), "stack_samples": f.stack_samples, "recorded": f.recorded,
              "location": f.location, "probe_ns": f.probe_ns, "native_ns": f.native_ns, "nested": f.nested,
-             "outer_calls": f.outer_calls or f.count, "mean_ns": f.mean_ns}
+             "outer_calls": f.outer_calls or f.count, "mean_ns": f.mean_ns,
+             # (total_ns of a stack-only function is its own time: this is its stacks' inclusive share)
+             "inclusive_ns": inclusive[f.name], "counted": not stack_only(f)}
         if f.sampled:
             d.update(ci_low=f.ci_low, ci_high=f.ci_high)
         funcs.append(d)

@@ -64,7 +64,8 @@ def overview_data(workload: str | None = None) -> dict:
         marks = idx.marks(wl)
         section = {"workload": wl, "machine": machine, "commits": w["commits"], "left_out": w["left_out"],
                    "total": plots.timeline(f"{title}: run time at native speed (probe time taken out)",
-                                           idx.native_timeline(wl, machine), marks) if w["commits"] else None,
+                                           idx.native_timeline(wl, machine), marks,
+                                           steps=idx.paired_steps(wl)) if w["commits"] else None,
                    "degradations": [m for m in marks if m["type"] == m["result"] == checks.DEGRADATION][-5:][::-1]}
         mine = [c for c in configs if c["workload"] == wl and c["config_key"].split("|")[3] == machine]
         if mine:  # (configurations() lists the most profiled first)

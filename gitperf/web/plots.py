@@ -60,19 +60,44 @@ def _alpha(hex_color: str, a: float) -> str:
     return f"rgba({r},{g},{b},{a})"
 
 
-def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main") -> dict:
-    """A workload's total time over commits: center of the runs with its band, one marker per checked
-    commit from its stored verdict for the workload (`IndexQuery.marks`' `result`; degradation: red ▲,
-    accepted: grey ▲, optimization: green ▼; the functions of that verdict on hover), and the change
-    points the degradations report."""
-    by_seq = {r["seq"]: r for r in total}
-    text = [f"{r['commit'][:12]} {escape(r['subject'])}<br>{escape(r['author'])}, {_date(r['date'])}"
-            f"<br>{r['runs']} run(s)" for r in total]
-    data = _band(total, root, BLUE) + [{
-        "type": "scatter", "mode": "lines+markers", "name": "run time (median of runs)",
-        "x": [r["seq"] for r in total], "y": [r["total_ns"] / MS for r in total], "text": text,
-        "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>", "line": {"color": BLUE}, "marker": {"size": 6}}]
-    shapes = []
+def _under(r: dict) -> str:
+    """What a point was measured under (`views.index_rows.measured_under`), wrapped for a hover box."""
+    left = f", {r['left_out']} left out (mostly probe time)" if r.get("left_out") else ""
+    parts = [f"{r['runs']} run(s){left}"] + [escape(x) for x in (r.get("measured") or "").split("; ") if x]
+    return "<br>".join(parts)
+
+
+def chained(total: list[dict], steps: list[dict]) -> tuple[list[int | None], list[float | None], list[str]]:
+    """The paired ratios chained into a line (x, y in ms, hover text): each commit's run time its
+    parent's times the ratio a paired check measured with both side by side, starting from the parent's
+    measured time where a run of steps begins (or the commit's own, divided back); a commit without a
+    paired step vs its parent breaks the line (None)."""
+    by_seq = {r["seq"]: r["total_ns"] / MS for r in total}
+    xs: list[int | None] = []
+    ys: list[float | None] = []
+    text: list[str] = []
+    level = None  # the chain's value at the previous step's commit
+    for st in steps:
+        ratio = 1 + st["relative"]
+        if level is None or xs[-1] != st["seq"] - 1:
+            start = by_seq.get(st["seq"] - 1) or (by_seq[st["seq"]] / ratio if st["seq"] in by_seq else None)
+            if start is None:
+                level = None
+                continue
+            if xs:
+                xs.append(None), ys.append(None), text.append("")
+            xs.append(st["seq"] - 1), ys.append(start), text.append("the chain starts at this commit's measured time")
+            level = start
+        level *= ratio
+        xs.append(st["seq"]), ys.append(level)
+        text.append(f"{st['relative'] * 100:+.1f}% [{(st['ci_low'] or 0) * 100:+.1f}%, {(st['ci_high'] or 0) * 100:+.1f}%] "
+                    f"vs its parent, both measured together")
+    return xs, ys, text
+
+
+def _markers(marks: list[dict], by_seq: dict[int, dict]) -> list[dict]:
+    """One marker trace per verdict kind, a marker per commit of that verdict, on its point."""
+    out = []
     # (a function's own page hands in its changes alone: each is its commit's verdict on it)
     verdict = {m["seq"]: m.get("result", m["type"]) for m in marks}
     for kind, symbol, color in ((DEGRADATION, "triangle-up", RED), (ACCEPTED, "triangle-up", GREY),
@@ -85,11 +110,38 @@ def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main
                     found[m["seq"]].append(f"{escape(short(readable(m['function']), 60))} {m['relative'] * 100:+.0f}%")
         if found:
             seqs = sorted(found)
-            data.append({"type": "scatter", "mode": "markers", "name": kind + "s",
-                         "x": seqs, "y": [by_seq[s]["total_ns"] / MS for s in seqs],
-                         "text": ["<br>".join(found[s][:8]) for s in seqs],
-                         "hovertemplate": f"<b>{kind}</b><br>%{{text}}<extra></extra>",
-                         "marker": {"symbol": symbol, "size": 14, "color": color, "line": {"width": 1, "color": "#fff"}}})
+            out.append({"type": "scatter", "mode": "markers", "name": kind + "s",
+                        "x": seqs, "y": [by_seq[s]["total_ns"] / MS for s in seqs],
+                        "text": ["<br>".join(found[s][:8]) for s in seqs],
+                        "hovertemplate": f"<b>{kind}</b><br>%{{text}}<extra></extra>",
+                        "marker": {"symbol": symbol, "size": 14, "color": color, "line": {"width": 1, "color": "#fff"}}})
+    return out
+
+
+def timeline(title: str, total: list[dict], marks: list[dict], root: str = "main",
+             steps: list[dict] | None = None) -> dict:
+    """A workload's total time over commits: center of the runs with its band, each point saying what
+    it was measured under; beside it, where commits have paired checks against their parents, those
+    ratios chained (`chained`: measured side by side, so a busy hour moves both sides, not the line);
+    one marker per checked commit from its stored verdict for the workload (`IndexQuery.marks`'
+    `result`; degradation: red ▲, accepted: grey ▲, optimization: green ▼; the functions of that
+    verdict on hover), and the change points the degradations report."""
+    by_seq = {r["seq"]: r for r in total}
+    text = [f"{r['commit'][:12]} {escape(r['subject'])}<br>{escape(r['author'])}, {_date(r['date'])}"
+            f"<br>{_under(r)}" for r in total]
+    data = _band(total, root, BLUE) + [{
+        "type": "scatter", "mode": "lines+markers", "name": "run time (median of runs)",
+        "x": [r["seq"] for r in total], "y": [r["total_ns"] / MS for r in total], "text": text,
+        "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>", "line": {"color": BLUE}, "marker": {"size": 6}}]
+    if steps:
+        xs, ys, how = chained(total, steps)
+        if xs:
+            data.append({"type": "scatter", "mode": "lines+markers", "name": "paired ratios, chained",
+                         "x": xs, "y": ys, "text": how, "connectgaps": False,
+                         "hovertemplate": "%{y:.3f} ms<br>%{text}<extra></extra>",
+                         "line": {"color": GREY, "dash": "dash"}, "marker": {"size": 4}})
+    data += _markers(marks, by_seq)
+    shapes = []
     seq_of = {r["commit"]: r["seq"] for r in total}
     for since in sorted({m["since"] for m in marks if m.get("since") and m["since"] in seq_of}):
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": seq_of[since], "x1": seq_of[since],

@@ -1,0 +1,228 @@
+"""Read-only queries over the dashboard's index (ARCHITECTURE.md §11): what the pages and the JSON API
+read; they never touch the notes.  `views.index` builds and updates the database.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Iterable
+
+import sqlite_utils
+
+from gitperf.core.model import ROOT
+
+
+def connect(path: Path) -> sqlite_utils.Database:
+    # a reader waits for a writer's commit instead of failing at once (WAL: only checkpoints block)
+    return sqlite_utils.Database(sqlite3.connect(str(path), timeout=60))
+
+
+class IndexQuery:
+    """Read-only queries over the index: what the pages and the API read (they never touch the notes).
+    One per request (`web.db.get_index`); `close()` when done."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.db = connect(self.path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def commits(self) -> list[dict]:
+        """HEAD's first-parent line, oldest first, with each commit's profiles and check result."""
+        return list(self.db.query(
+            "select c.sha, c.seq, c.subject, c.author, c.date, c.parent, "
+            "(select count(*) from profiles p where p.[commit] = c.sha) as profiles, "
+            "k.result, k.base from commits c left join checks k on k.[commit] = c.sha order by c.seq"))
+
+    def commit_info(self, sha: str) -> dict | None:
+        rows = list(self.db.query("select * from commits where sha = ?", [sha]))
+        return rows[0] if rows else None
+
+    def configurations(self) -> list[dict]:
+        """Comparison keys (binary|workload|engine|machine|mode|plan) with a description of the plan and
+        how many commits each has."""
+        return list(self.db.query(
+            "select config_key, workload, max(plan) as plan, count(distinct [commit]) as commits from functions "
+            "where name = ? group by config_key order by workload, commits desc", [ROOT]))
+
+    def timeline(self, config_key: str, names: Iterable[str]) -> dict[str, list[dict]]:
+        """Per function: its summary on every commit of HEAD's line that has one, in commit order."""
+        names = list(names)
+        if not names:
+            return {}
+        rows = self.db.query(
+            "select f.name, f.[commit], c.seq, c.subject, c.author, c.date, f.runs, f.total_ns, f.total_min, "
+            "f.total_max, f.ci_low, f.ci_high, f.exclusive_ns from functions f join commits c on c.sha = f.[commit] "
+            f"where f.config_key = ? and f.name in ({','.join('?' * len(names))}) order by c.seq",
+            [config_key, *names])
+        out: dict[str, list[dict]] = {n: [] for n in names}
+        for r in rows:
+            out[r["name"]].append(r)
+        return out
+
+    def top_functions(self, config_key: str, n: int) -> list[str]:
+        """The functions with the most exclusive time in the configuration's newest commit."""
+        latest = list(self.db.query(  # newest first along the line, each probe a primary-key lookup
+            "select c.sha as [commit] from commits c where exists (select 1 from functions f where "
+            "f.[commit] = c.sha and f.config_key = ? and f.name = ?) order by c.seq desc limit 1", [config_key, ROOT]))
+        if not latest:
+            return []
+        return [r["name"] for r in self.db.query(
+            "select name from functions where config_key = ? and [commit] = ? and name != ? "
+            "order by exclusive_ns desc limit ?", [config_key, latest[0]["commit"], ROOT, n])]
+
+    def workloads(self) -> list[dict]:
+        """(workload, machine) pairs with how many commits have native run times and how many runs
+        were left out as mostly probe time."""
+        return list(self.db.query(
+            "select workload, machine, sum(native_ns is not null) as commits, sum(runs) as runs, "
+            "sum(left_out) as left_out from natives group by workload, machine order by workload, machine"))
+
+    def native_timeline(self, workload: str, machine: str) -> list[dict]:
+        """A workload's native run time on every commit of HEAD's line that has one, in commit order
+        (as `timeline` rows: total_ns is the native time)."""
+        return list(self.db.query(
+            "select n.[commit], c.seq, c.subject, c.author, c.date, n.runs, n.native_ns as total_ns, n.ci_low, "
+            "n.ci_high, n.left_out, n.measured from natives n join commits c on c.sha = n.[commit] "
+            "where n.workload = ? and n.machine = ? and n.native_ns is not null order by c.seq", [workload, machine]))
+
+    def paired_steps(self, workload: str) -> list[dict]:
+        """The workload's run time on each commit that a paired check measured beside its parent: the
+        root's change there (relative, with its interval), in commit order (the overview chains them)."""
+        return list(self.db.query(
+            "select ch.[commit], c.seq, ch.relative, ch.ci_low, ch.ci_high from changes ch join commits c on "
+            "c.sha = ch.[commit] join checks k on k.[commit] = ch.[commit] where ch.function = ? and ch.workload = ? "
+            "and ch.method like 'paired rounds%' and k.base = c.parent order by c.seq", [ROOT, workload]))
+
+    def marks(self, workload: str) -> list[dict]:
+        """A workload's function verdicts (degradations, optimizations, accepted ones) with the verdict
+        its check gave the workload as a whole (`result`; the timeline draws one marker a commit from
+        it: a function slower inside a run that got faster is marked as the faster run it is)."""
+        return list(self.db.query(
+            "select ch.*, c.seq, v.result from changes ch join commits c on c.sha = ch.[commit] join verdicts v on "
+            "v.[commit] = ch.[commit] and v.workload = ch.workload where ch.workload = ? and ch.type != 'no-change' "
+            "and ch.type in ('degradation', 'optimization', 'accepted') order by c.seq, ch.rank", [workload]))
+
+    def check(self, sha: str) -> dict | None:
+        """The check of a commit: verdict, base, warnings, workloads, and its changes in severity order."""
+        rows = list(self.db.query("select data from checks where [commit] = ?", [sha]))
+        if not rows:
+            return None
+        out = json.loads(rows[0]["data"])
+        out["changes"] = list(self.db.query("select * from changes where [commit] = ? order by rank", [sha]))
+        return out
+
+    def functions(self, sha: str, limit: int | None = None) -> list[dict]:
+        """The commit's functions, each workload's by exclusive time; with `limit`, the first `limit` of
+        each workload and any function a check gave a verdict other than no-change."""
+        if limit is None:
+            return list(self.db.query("select * from functions where [commit] = ? order by workload, "
+                                      "exclusive_ns desc", [sha]))
+        return list(self.db.query(
+            "select * from (select f.*, row_number() over (partition by f.workload order by f.exclusive_ns desc) "
+            "as rk from functions f where f.[commit] = ?) where rk <= ? or name in (select function from changes "
+            "where [commit] = ? and type != 'no-change') order by workload, exclusive_ns desc", [sha, limit, sha]))
+
+    def function_count(self, sha: str) -> int:
+        return next(iter(self.db.query("select count(*) as n from functions where [commit] = ?", [sha])))["n"]
+
+    def profiles(self, sha: str) -> list[dict]:
+        rows = list(self.db.query("select * from profiles where [commit] = ? order by workload, line_no", [sha]))
+        for r in rows:
+            r["metrics"] = json.loads(r["metrics"])
+        return rows
+
+    def function_history(self, name: str) -> list[dict]:
+        """One function on every commit (HEAD's line first, in order; other commits after)."""
+        return list(self.db.query(
+            "select f.*, c.seq, c.subject, c.author, c.date from functions f left join commits c on c.sha = f.[commit] "
+            "where f.name = ? order by f.config_key, c.seq is null, c.seq", [name]))
+
+    def function_series(self, name: str) -> dict[tuple[str, str], dict[str, list[dict]]]:
+        """(workload, machine) -> measure -> the function's rows along HEAD's line, in commit order."""
+        out: dict[tuple[str, str], dict[str, list[dict]]] = {}
+        for r in self.db.query(
+                "select n.*, c.seq, c.subject, c.author, c.date from function_natives n join commits c on "
+                "c.sha = n.[commit] where n.name = ? order by n.workload, n.machine, n.kind, c.seq", [name]):
+            out.setdefault((r["workload"], r["machine"]), {}).setdefault(r["kind"], []).append(r)
+        return out
+
+    def compared(self, commits: list[str]) -> dict[tuple[str, str], str]:
+        """(commit, workload) -> the comparison key (session) the commit's check compared."""
+        out = {}
+        for i in range(0, len(commits), 500):
+            part = commits[i:i + 500]
+            for r in self.db.query(f"select [commit], data from checks where [commit] in ({','.join('?' * len(part))})",
+                                   part):
+                out.update({(r["commit"], w["workload"]): w["config_key"] for w in json.loads(r["data"])["workloads"]})
+        return out
+
+    def function_changes(self, name: str) -> list[dict]:
+        return list(self.db.query(
+            "select ch.*, c.seq, c.subject from changes ch left join commits c on c.sha = ch.[commit] "
+            "where ch.function = ? order by c.seq desc", [name]))
+
+    def regressions(self) -> list[dict]:
+        """Every degradation (and accepted one) of a workload its check called degraded (or accepted),
+        newest first: the stored verdicts' list, as `check` and the hook read them."""
+        return list(self.db.query(
+            "select ch.*, c.seq, c.subject, c.author, c.date from changes ch left join commits c on c.sha = ch.[commit] "
+            "join verdicts v on v.[commit] = ch.[commit] and v.workload = ch.workload "
+            "where ch.type != 'no-change' and ch.type in ('degradation', 'accepted') "
+            "and v.result in ('degradation', 'accepted') "
+            "order by c.seq is null, c.seq desc, ch.rank"))
+
+    def function_names(self, limit: int | None = None) -> list[str]:
+        """Every function's name; with `limit`, those a commit page shows (`functions(sha, limit)`)."""
+        if limit is None:
+            return [r["name"] for r in self.db.query("select distinct name from functions order by name")]
+        return [r["name"] for r in self.db.query(
+            "select name from (select name, row_number() over (partition by [commit], workload order by exclusive_ns "
+            "desc) as rk from functions) where rk <= ? union select function from changes where type != 'no-change' "
+            "order by name", [limit])]
+
+    def bad_lines(self, sha: str) -> int:
+        rows = list(self.db.query("select bad_lines from notes where [commit] = ?", [sha]))
+        return rows[0]["bad_lines"] if rows else 0
+
+    def noted_commits(self) -> list[str]:
+        """Commits whose note holds something (profiles, or lines that could not be read)."""
+        return [r["commit"] for r in self.db.query(
+            "select n.[commit] from notes n where n.bad_lines > 0 or exists "
+            "(select 1 from profiles p where p.[commit] = n.[commit])")]
+
+    def resolve(self, prefix: str) -> str | None:
+        """A full commit id from a unique prefix of 4+ hex digits among indexed commits."""
+        if not (4 <= len(prefix) <= 40) or any(ch not in "0123456789abcdef" for ch in prefix.lower()):
+            return None
+        rows = list(self.db.query(
+            "select sha from commits where sha like ? union select [commit] from notes where [commit] like ? limit 2",
+            [prefix.lower() + "%", prefix.lower() + "%"]))
+        return rows[0]["sha"] if len(rows) == 1 else None
+
+
+    def diff_traced(self, sha: str) -> list[str]:
+        """The functions the plans of a commit's profiles name as changed by its diff."""
+        return sorted({n for r in self.db.query("select changed from profiles where [commit] = ?", [sha])
+                       for n in json.loads(r["changed"] or "[]")})
+
+    def subject(self, sha: str) -> str:
+        rows = list(self.db.query("select subject from notes where [commit] = ?", [sha]))
+        return rows[0]["subject"] if rows else ""
+
+    def stacks(self, sha: str) -> dict[str, dict[str, int]]:
+        """Workload -> folded stack -> samples of the commit's profiles (empty without stack samples)."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.db.query("select workload, stack, samples from stacks where [commit] = ?", [sha]):
+            out.setdefault(r["workload"], {})[r["stack"]] = r["samples"]
+        return out
+
+    def newest_series(self, name: str) -> tuple[str, list[tuple[int, int]]] | None:
+        """The newest commit (HEAD's line first) whose profiles kept a series of `name`'s calls, and it."""
+        rows = list(self.db.query(
+            "select s.[commit], s.series from series s left join commits c on c.sha = s.[commit] where s.name = ? "
+            "order by c.seq is null, c.seq desc limit 1", [name]))
+        return (rows[0]["commit"], [tuple(x) for x in json.loads(rows[0]["series"])]) if rows else None

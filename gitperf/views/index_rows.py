@@ -1,0 +1,171 @@
+"""What the dashboard's index holds of a commit (ARCHITECTURE.md §11): rows derived from its profiles
+(function summaries per comparison key, native run times, stacks, series of sampled calls) and from
+its check (one row per function's change).  Pure functions of stored profiles and checks; the index
+(`views.index`) writes them, `views.index_query` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from gitperf import checks
+from gitperf.core import stacks
+from gitperf.core.model import Mode, Profile, StoredProfile
+from gitperf.stats import accuracy, inference
+
+
+def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """One row per (comparison key, function): center of the runs' totals and their range.  Profiles
+    of different modes are different series: an estimate is never averaged with an exact total."""
+    groups = checks.group(profiles)
+    rows = []
+    for key, ps in groups.items():
+        names: dict[str, list] = {}
+        for p in ps:
+            for f in p.profile.functions:
+                names.setdefault(f.name, []).append(f)
+        for name, fs in names.items():
+            totals = [float(f.total_ns) for f in fs]
+            lo, hi = inference.center_interval(totals)
+            rows.append({
+                "commit": commit, "config_key": key, "workload": ps[0].profile.header.workload, "name": name,
+                "plan": ps[0].profile.plan.describe(),
+                "runs": len(fs), "count": inference.center([f.count for f in fs]), "total_ns": inference.center(totals),
+                "total_min": min(totals), "total_max": max(totals), "ci_low": lo, "ci_high": hi,
+                "exclusive_ns": inference.center([float(f.exclusive_ns) for f in fs]),
+                "sampled": int(any(f.sampled for f in fs)),
+                "location": next((f.location for f in fs if f.location), ""),
+            })
+    return rows
+
+
+def profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
+    """One profile; a cheaper one (sampled, hybrid, ...) with a full trace of the same configuration
+    on the same commit also gets its accuracy against it (time shares, accuracy.py)."""
+    h = p.profile.header
+    metrics = {**p.profile.metrics.as_dict(), "accuracy": None}
+    full = next((s.profile for s in siblings if s.profile.config_key == h.config_key and s.profile.plan.mode == Mode.TRACE
+                 and not s.profile.plan.methods and not s.profile.header.partial), None)
+    if full is not None and (p.profile.plan.mode != Mode.TRACE or p.profile.plan.methods):
+        metrics["accuracy"] = accuracy.compare(accuracy.shares(full.functions), accuracy.shares(p.profile.functions))
+    return {"id": p.id, "commit": p.commit, "line_no": p.line_no, "workload": h.workload, "config_key": h.config_key,
+            "engine": h.engine, "mode": p.profile.plan.mode, "pipeline": p.profile.plan.pipeline,
+            "partial": h.partial, "started": h.started, "functions": len(p.profile.functions),
+            "metrics": json.dumps(metrics), "changed": json.dumps(list(p.profile.plan.changed))}
+
+
+MIN_SERIES = 10  # sampled calls a function's series needs for the function page's models
+
+
+def series_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """Per function, the first series of sampled calls long enough to fit models to (the function
+    page draws the newest commit's)."""
+    out: dict[str, dict] = {}
+    for p in profiles:
+        for f in p.profile.functions:
+            if f.name not in out and len(f.series) >= MIN_SERIES and len({o for o, _ in f.series}) >= 3:
+                out[f.name] = {"commit": commit, "name": f.name, "series": json.dumps(f.series)}
+    return list(out.values())
+
+
+# A run's calibrated probe and sample time is taken out of its wall time up to this share of it.  Wider
+# than a function's CORRECTABLE_SHARE: every run of a workload on one machine is corrected with the same
+# calibration, so its error moves the points of a timeline together (the demo's 5 ms `gate` runs of
+# paired checks, stack-sampled at ~25 kHz, are 31-45% calibrated probe and sample time; a full trace of
+# its `small` workload 95%).
+TIMELINE_SHARE = 0.5
+
+
+def native_run_s(p: Profile) -> float | None:
+    """A run's time at native speed: its wall time less its waits for a CPU (`Metrics.WAIT`: another
+    process's turn on a busy machine) and the calibrated time of its probes and samples
+    (`Metrics.predicted_overhead_s`), comparable across probe plans.  None when that is not a
+    correction but most of the run (a full trace of nanosecond functions: more than TIMELINE_SHARE
+    of it), or unknown (bursty runs, a crash)."""
+    m = p.metrics
+    if not p.complete or m.PRT <= 0 or p.plan.mode == Mode.BURSTY:
+        return None
+    probes = m.predicted_overhead_s
+    if probes <= 0 and p.plan.mode != Mode.STACK:
+        return None  # probed, but not calibrated: the probes' share is not known
+    return m.PRT - m.WAIT - probes if probes <= TIMELINE_SHARE * m.PRT else None
+
+
+def native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """Per workload and machine: the native run time of all its runs on the commit, whatever plan
+    measured them (the overview's one timeline per workload), how many runs were left out, and what
+    they were measured under (`measured_under`)."""
+    by: dict[tuple[str, str], list[Profile]] = {}
+    for sp in profiles:
+        h = sp.profile.header
+        if sp.profile.complete:  # (a crashed run measures another amount of work: not a point at all)
+            by.setdefault((h.workload, h.machine), []).append(sp.profile)
+    rows = []
+    for (wl, machine), ps in sorted(by.items()):
+        values = [native_run_s(p) for p in ps]
+        ok = [v * 1e9 for v in values if v is not None]
+        lo, hi = inference.center_interval(ok) if ok else (None, None)
+        rows.append({"commit": commit, "workload": wl, "machine": machine, "runs": len(ok),
+                     "left_out": len(values) - len(ok), "native_ns": inference.center(ok) if ok else None,
+                     "ci_low": lo, "ci_high": hi, "measured": measured_under(ps)})
+    return rows
+
+
+def measured_under(profiles: list[Profile]) -> str:
+    """What a timeline's point was measured under, for people: by what (a paired check's rounds, each
+    beside the other side's, or collections) under which plans, how long the runs waited for a CPU
+    (another process's turn: a busy machine), and the machine and build (`Header.environment`)."""
+    how = ("a paired check's rounds" if any(p.plan.params.get("pairing") for p in profiles) else "collections")
+    plans = sorted({p.plan.describe() for p in profiles})
+    waits = [p.metrics.WAIT / p.metrics.PRT for p in profiles if p.metrics.PRT > 0]
+    waited = inference.center(waits) if waits else 0.0  # (0 too in profiles from before WAIT was measured)
+    env = next((p.header.environment for p in profiles if p.header.environment), "")
+    return "; ".join(x for x in (f"{how} under {', '.join(plans[:3])}{' ...' if len(plans) > 3 else ''}",
+                                 f"waited for a CPU {waited:.0%} of a run (a busy machine)" if waited >= 0.01 else "",
+                                 env) if x)
+
+
+TRACED, SAMPLED = "inclusive at native speed (traced)", "own time (stack samples)"
+
+
+def function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """Per workload, machine and function: its time in the measure comparable across plans that each
+    run gives -- traced: inclusive time less the calibrated probe time (when that is at most
+    CORRECTABLE_SHARE of it); stack-sampled: its own time, the samples' share of the run -- one row per
+    kind, the center of the runs with its interval (the function page's series)."""
+    by: dict[tuple[str, str, str, str], list[float]] = {}
+    for sp in profiles:
+        if not sp.profile.complete:
+            continue
+        h = sp.profile.header
+        for f in sp.profile.functions:
+            if f.sampled:
+                by.setdefault((h.workload, h.machine, f.name, SAMPLED), []).append(float(f.total_ns))
+            elif f.count and f.correctable:
+                by.setdefault((h.workload, h.machine, f.name, TRACED), []).append(float(f.native_ns))
+    rows = []
+    for (wl, machine, name, kind), values in by.items():
+        lo, hi = inference.center_interval(values)
+        rows.append({"commit": commit, "workload": wl, "machine": machine, "name": name, "kind": kind,
+                     "runs": len(values), "total_ns": inference.center(values), "ci_low": lo, "ci_high": hi})
+    return rows
+
+
+def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+    """Per workload, the call stacks of all its profiles on the commit summed (the flame graphs),
+    bounded again: rounds of a paired check each keep their own top stacks."""
+    return [{"commit": commit, "workload": wl, "stack": s, "samples": n}
+            for wl, st in stacks.per_workload(p.profile for p in profiles).items()
+            for s, n in stacks.bound(st, limit=2 * stacks.MAX_STACKS).items()]
+
+
+
+CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
+                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share")
+
+
+def change_row(commit: str, rank: int, d: dict) -> dict:
+    """A `Change.to_dict()` as a row of the changes table (the columns the pages query)."""
+    instr = d.get("instructions") or (None, None)
+    return {"commit": commit, **{k: d[k] for k in CHANGE_COLUMNS}, "changed": int(d["changed"]),
+            "since": d["since"] or "", "rank": rank, "instr_base": instr[0], "instr_target": instr[1]}
