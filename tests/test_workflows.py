@@ -225,9 +225,7 @@ def test_a_history_collected_at_defaults_flags_the_slowdown_and_nothing_else(tmp
     root = tmp_path / "wordstat"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
-    for f in make_history.SRC.iterdir():
-        if f.suffix in (".c", ".h") or f.name == "Makefile":
-            (root / f.name).write_bytes(f.read_bytes())
+    make_history.copy_sources(root)
     (root / ".gitperf.toml").write_text(DEFAULTS_CONFIG)
     (root / ".gitignore").write_text("*.o\nwordstat\n")
 

@@ -171,15 +171,20 @@ def git(root: Path, *args: str, date: str | None = None) -> str:
     return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True).stdout
 
 
+def copy_sources(dest: Path) -> None:
+    """The program's sources and Makefile, as the first commit has them."""
+    for f in SRC.iterdir():
+        if f.suffix in (".c", ".h") or f.name == "Makefile":
+            shutil.copy(f, dest / f.name)
+
+
 def build(dest: Path, config: bool = True) -> list[str]:
     """Create the repository at DEST (must not exist or be empty); returns the commit ids, oldest first."""
     if dest.exists() and any(dest.iterdir()):
         raise SystemExit(f"make_history: {dest} exists and is not empty")
     dest.mkdir(parents=True, exist_ok=True)
     git(dest, "init", "-q", "-b", "main")
-    for f in SRC.iterdir():
-        if f.suffix in (".c", ".h") or f.name == "Makefile":
-            shutil.copy(f, dest / f.name)
+    copy_sources(dest)
     if config:
         (dest / ".gitperf.toml").write_text(CONFIG)
     (dest / ".gitignore").write_text("*.o\nwordstat\n")

@@ -360,11 +360,10 @@ def _within(both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise |
 def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, sizes: dict[str, float] | None) -> _Shift:
     """The pair's common shift and spreads; with `sizes` (each function's base center: unpaired runs,
     whose tests read the replicate spreads) also the replicate spreads' priors."""
+    centers = {n: (inference.center(t.totals), inference.center(b.totals)) for n, (t, b) in both.items()}
     # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
-    d = {n: math.log(max(inference.center(t.totals), 1.0) / max(inference.center(b.totals), 1.0))
-         for n, (t, b) in both.items()}
-    big = [n for n, (t, b) in both.items() if n != ROOT and
-           min(inference.center(t.totals), inference.center(b.totals)) >= cfg.min_absolute_ns]
+    d = {n: math.log(max(ct, 1.0) / max(cb, 1.0)) for n, (ct, cb) in centers.items()}
+    big = [n for n, (ct, cb) in centers.items() if n != ROOT and min(ct, cb) >= cfg.min_absolute_ns]
     common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0
     within = _within(both)
     return _Shift(log_ratio=d, common=common, cross=inference.cross_section_sigma([d[n] - common for n in big]),

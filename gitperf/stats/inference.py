@@ -230,10 +230,7 @@ def spreads(rows) -> tuple[np.ndarray, float]:
         return np.zeros(len(v)), 0.0
     if n < ROBUST_FROM:
         return np.std(v, axis=1, ddof=1), n - 1.0
-    i, j = np.triu_indices(n, 1)
-    h = n // 2 + 1
-    k = h * (h - 1) // 2
-    return 2.2219 * np.partition(np.abs(v[:, i] - v[:, j]), k - 1, axis=1)[:, k - 1] * qn_factor(n), QN_EFFICIENCY * (n - 1)
+    return _qn_rows(v), QN_EFFICIENCY * (n - 1)
 
 
 def qn_scale(x: Sequence[float]) -> float:
@@ -242,13 +239,16 @@ def qn_scale(x: Sequence[float]) -> float:
     The k-th smallest pairwise distance, k = C(h, 2) with h = n // 2 + 1, times 2.2219 and the
     finite-sample factor that makes it unbiased at the normal (`qn_factor`)."""
     v = np.asarray(x, float)
-    n = len(v)
-    if n < 2:
-        return 0.0
-    d = np.abs(v[:, None] - v[None, :])[np.triu_indices(n, 1)]
+    return float(_qn_rows(v[None, :])[0]) if len(v) >= 2 else 0.0
+
+
+def _qn_rows(v: np.ndarray) -> np.ndarray:
+    """`qn_scale` of every row of a matrix (rows of n >= 2 values) at once."""
+    n = v.shape[1]
+    i, j = np.triu_indices(n, 1)
     h = n // 2 + 1
     k = h * (h - 1) // 2
-    return 2.2219 * float(np.partition(d, k - 1)[k - 1]) * qn_factor(n)
+    return 2.2219 * np.partition(np.abs(v[:, i] - v[:, j]), k - 1, axis=1)[:, k - 1] * qn_factor(n)
 
 
 # Croux & Rousseeuw (1992), "Time-efficient algorithms for two highly robust estimators of scale",
