@@ -141,26 +141,31 @@ def test_show_says_when_the_stacks_did_not_unwind_to_main():
 
 
 def test_show_gives_a_stack_only_function_no_calls_and_its_inclusive_time_from_the_stacks():
-    """Issue #36: `show` printed calls 0 and total = exclusive for every stack-sampled function; parse's
-    own samples are 400 of 1,000 but 500 have it on the stack (its library time)."""
+    """Issue #36: `show` printed calls 0 and total = exclusive for every stack-sampled function.  parse's
+    own samples (its code and the library it called) are 500 of 1,000, 600 have it on the stack (a
+    callee's 100): inclusive is its own time x 600/500, never below it."""
     import numpy as np
     from conftest import profile
     from gitperf.core.model import FunctionStats, Metrics, StoredProfile
     from gitperf.views.render import profile_json, show_text
     p = profile("c" * 40, np.random.default_rng(1))
-    own = 400_000_000
+    own = 500_000_000
     parse = FunctionStats("parse", 0, own, own, sampled=True, ci_low=own * 0.9, ci_high=own * 1.1)
-    p = replace(p, functions=(p.functions[0], parse), stacks={"main;parse": 400, "main;parse;[library]": 100, "main": 500},
+    p = replace(p, functions=(p.functions[0], parse),
+                stacks={"main;parse": 400, "main;parse;[library]": 100, "main;parse;hash": 100, "main": 400},
                 metrics=Metrics(PRT=1.2, WAIT=0.2))
     runs = [StoredProfile("c" * 40, i, f"id{i}", p) for i in range(3)]
     row = next(ln for ln in show_text("c" * 40, runs[:1], 5).splitlines() if ln.split()[:1] == ["parse"])
-    assert row.split()[1:6] == ["-", "~500.00", "ms", "-", "~400.00"], row  # 500 of 1,000 samples of 1.0 s on a CPU
+    assert row.split()[1:6] == ["-", "~600.00", "ms", "-", "~500.00"], row  # 500 ms x 600/500
     session = show_text("c" * 40, runs, 5)
     row = next(ln for ln in session.splitlines() if ln.split()[:1] == ["parse"])
-    assert row.split()[1:6] == ["3", "-", "~500.00", "ms", "~400.00"], row
+    assert row.split()[1:6] == ["3", "-", "~600.00", "ms", "~500.00"], row
     assert "estimated from stack samples" in session
     f = next(f for f in profile_json(runs[0])["functions"] if f["name"] == "parse")
-    assert f["inclusive_ns"] == pytest.approx(5e8) and f["counted"] is False
+    assert f["inclusive_ns"] == pytest.approx(6e8) and f["counted"] is False
+    # a function with no samples of its own (only ever a caller): its stacks' share of the CPU time
+    main_only = replace(p, functions=(replace(parse, name="main"),), stacks={"main;parse": 1000})
+    assert profile_json(StoredProfile("c" * 40, 9, "id9", main_only))["functions"][0]["inclusive_ns"] == pytest.approx(1e9)
 
 
 def test_charts_have_commit_ticks_true_axis_labels_and_no_webgl(empty_repo):
