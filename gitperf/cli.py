@@ -564,35 +564,16 @@ def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     history keeps (else the one the first session chooses) kept for all; with the configuration's
     mode where it fixes one.  Needs the same privileges as collect."""
     from gitperf.checks.noise import analyse
-    from gitperf.collect.collection import collect as do_collect
     from gitperf.collect.context import CollectRequest
-    from gitperf.core.model import Mode
+    from gitperf.collect.sessions import SessionsRequest, collect_sessions
     from gitperf.views.render import noise_text
-    repo, engine, say = _repo(), _engine(), _progress(quiet or as_json)
-    runs: dict[str, list[list]] = {}
-    failed: dict[str, str] = {}  # workload -> why a run of it did not count (crash, timeout)
-    kept: tuple = ()  # the first session's budgeted plans, for the others: profiles of one plan compare
-    for k in range(sessions):
-        say(f"session {k + 1}/{sessions}")
-        req = CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat, keep_plans=kept)
-        got = do_collect(repo, req, engine, say, keep=keep).profiles
-        kept = kept or tuple({c.profile.header.workload: (c.profile.header.workload, c.profile.plan.params.get("stack_hz", 0),
-                                                          c.profile.plan.traced)
-                              for c in got if c.profile.plan.mode == Mode.HYBRID}.values())
-        by_wl: dict[str, list] = {}
-        for c in got:
-            wl = c.profile.header.workload
-            if c.profile.header.partial:
-                failed[wl] = c.profile.header.partial
-            else:
-                by_wl.setdefault(wl, []).append(c.profile)
-        for wl, ps in by_wl.items():
-            runs.setdefault(wl, []).append(ps)
+    repo = _repo()
+    asked = SessionsRequest(CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat), sessions, keep)
+    s = collect_sessions(repo, asked, _engine(), _progress(quiet or as_json))
     cfg = _check_config(repo)
-    reports = [analyse(wl, s, cfg) for wl, s in runs.items() if len(s) >= 2]
+    reports = [analyse(wl, runs, cfg) for wl, runs in s.runs.items() if len(runs) >= 2]
     # every workload is reported: one whose runs failed in all but one session has no figures, and says why
-    missing = {wl: f"fewer than two sessions with complete runs (a run ended: {why})" for wl, why in failed.items()
-               if len(runs.get(wl, [])) < 2}
+    missing = s.missing()
     if as_json:
         _echo_json([r.to_dict() for r in reports] + [{"workload": wl, "error": why} for wl, why in missing.items()])
     else:

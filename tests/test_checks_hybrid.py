@@ -122,7 +122,7 @@ def test_a_traced_functions_paired_noise_is_moderated_by_traced_functions_only()
             funcs.append(FunctionStats(n, 0, v, v, sampled=True, ci_low=0.5 * v, ci_high=2 * v))
         h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=("main", "a", "b", "c"), mode="hybrid", traced=("main", "a", "b", "c"),
-                          params={"round": float(r)})
+                          round=r)
         return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(), plan, tuple(funcs)))
 
     base = [one("b", r, 1.0) for r in range(15)]
@@ -142,7 +142,7 @@ def test_a_paired_check_has_one_changed_set_the_machine_code_diff():
     from gitperf.core.model import PlanRecord
     rng = np.random.default_rng(2)
     p = run("t", rng, ("main",)).profile
-    paired = [replace(p, plan=replace(p.plan, changed=("parse",), params={"pairing": "x", "round": 0.0}))]
+    paired = [replace(p, plan=replace(p.plan, changed=("parse",), pairing="x", round=0))]
 
     def source_diff():
         raise AssertionError("the source diff is not the paired check's")

@@ -41,6 +41,23 @@ def test_roundtrip_is_exact():
         replace(now, plan=replace(now.plan, spec="0123456789")))
 
 
+def test_a_paired_checks_round_and_pairing_are_fields_and_older_notes_keep_them():
+    """Issue #35: notes written before the fields kept a paired check's round (a float) and pairing
+    id among the plan's parameters; read now they are the fields, and the parameters lose them."""
+    from dataclasses import replace
+    p = make_profile("e" * 40)
+    paired = replace(p, plan=replace(p.plan, round=3, pairing="0123abcd4567"))
+    assert codec.decode(codec.encode(paired)) == paired
+    old = codec.to_json(p)
+    old["p"] = {k: v for k, v in old["p"].items() if k not in ("round", "pairing")}
+    old["p"]["params"] = {"stack_hz": 499.0, "round": 3.0, "pairing": "0123abcd4567"}
+    plan = codec.decode(json.dumps(old)).plan
+    assert (plan.round, plan.pairing, plan.params) == (3, "0123abcd4567", {"stack_hz": 499.0})
+    old["p"]["params"]["round"] = 2.5
+    with pytest.raises(NoteFormatError, match="p.params.round"):
+        codec.decode(json.dumps(old))
+
+
 def test_plain_json_lines_are_read():
     import json
     p = make_profile("d" * 40)

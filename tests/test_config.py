@@ -107,3 +107,21 @@ def test_a_workload_without_repeat_runs_three_times_where_the_pilot_affords_it()
     assert runs(None, wl, opt(0.023)) == 3 and runs(None, wl, opt(AUTO_BUDGET_S / 3 + 1)) == 1
     assert runs(None, wl, opt(0.0)) == 1  # fixed mode: no pilot
     assert runs(5, wl, opt(0.023)) == 5 and runs(None, config.Workload("w", "./app", repeat=2), opt(0.023)) == 2
+
+
+def test_every_number_in_the_file_is_bounded_on_its_own_field():
+    """Issue #35: bounds lived in five dicts keyed by "section.key" strings, so renaming a field
+    silently dropped its bounds.  Each is now stated on the field (`config.bounded`): every number a
+    file may set has one, and a section read checks it by the field alone."""
+    import dataclasses
+    import typing
+    sections = (config.BuildConfig, config.Workload, config.CollectConfig, config.CheckConfig, config.HookConfig)
+    unbounded = [f"{cls.__name__}.{f.name}" for cls in sections for f in dataclasses.fields(cls)
+                 if typing.get_type_hints(cls)[f.name] in (int, float) and "bound" not in f.metadata]
+    assert unbounded == []
+    # the bound goes where the field goes: the reader takes it from the field, whatever its section's name
+    assert "expected at most 1000" in config.Bound(at_most=1000).why_not(1001)
+    with pytest.raises(ConfigError, match=r"hook\.max_commits: expected a value > 0, got 0"):
+        config.parse("[hook]\nmax_commits = 0\n")
+    with pytest.raises(ConfigError, match=r"check\.direction: expected one of lower, higher, got 'up'"):
+        config.parse('[check]\ndirection = "up"\n')

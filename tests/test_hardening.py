@@ -343,16 +343,50 @@ def test_a_build_stops_with_git_perf(tmp_path):
     import signal
     p = subprocess.Popen([sys.executable, "-c", BUILD_THEN_SIGTERM, str(tmp_path)],
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+
+    def sleeps() -> set[int]:
+        """This build's two `sleep 300.25`s (descendants of `p`: not a process of another test run)."""
+        out = set()
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if (proc / "cmdline").read_bytes() == b"sleep\x00300.25\x00" and _descends(int(proc.name), p.pid):
+                    out.add(int(proc.name))
+            except OSError:
+                continue
+        return out
     deadline = time.time() + 20
-    while time.time() < deadline and subprocess.run(["pgrep", "-f", "^sleep 300.25"], capture_output=True).returncode:
+    while time.time() < deadline and len(sleeps()) < 2:
         time.sleep(0.05)
+    started = sleeps()
+    assert len(started) == 2, started
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) == 130
-    time.sleep(0.5)
-    left = subprocess.run(["pgrep", "-f", "^sleep 300.25"], capture_output=True, text=True).stdout.split()
+    deadline = time.time() + 10  # killed at once; reaped by init a moment later
+    while time.time() < deadline and any(_alive(pid) for pid in started):
+        time.sleep(0.05)
+    left = [pid for pid in started if _alive(pid)]
     for pid in left:  # (do not leave them running if the assertion fails)
-        os.kill(int(pid), signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return False
+    return False
 
 
 def test_a_corrupt_index_is_rebuilt_by_the_first_page_request(empty_repo):

@@ -78,10 +78,10 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     assert len(target) == len(base) >= 3
     keys = {comparison_key(p.profile) for p in target + base}
     assert len(keys) == 1
-    assert sorted(p.profile.plan.params["round"] for p in target) == list(range(len(target)))
+    assert sorted(p.profile.plan.round for p in target) == list(range(len(target)))
     # interleaved: base first in even rounds, target first in odd ones, each round's runs back to back
-    t_of = {int(p.profile.plan.params["round"]): p.profile.header for p in target}
-    b_of = {int(p.profile.plan.params["round"]): p.profile.header for p in base}
+    t_of = {p.profile.plan.round: p.profile.header for p in target}
+    b_of = {p.profile.plan.round: p.profile.header for p in base}
     for r in t_of:
         assert (b_of[r].started < t_of[r].started) == (r % 2 == 0), r
         if r + 1 in t_of:

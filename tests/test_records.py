@@ -22,7 +22,7 @@ from gitperf.store.notes import NotesStore
 
 
 def _paired(p, pairing: str, rnd: int):
-    return replace(p, plan=replace(p.plan, params={**p.plan.params, "pairing": pairing, "round": float(rnd)}))
+    return replace(p, plan=replace(p.plan, pairing=pairing, round=rnd))
 
 
 def _check_session(store, base: str, target: str, pairing: str, slow: dict, rng, runs: int = 5):

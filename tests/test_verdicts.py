@@ -34,7 +34,7 @@ def _profile(commit: str, totals: dict[str, float], plan: PlanRecord = FULL, rnd
     funcs = tuple(FunctionStats(n, 10, int(t), int(t / 2)) for n, t in totals.items())
     h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0)
     if rnd is not None:
-        plan = replace(plan, params={**plan.params, "round": float(rnd)})
+        plan = replace(plan, round=rnd)
     return Profile(h, Metrics(), plan, funcs)
 
 
@@ -47,7 +47,7 @@ def test_fingerprint_is_the_plan_not_the_binary():
     assert hybrid.fingerprint != replace(hybrid, params={"stack_hz": 99}).fingerprint
     assert hybrid.fingerprint != replace(hybrid, traced=("lex", "parse")).fingerprint
     assert replace(hybrid, spec="s1").fingerprint == replace(hybrid, traced=("x",), spec="s1").fingerprint
-    assert hybrid.fingerprint == replace(hybrid, params={"stack_hz": 499, "round": 3.0}).fingerprint
+    assert hybrid.fingerprint == replace(hybrid, round=3, pairing="p").fingerprint
     a, b = _profile("a", {"main": 1.0}), _profile("a", {"main": 1.0}, ADVANCED)
     assert comparison_key(a) != comparison_key(b) and comparison_key(a).startswith(a.config_key + "|trace|")
 
@@ -117,7 +117,7 @@ def test_checks_compare_native_estimates_with_the_calibration_uncertainty():
         f = [FunctionStats("main", 1, int(2e9), int(1e8)), FunctionStats("f", 1000, int(native + probe),
                                                                          int(native), probe_ns=int(probe))]
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
-        plan = PlanRecord(probed=("main", "f"), params={"round": float(rnd)})
+        plan = PlanRecord(probed=("main", "f"), round=rnd)
         return StoredProfile(commit, rnd, f"{commit}{rnd}", Profile(h, Metrics(), plan, tuple(f), {"push": 2000.0,
                                                                                                  "push_sd": 600.0}))
     rng = np.random.default_rng(2)
@@ -342,7 +342,7 @@ def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
             funcs.append(FunctionStats("leaf", 0, int(est), int(est), sampled=True, ci_low=est * 0.5, ci_high=est * 2,
                                        stack_samples=k + lib, library_samples=lib))
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
-        plan = PlanRecord(probed=("main", "leaf"), mode="hybrid", traced=("main",), params={"round": float(r)})
+        plan = PlanRecord(probed=("main", "leaf"), mode="hybrid", traced=("main",), round=r)
         return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
                                                                 tuple(funcs)))
     base = [run("b", 0.05, r) for r in range(15)]
@@ -380,7 +380,7 @@ def test_an_unchanged_functions_own_time_may_differ_between_two_builds_by_placem
         funcs += [sampled(f"f{i}", int(rng.binomial(n, 0.01)) + 1, n, wall) for i in range(90)]
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=tuple(f.name for f in funcs), mode="hybrid", traced=("main",),
-                          params={"round": float(r)})
+                          round=r)
         return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
                                                                 tuple(funcs)))
     base = [run("b", 365 / 19316, r) for r in range(60)]
@@ -405,8 +405,7 @@ def test_a_plain_check_pairs_a_target_with_its_own_partners_among_several_paired
         commits[name] = git(empty_repo, "rev-parse", "HEAD")
     for k, pairing in enumerate(("first", "second")):
         base, target = _rounds(0.04, 5, 40 + k)
-        tag = lambda ps: [replace(p.profile, plan=replace(p.profile.plan, params={**p.profile.plan.params,  # noqa: E731
-                                                                                   "pairing": pairing})) for p in ps]
+        tag = lambda ps: [replace(p.profile, plan=replace(p.profile.plan, pairing=pairing)) for p in ps]  # noqa: E731
         for p in tag(base):
             store.add(commits["base"], p)
         if pairing == "first":
@@ -464,7 +463,7 @@ def _resizes(added_ns: float, seed: int, rounds: int = 15) -> tuple[list[StoredP
             funcs = (FunctionStats("main", 1, int(3e7 * math.exp(rng.normal(0, 0.01))), 0),
                      FunctionStats("resize", 72, sum(calls), sum(calls), series=tuple(enumerate(calls))))
             h = Header("t", side, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
-            plan = PlanRecord(probed=("main", "resize"), params={"round": float(r)})
+            plan = PlanRecord(probed=("main", "resize"), round=r)
             out.append(StoredProfile(side, r, f"{side}{r}", Profile(h, Metrics(), plan, funcs)))
     return base, target
 
@@ -502,7 +501,7 @@ def test_a_median_call_that_jumps_between_call_sizes_does_not_decide_against_the
             funcs = (FunctionStats("main", 1, int(6e7 * math.exp(rng.normal(0, 0.002))), 0),
                      FunctionStats("uncompress", 600, sum(calls), sum(calls), series=tuple(enumerate(calls))))
             h = Header("t", side, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
-            plan = PlanRecord(probed=("main", "uncompress"), params={"round": float(r)})
+            plan = PlanRecord(probed=("main", "uncompress"), round=r)
             out.append(StoredProfile(side, r, f"{side}{r}", Profile(h, Metrics(), plan, funcs)))
     c = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
                                                         frozenset({"uncompress"}), opinions=False)}["uncompress"]
@@ -645,7 +644,7 @@ def test_a_sampled_functions_time_includes_its_callees_from_the_stacks():
                  FunctionStats("work", 0, int(own / n * wall * 1e9), int(own / n * wall * 1e9), sampled=True,
                                ci_low=1.0, ci_high=2e9, stack_samples=own)]
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
-        plan = PlanRecord(probed=("main", "work"), mode="hybrid", traced=("main",), params={"round": float(r)})
+        plan = PlanRecord(probed=("main", "work"), mode="hybrid", traced=("main",), round=r)
         return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
                                                                 tuple(funcs), stacks=folded))
     base = [run("b", 0.0, r) for r in range(15)]

@@ -37,7 +37,7 @@ class Verdict(StrEnum):
  CONFLICT) = Verdict
 
 
-def _num(v):
+def json_number(v):
     """JSON has no NaN or infinity: an undefined number is null."""
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -96,7 +96,7 @@ class Change:
 
     def to_dict(self) -> dict:
         # (fields one level deep, not `asdict`: its deep copy was a third of building the dashboard's index)
-        d = {f.name: _num(getattr(self, f.name)) for f in fields(self) if f.name != "statistic"}
+        d = {f.name: json_number(getattr(self, f.name)) for f in fields(self) if f.name != "statistic"}
         d["votes"] = dict(self.votes)
         d["members"] = list(self.members)
         d["name"] = readable(self.function)  # `function` is the symbol: the identity across commits

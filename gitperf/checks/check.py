@@ -96,9 +96,9 @@ def partners(target: list[StoredProfile], base: list[StoredProfile]) -> tuple[li
     used as its child's base, holds two sets of rounds of one plan; pooling them would mix two
     sessions (a check of a demo commit once read "116 runs vs 56" after its child's check).
     Otherwise every run of each side."""
-    pairing = lambda p: p.profile.plan.params.get("pairing")  # noqa: E731
+    pairing = lambda p: p.profile.plan.pairing  # noqa: E731
     shared = {pairing(p) for p in target} & {pairing(p) for p in base}
-    shared.discard(None)
+    shared.discard("")
     if not shared:
         return target, base
     newest = max(shared, key=lambda i: max(p.profile.header.started for p in target if pairing(p) == i))
@@ -110,8 +110,8 @@ def foreign(target: list[StoredProfile], base: list[StoredProfile]) -> bool:
     """Every target run belongs to a paired check (a `pairing` id) none of whose runs is on the base:
     they were the base side of a child's check, paired with the child, not with this base (whose
     nearest runs under that plan may be several commits back)."""
-    ids = {p.profile.plan.params.get("pairing") for p in target}
-    return None not in ids and not ids & {p.profile.plan.params.get("pairing") for p in base}
+    ids = {p.profile.plan.pairing for p in target}
+    return "" not in ids and not ids & {p.profile.plan.pairing for p in base}
 
 
 def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> str:

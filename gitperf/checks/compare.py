@@ -49,6 +49,7 @@ calls: a `Tested` statistic each) -> `_decide` (Holm, intervals: a `Result` per 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import Counter
@@ -60,7 +61,6 @@ from gitperf.checks.change import DEGRADATION, NEW, NO_CHANGE, OPTIMIZATION, REM
 from gitperf.core.config import CheckConfig
 from gitperf.core import stacks
 from gitperf.core.model import ROOT, FunctionStats, StoredProfile
-from gitperf.plan.costs import relative_sd
 from gitperf.stats import inference, models
 from gitperf.stats.estimate import Z95
 
@@ -188,10 +188,6 @@ CALIBRATION_DRIFT = 0.15
 PROBE_COST_SPREAD = 0.05
 
 
-def _time(f: FunctionStats, native: bool) -> float:
-    return f.native_ns if native else f.total_ns
-
-
 AUTO, PROBED = "auto", "probed"  # which time `_side` reads: see CORRECTABLE_SHARE, PROBE_MATCH
 # Probed times are comparable only if the probes cost the same on both sides: the same entry class
 # (a commit that adds a local variable can turn a single-stepped `mov` entry into an emulated `push`:
@@ -200,9 +196,40 @@ AUTO, PROBED = "auto", "probed"  # which time `_side` reads: see CORRECTABLE_SHA
 PROBE_MATCH = 0.02
 
 
+class _Runs(tuple):
+    """One commit's runs as a cache key: the same profile objects (a profile holds dicts, so it has
+    no hash of its own; identity is what a reader's cache hands out again)."""
+
+    def __hash__(self):
+        return hash(tuple(map(id, self)))
+
+    def __eq__(self, other):
+        return len(self) == len(other) and all(a is b for a, b in zip(self, other))
+
+
 def _side(profiles: list[StoredProfile], name: str, time_of: str = AUTO) -> _Side | None:
-    fs: list[FunctionStats] = [f for p in profiles if (f := p.profile.function(name)) is not None]
-    probed = [p for p in profiles if p.profile.function(name) is not None or _absent_is_zero(p, name)]
+    """One function's runs on one side (None: no run measured it).  Remembered for the last few
+    sides: the index checks its line in order, and a commit's target side is its child's base."""
+    memo = _sides_of(_Runs(p.profile for p in profiles), time_of)
+    if name not in memo:
+        memo[name] = _measure_side(profiles, name, time_of)
+    return memo[name]
+
+
+@functools.lru_cache(maxsize=8)
+def _sides_of(_runs: _Runs, _time_of: str) -> dict[str, _Side | None]:
+    return {}
+
+
+def _measure_side(profiles: list[StoredProfile], name: str, time_of: str) -> _Side | None:
+    fs: list[FunctionStats] = []
+    probed: list[StoredProfile] = []  # the runs that measured it: present, or absent where traced
+    for p in profiles:
+        if (f := p.profile.function(name)) is not None:
+            fs.append(f)
+            probed.append(p)
+        elif _absent_is_zero(p, name):
+            probed.append(p)
     if not probed:
         return None  # not measured here: neither present nor absent
     missing = [0.0] * (len(probed) - len(fs))
@@ -217,14 +244,14 @@ def _side(profiles: list[StoredProfile], name: str, time_of: str = AUTO) -> _Sid
     # by probe/native, a probed total by probe/total (at most all of it)
     shares = [f.probe_ns / max(f.native_ns, 1) if native else min(f.probe_ns / max(f.total_ns, 1), 1.0)
               for f in fs if f.probe_ns]
-    return _Side(totals=[float(_time(f, native)) for f in fs] + missing,
+    return _Side(totals=[float(f.native_ns if native else f.total_ns) for f in fs] + missing,
                  exclusive=[float(f.exclusive_ns) for f in fs] + missing,
                  counts=[float(f.count) for f in fs] + missing,
                  series=[s for f in fs for s in f.series],
                  location=next((f.location for f in fs if f.location), ""),
                  sampled_var=var, sampled=any(f.sampled for f in fs),
                  probe_share=inference.center(shares) if shares else 0.0,
-                 calibration_sd=max([CALIBRATION_DRIFT] + [relative_sd(p.profile.calibration) for p in probed])
+                 calibration_sd=max([CALIBRATION_DRIFT] + [p.profile.calibration_sd for p in probed])
                  if native else 0.0, native=native,
                  probe=inference.center([float(f.probe_ns) for f in fs]) if fs else 0.0)
 
@@ -509,7 +536,7 @@ def _sessions(levels: list[dict[str, float]], big: list[str], now: list[float], 
 
 def rounds(profiles: list[StoredProfile]) -> dict[int, StoredProfile] | None:
     """Round -> profile when every profile records a distinct round (paired collection)."""
-    out = {int(p.profile.plan.params["round"]): p for p in profiles if "round" in p.profile.plan.params}
+    out = {p.profile.plan.round: p for p in profiles if p.profile.plan.round is not None}
     return out if out and len(out) == len(profiles) else None
 
 
@@ -709,19 +736,26 @@ class _Shared:
 
 
 def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]]) -> dict[str, float]:
-    """Each function's center over one history commit's runs, in its sides' measure (one loop: the
-    index's checks read it for 200 functions of ten commits each, a third of their time)."""
-    times = {native: [p.profile.times(native) for p in profiles] for native in (False, True)}
+    """Each function's center over one history commit's runs, in its sides' measure."""
+    levels = _commit_levels(_Runs(p.profile for p in profiles))
+    return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := levels[t.native])}
+
+
+# The index checks its line oldest first and each check reads its ten predecessors' levels: one
+# commit's levels serve the next ten checks (half of the checks' time was this loop at 1,000 x 200).
+@functools.lru_cache(maxsize=64)
+def _commit_levels(runs: _Runs) -> dict[bool, dict[str, float]]:
+    """Every function's center over one commit's runs, in inclusive and in native time; a function a
+    run lacks counts 0 where that run's plan traced it, and one that is 0 throughout is left out."""
+    names = {f.name for p in runs for f in p.functions}
     out = {}
-    for n, (t, _b) in both.items():
-        v = []
-        for ts, p in zip(times[t.native], profiles):
-            if (x := ts.get(n)) is not None:
-                v.append(float(x))
-            elif _absent_is_zero(p, n):
-                v.append(0.0)
-        if any(v):
-            out[n] = inference.center(v)
+    for native in (False, True):
+        times, out[native] = [p.times(native) for p in runs], {}
+        for n in names:
+            v = [float(x) if (x := ts.get(n)) is not None else 0.0
+                 for ts, p in zip(times, runs) if n in ts or p.plan.is_traced(n)]
+            if any(v):
+                out[native][n] = inference.center(v)
     return out
 
 

@@ -182,6 +182,6 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
     # the profiles of both sides and the check's record, all or nothing (ARCHITECTURE.md §4, §10c)
-    pairings = sorted({str(p.plan.params.get("pairing", "")) for r in runs for p in r.target})
+    pairings = sorted({p.plan.pairing for r in runs for p in r.target})
     store.add_lines({**lines, commit: lines[commit] + [record.line(result, pairings)]})
     return result

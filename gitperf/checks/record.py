@@ -26,7 +26,7 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class CheckRecord:
-    pairings: tuple[str, ...]  # per workload, the id both sides' profiles carry (`PlanRecord.params["pairing"]`)
+    pairings: tuple[str, ...]  # per workload, the id both sides' profiles carry (`PlanRecord.pairing`)
     time: float  # when the check ended (seconds since the epoch)
     result: CheckResult
 

@@ -42,7 +42,7 @@ LOCATED_EXCLUSIVE = 0.25
 
 def paired(profiles: list[Profile]) -> bool:
     """Whether these runs are one side of a paired check (its plan stored the two builds' diff)."""
-    return bool(profiles) and all("pairing" in p.plan.params for p in profiles)
+    return bool(profiles) and all(p.plan.pairing for p in profiles)
 
 
 def changed(target: list[Profile], source_diff: Callable[[], set[str]]) -> frozenset[str]:

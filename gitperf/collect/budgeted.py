@@ -18,7 +18,7 @@ from gitperf.git import sourcediff
 from gitperf.git.repo import resolve_commit
 from gitperf.plan import hybrid
 from gitperf.plan.costs import call_costs, inside_costs
-from gitperf.plan.optimize import Optimized, baseline_profile, diff_base
+from gitperf.plan.optimize import Optimized, diff_base
 from gitperf.plan.probes import ProbePlan
 
 
@@ -82,11 +82,11 @@ def _changed(ctx: CollectContext, opt: Optimized) -> tuple[str, ...]:
 def _baseline(ctx: CollectContext, wl: Workload):
     """Call counts: this commit's own traced profiles are the best source, else the baseline's."""
     counted = lambda p: len(hybrid.known_calls(p)) > 1  # noqa: E731 - more than the root
-    repo, commit, key = ctx.target.repo, ctx.target.commit, ctx.config_key(wl)
-    found = baseline_profile(repo, commit, key, commit, counted)
+    history, key = ctx.subject.history, ctx.config_key(wl)
+    found = history.nearest(key, ctx.target.commit, counted)
     if found[1] is None:
         base = ctx.target.req.base
-        found = baseline_profile(repo, commit, key, base and resolve_commit(repo, base), counted)
+        found = history.nearest(key, base and resolve_commit(ctx.target.repo, base), counted)
     return found
 
 
@@ -109,10 +109,10 @@ def _earlier_plan(ctx: CollectContext, wl: Workload) -> hybrid.Kept | None:
         if name == wl.name:
             return hybrid.Kept(ctx.target.commit, frozenset(traced), int(hz))
     same = lambda p: p.plan.mode == Mode.HYBRID and p.plan.params.get("max_overhead") == ctx.max_overhead  # noqa: E731
-    repo, commit, key = ctx.target.repo, ctx.target.commit, ctx.config_key(wl)
-    sha, earlier = baseline_profile(repo, commit, key, commit, same)
+    history, key = ctx.subject.history, ctx.config_key(wl)
+    sha, earlier = history.nearest(key, ctx.target.commit, same)
     if earlier is None and not ctx.target.req.adhoc:
-        sha, earlier = baseline_profile(repo, commit, key, None, same)
+        sha, earlier = history.nearest(key, None, same)
     return hybrid.kept(sha, earlier.plan if earlier else None, set(ctx.binary.by_name()), ctx.max_overhead)
 
 

@@ -205,7 +205,7 @@ def _plan_for(ctx: CollectContext, wl: Workload) -> Optimized:
     if ctx.max_overhead:
         opt = budgeted(ctx, plan, opt, wl)
     if opt.plan.mode != Mode.TRACE or any(opt.plan.removed.values()):
-        opt = replace(opt, hotspots=full_trace_hotspots(ctx.target.repo, ctx.target.commit, ctx.config_key(wl)))
+        opt = replace(opt, hotspots=full_trace_hotspots(ctx.subject.history, ctx.config_key(wl)))
     return replace(opt, plan=replace(opt.plan, probe_cost=call_costs(opt.plan, ctx.cost_ns)), oo=opt.oo + made)
 
 

@@ -24,6 +24,8 @@ from gitperf.core.progress import Progress
 from gitperf.engine import calibrate, workload
 from gitperf.engine.base import Engine, RunWorkload
 from gitperf.plan.optimize import PipelineChoice, Subject
+from gitperf.store.history import History
+from gitperf.store.notes import NotesStore
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ class CollectContext:
                            engine=target.engine.name, machine=machine_fingerprint(), kernel=platform.release(),
                            config=_source(config, root), environment=environment(binary))
         subject = Subject(target.repo, target.commit, binary, config, locations, target.cache_dir,
-                          from_commit=not req.adhoc)
+                          History(NotesStore(target.repo), target.commit), from_commit=not req.adhoc)
         return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, target.cache_dir,
                                                                            target.progress),
                    dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead)

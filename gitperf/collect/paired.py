@@ -180,9 +180,8 @@ def run_round(pair: Pair, r: int) -> tuple[Profile, Profile]:
     spec = planning.spec_of(pair.focus)
 
     def run(side: Side) -> Profile:
-        opt = replace(side.plan, params={**side.plan.params, "round": float(r), "pairing": pair.pairing})
-        p = profile_run(side.ctx, opt, pair.workload, side.session)
-        return replace(p, plan=replace(p.plan, spec=spec, reaches=pair.focus.reaches))
+        p = profile_run(side.ctx, side.plan, pair.workload, side.session)
+        return replace(p, plan=replace(p.plan, spec=spec, reaches=pair.focus.reaches, round=r, pairing=pair.pairing))
 
     if r % 2 == 0:
         b = run(pair.base)

@@ -349,12 +349,27 @@ def from_json(data: dict) -> Profile:
     return Profile(
         header=header,
         metrics=_build(Metrics, _need(data, "m", dict, ""), "m"),
-        plan=_build(PlanRecord, _need(data, "p", dict, ""), "p"),
+        plan=_plan(_build(PlanRecord, _need(data, "p", dict, ""), "p")),
         functions=tuple(_function_from_json(f, i) for i, f in enumerate(_items(data, "f", required=True))),
         calibration=_value(data.get("cal", {}), dict[str, float], "cal"),
         instructions=tuple(_instructions_from_json(w, i) for i, w in enumerate(_items(data, "w"))),
         stacks=_value(data.get("st", {}), dict[str, int], "st"),
     )
+
+
+def _plan(plan: PlanRecord) -> PlanRecord:
+    """A paired check's round and pairing id as the fields they are now: notes written before them
+    kept both among the plan's parameters (a round as a float)."""
+    if "round" not in plan.params and "pairing" not in plan.params:
+        return plan
+    params = dict(plan.params)
+    r, pairing = params.pop("round", None), params.pop("pairing", "")
+    if r is not None and not (type(r) is float and r.is_integer() and 0 <= r <= _LARGEST):
+        raise NoteFormatError(f"field 'p.params.round' has an impossible value {r!r}")
+    if not isinstance(pairing, str):
+        raise NoteFormatError("field 'p.params.pairing' should be a string")
+    return dataclasses.replace(plan, params=params, round=int(r) if r is not None else plan.round,
+                   pairing=pairing or plan.pairing)
 
 
 def _items(data: dict, key: str, required: bool = False) -> list:

@@ -11,6 +11,7 @@ import hashlib
 import math
 import shlex
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,47 @@ FILENAME = ".gitperf.toml"
 MODES = tuple(m.value for m in Mode if m != Mode.HYBRID)  # hybrid comes from --max-overhead, not --mode
 PIPELINES = ("none", "basic", "advanced", "full")
 STRATEGIES = ("userspace", "funcs")
+MAX_OVERHEAD_PCT = 1000.0  # the budget's ceiling, in the file and on the command line (plan.hybrid.parse_percent)
+# Upper bounds: a value past them is a typo, and some (a timeout past ~292 years of ns, a period past
+# what a BPF constant holds) fail far from the file that set them.
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a value in the file may be, stated on its field (`bounded`); `_section` checks it."""
+
+    choices: tuple[str, ...] = ()
+    above: float | None = None  # strictly
+    at_least: float | None = None
+    below: float | None = None  # strictly
+    at_most: float | None = None
+    power_of_two: bool = False  # 0 (off) or a power of two up to `at_most`
+
+    def why_not(self, value) -> str:
+        """What is wrong with `value` ("" = nothing)."""
+        if self.choices and value not in self.choices:
+            return f"expected one of {', '.join(self.choices)}"
+        if self.above is not None and value <= self.above:
+            return f"expected a value > {self.above:g}"
+        if self.at_least is not None and value < self.at_least:
+            return f"expected a value >= {self.at_least:g}" if self.at_least == 0 else f"expected at least {self.at_least:g}"
+        if self.at_most is not None and value > self.at_most and not self.power_of_two:
+            return f"expected at most {self.at_most:g}"
+        if self.power_of_two and (value < 0 or value > self.at_most or value & (value - 1)):
+            return f"expected 0 (off) or a power of two up to {self.at_most:g}"
+        if self.below is not None and value >= self.below:
+            return f"expected a value below {self.below:g}" + (" (0.99 = 99%)" if self.below == 1 else "")
+        return ""
+
+
+def bounded(default, **bound):
+    """A field whose value in the file must keep within `Bound(**bound)`."""
+    return field(default=default, metadata={"bound": Bound(**bound)})
+
+
+# Alignments GCC and clang take (-falign-functions=N): 0 (off) or a power of two up to a page
+ALIGNMENT = dict(power_of_two=True, at_most=4096)
 
 
 @dataclass(frozen=True)
@@ -32,7 +74,7 @@ class BuildConfig:
     probe_pad: bool = False
     # with probe_pad: every function starts on an N-byte boundary (-falign-functions=N; 0 = as the
     # build aligns them), so that code moved before a function cannot shift its loops (§10e)
-    align_functions: int = 0
+    align_functions: int = bounded(0, **ALIGNMENT)
 
 
 # A bare `collect` probes within this budget (percent of the native run time): a full trace of a
@@ -46,8 +88,10 @@ DEFAULT_MAX_OVERHEAD = 5.0
 class Workload:
     name: str
     command: str  # shell command; it may run the binary several times, in several processes
-    repeat: int = 0  # runs per collection; 0: as the overhead budget's pilot affords (collect.collection.runs)
-    timeout: float = 300.0
+    # runs per collection; 0 (not in the file): as the overhead budget's pilot affords (collect.collection.runs)
+    repeat: int = bounded(0, above=0, at_most=1_000)
+    # a timeout below 0.01 s kills every run at once (`timeout = 1e-300` stored a partial profile and passed)
+    timeout: float = bounded(300.0, above=0, at_least=0.01, at_most=DAY_S)
 
     @property
     def argv(self) -> list[str]:
@@ -56,32 +100,37 @@ class Workload:
 
 @dataclass(frozen=True)
 class CollectConfig:
-    engine: str = "bcc"
-    strategy: str = "userspace"  # userspace: every function defined in the binary; funcs: `functions`
+    engine: str = bounded("bcc", choices=("bcc",))
+    # userspace: every function defined in the binary; funcs: `functions`
+    strategy: str = bounded("userspace", choices=STRATEGIES)
     functions: tuple[str, ...] = ()
-    mode: str = Mode.TRACE
-    pipeline: str = "none"
-    sample_every: int = 1  # mode=sample: record every n-th call of each function (all are counted)
-    record_limit: int = 1000  # mode=dynamic: stop recording a function after this many calls
+    mode: str = bounded(Mode.TRACE, choices=MODES)
+    pipeline: str = bounded("none", choices=PIPELINES)
+    # mode=sample: record every n-th call of each function (all are counted)
+    sample_every: int = bounded(1, above=0, at_most=10 ** 6)
+    record_limit: int = bounded(1000, above=0, at_most=10 ** 9)  # mode=dynamic: stop recording a function after this many calls
     reenable: bool = False  # mode=dynamic: re-enable with doubling back-off
-    period_ms: float = 100.0  # mode=timed/bursty: period
-    window_ms: float = 10.0  # mode=timed/bursty: recording window / burst length within a period
-    stack_hz: int = 0  # perf_event stack sampling frequency (0 = off, except in mode=stack)
-    series_limit: int = 200  # sampled calls kept per function in the profile (at most)
+    period_ms: float = bounded(100.0, above=0, at_most=3_600_000.0)  # mode=timed/bursty: period
+    # mode=timed/bursty: recording window / burst length within a period
+    window_ms: float = bounded(10.0, above=0, at_most=3_600_000.0)
+    # perf_event stack sampling frequency (0 = off, except in mode=stack); at most the kernel's default
+    # perf_event_max_sample_rate
+    stack_hz: int = bounded(0, at_least=0, at_most=100_000)
+    series_limit: int = bounded(200, above=0, at_most=10 ** 6)  # sampled calls kept per function in the profile (at most)
     # percent of native run time the probes may add (> 0: the hybrid plan, ARCHITECTURE.md §8).  The
     # default keeps what a profile measures mostly the program's own time; a `mode` set in the file
     # (or --mode) without max_overhead turns it off (see `parse`)
-    max_overhead: float = DEFAULT_MAX_OVERHEAD
+    max_overhead: float = bounded(DEFAULT_MAX_OVERHEAD, at_least=0, at_most=MAX_OVERHEAD_PCT)
     watch: tuple[str, ...] = ()  # max_overhead: functions worth tracing as much as changed ones
 
 
 @dataclass(frozen=True)
 class CheckConfig:
-    min_relative: float = 0.05  # smaller relative changes are never called degradations
-    min_absolute_ns: int = 10_000
-    confidence: float = 0.99
-    direction: str = "lower"  # lower time is better
-    history: int = 10
+    min_relative: float = bounded(0.05, at_least=0, at_most=10.0)  # smaller relative changes are never called degradations
+    min_absolute_ns: int = bounded(10_000, at_least=0, at_most=3_600 * 10 ** 9)
+    confidence: float = bounded(0.99, above=0, below=1)  # a probability
+    direction: str = bounded("lower", choices=("lower", "higher"))  # lower time is better
+    history: int = bounded(10, above=0, at_most=1_000)
     # the other methods' votes and the bootstrap of the mean call beside each verdict: they never
     # change it and cost ~90% of a check's time (the dashboard's index turns them off)
     votes: bool = True
@@ -91,20 +140,21 @@ class CheckConfig:
     probe_pad: bool = True
     # check --collect also counts each side's instructions under callgrind (checks.witness), when
     # valgrind is installed and one run is predicted within engine.callgrind.BUDGET_S: "off" skips it
-    witness: str = "instructions"
+    witness: str = bounded("instructions", choices=("instructions", "off"))
     # the check's builds align every function to this many bytes (build.align_functions; 0 = off)
-    align_functions: int = 0
+    align_functions: int = bounded(0, **ALIGNMENT)
 
 
 @dataclass(frozen=True)
 class HookConfig:
-    commits: str = "tip"  # tip | all
-    max_commits: int = 5
-    on_cannot_collect: str = "allow"  # allow | reject
-    on_not_enough_data: str = "allow"
+    commits: str = bounded("tip", choices=("tip", "all"))
+    max_commits: int = bounded(5, above=0, at_most=1_000)
+    on_cannot_collect: str = bounded("allow", choices=("allow", "reject"))
+    on_not_enough_data: str = bounded("allow", choices=("allow", "reject"))
     push_notes: bool = False
     workloads: tuple[str, ...] = ()  # which workloads the hook collects and checks (() = all)
-    rounds: int = 0  # rounds of the paired check (0 = until the changed functions are decided)
+    # rounds of the paired check (0 = until the changed functions are decided; 1 is refused in `parse`)
+    rounds: int = bounded(0, at_least=0, at_most=1_000)
     # measure again even when the pushed commit has a stored paired check against its parent
     recollect: bool = False
 
@@ -125,34 +175,6 @@ class Config:
                 return w
         names = ", ".join(w.name for w in self.workloads) or "none"
         raise ConfigError(self.path, "workload", f"no workload named '{name}' (defined: {names})")
-
-
-_CHOICES = {
-    "collect.mode": MODES, "collect.pipeline": PIPELINES, "collect.strategy": STRATEGIES,
-    "collect.engine": ("bcc",), "check.direction": ("lower", "higher"), "hook.commits": ("tip", "all"),
-    "hook.on_cannot_collect": ("allow", "reject"), "check.witness": ("instructions", "off"), "hook.on_not_enough_data": ("allow", "reject"),
-}
-_POSITIVE = {"workload.repeat", "workload.timeout", "collect.sample_every", "collect.record_limit",
-             "collect.period_ms", "collect.window_ms", "collect.series_limit", "check.confidence",
-             "hook.max_commits", "check.history"}
-_NOT_NEGATIVE = {"collect.stack_hz", "check.min_relative", "check.min_absolute_ns", "hook.rounds",
-                 "collect.max_overhead"}
-MAX_OVERHEAD_PCT = 1000.0  # the budget's ceiling, in the file and on the command line (plan.hybrid.parse_percent)
-_BELOW_ONE = {"check.confidence"}  # a probability
-# Upper bounds: a value past them is a typo, and some (a timeout past ~292 years of ns, a period past
-# what a BPF constant holds) fail far from the file that set them.
-DAY_S = 86_400.0
-_AT_MOST = {"workload.timeout": DAY_S, "workload.repeat": 1_000, "collect.sample_every": 10 ** 6,
-            "collect.record_limit": 10 ** 9, "collect.period_ms": 3_600_000.0, "collect.window_ms": 3_600_000.0,
-            "collect.stack_hz": 100_000,  # the kernel's default perf_event_max_sample_rate
-            "collect.series_limit": 10 ** 6, "collect.max_overhead": MAX_OVERHEAD_PCT, "check.min_relative": 10.0,
-            "check.min_absolute_ns": 3_600 * 10 ** 9, "check.history": 1_000, "hook.max_commits": 1_000,
-            "hook.rounds": 1_000}
-# Lower bounds: a workload's timeout below this kills every run at once (`timeout = 1e-300` stored a
-# partial profile and passed); no process starts and exits in less.
-_AT_LEAST = {"workload.timeout": 0.01}
-# Alignments GCC and clang take (-falign-functions=N): 0 (off) or a power of two up to a page
-_ALIGNMENTS = {"build.align_functions", "check.align_functions"}
 
 
 def valid_workload_name(name: str) -> bool:
@@ -177,12 +199,11 @@ def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
     for key in required:
         if key not in table:
             raise ConfigError(path, f"{where}.{key}", "missing (required)")
-    kwargs = {}
+    kwargs, hints = {}, typing.get_type_hints(cls)
     for name, f in fields.items():
         if name not in table:
             continue
-        value, key = table[name], f"{where}.{name}"
-        ftype = f.type if not isinstance(f.type, str) else eval(f.type)  # noqa: S307 - our own annotations
+        value, key, ftype = table[name], f"{where}.{name}", hints[name]
         if ftype == tuple[str, ...]:
             if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
                 raise ConfigError(path, key, f"expected a list of strings, got {value!r}")
@@ -195,21 +216,8 @@ def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
                 raise ConfigError(path, key, f"expected a finite number, got {value!r}")
         elif isinstance(value, bool) != (ftype is bool) or not isinstance(value, ftype):
             raise ConfigError(path, key, f"expected {_typename(ftype)}, got {value!r}")
-        generic = f"{where.split('[')[0]}.{name}"
-        if generic in _CHOICES and value not in _CHOICES[generic]:
-            raise ConfigError(path, key, f"expected one of {', '.join(_CHOICES[generic])}, got {value!r}")
-        if generic in _POSITIVE and value <= 0:
-            raise ConfigError(path, key, f"expected a value > 0, got {value!r}")
-        if generic in _NOT_NEGATIVE and value < 0:
-            raise ConfigError(path, key, f"expected a value >= 0, got {value!r}")
-        if generic in _AT_LEAST and value < _AT_LEAST[generic]:
-            raise ConfigError(path, key, f"expected at least {_AT_LEAST[generic]:g}, got {value!r}")
-        if generic in _AT_MOST and value > _AT_MOST[generic]:
-            raise ConfigError(path, key, f"expected at most {_AT_MOST[generic]:g}, got {value!r}")
-        if generic in _ALIGNMENTS and (value < 0 or value > 4096 or value & (value - 1)):
-            raise ConfigError(path, key, f"expected 0 (off) or a power of two up to 4096, got {value!r}")
-        if generic in _BELOW_ONE and value >= 1:
-            raise ConfigError(path, key, f"expected a value below 1 (0.99 = 99%), got {value!r}")
+        if "bound" in f.metadata and (why := f.metadata["bound"].why_not(value)):
+            raise ConfigError(path, key, f"{why}, got {value!r}")
         kwargs[name] = value
     return cls(**kwargs)
 

@@ -204,6 +204,12 @@ class PlanRecord:
     # compiler's, e.g. "c++=mfentry cc=patchable"; "" = unpadded).  Part of the fingerprint: a padded
     # entry changes what every traced call costs, and each padding its own way.
     pad: str = ""
+    # A paired check's session: the round this run was (0-based; base and target alternate who runs
+    # first) and the id both sides' profiles of one check carry (`checks.check.partners` pairs by it).
+    # None and "" outside a paired check.  Notes from before these fields kept them in `params`
+    # (`core.codec` moves them here).
+    round: int | None = None
+    pairing: str = ""
 
     @property
     def fingerprint(self) -> str:
@@ -225,8 +231,7 @@ class PlanRecord:
         else:
             names = sorted(self.probed)
         how = {k: self.params.get(k) for k in PLAN_PARAMS}
-        text = json.dumps([str(self.mode), names, how, sorted(self.sample_every.items())], sort_keys=True)
-        return hashlib.sha1(text.encode()).hexdigest()[:10]
+        return fingerprint_of(str(self.mode), names, how, sorted(self.sample_every.items()))
 
     def describe(self) -> str:
         """The plan in a few words, for labels: "trace all", "hybrid: 3 traced, 499 Hz", ..."""
@@ -291,8 +296,24 @@ class Profile:
         return self._times[native]
 
     @cached_property
+    def calibration_sd(self) -> float:
+        """The calibration's relative uncertainty: the largest spread between its repetitions over the
+        cost of any entry class (0 for a calibration without repetitions).  (A check reads it for
+        every function of every run: once a profile.)"""
+        cal = self.calibration
+        return max((cal[f"{k}_sd"] / v for k, v in cal.items()
+                    if f"{k}_sd" in cal and isinstance(v, (int, float)) and v > 0), default=0.0)
+
+    @cached_property
     def _times(self) -> dict[bool, dict[str, int]]:
         return {True: {f.name: f.native_ns for f in self.functions}, False: {f.name: f.total_ns for f in self.functions}}
+
+
+def fingerprint_of(*parts) -> str:
+    """The fingerprint of a probe plan's parts (mode, names, parameters), whoever describes the plan:
+    a stored record (`PlanRecord.fingerprint`) or a paired check's shared plan (`plan.focus.spec_of`).
+    Ten hex digits of the SHA-1 of their JSON; the values of stored notes depend on it staying so."""
+    return hashlib.sha1(json.dumps(list(parts), sort_keys=True).encode()).hexdigest()[:10]
 
 
 def content_id(line: str) -> str:

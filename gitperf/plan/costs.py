@@ -19,11 +19,3 @@ def inside_costs(plan: ProbePlan, cost_ns: dict[str, float]) -> dict[str, float]
     entry class (calibrated on empty functions, whose measured time is all probe)."""
     default = cost_ns.get("singlestep_in", 0.0)
     return {f.name: cost_ns.get(f"{f.entry}_in", default) for f in plan.functions}
-
-
-def relative_sd(cost_ns: dict[str, float]) -> float:
-    """The calibration's relative uncertainty: the largest spread between its repetitions over the
-    cost of any entry class (0 for a calibration without repetitions)."""
-    ratios = [cost_ns[f"{k}_sd"] / v for k, v in cost_ns.items()
-              if f"{k}_sd" in cost_ns and isinstance(v, (int, float)) and v > 0]
-    return max(ratios, default=0.0)

@@ -21,14 +21,12 @@ leave to the stack samples, and one probe plan for both sides.  Pure: measuremen
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field, replace
 
 from gitperf.analysis import bindiff
 from gitperf.analysis.elf import BinaryInfo
 from gitperf.core.config import CollectConfig
-from gitperf.core.model import ROOT, Mode
+from gitperf.core.model import ROOT, Mode, fingerprint_of
 from gitperf.plan.costs import SAMPLE_KEY, call_costs
 from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan, make_plan
@@ -196,8 +194,7 @@ def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
 
 def spec_of(f: Focus) -> str:
     """The shared plan's fingerprint: traced names, mode and timer (not the binaries' addresses)."""
-    text = json.dumps([str(Mode.HYBRID), list(f.traced), f.stack_hz, "paired"])
-    return hashlib.sha1(text.encode()).hexdigest()[:10]
+    return fingerprint_of(str(Mode.HYBRID), list(f.traced), f.stack_hz, "paired")
 
 
 def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float], f: Focus,

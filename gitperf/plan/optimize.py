@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
-
 import pygit2
 
 from gitperf.analysis import callgraph, difftrace, elf
@@ -20,14 +18,14 @@ from gitperf.core.config import load as load_config
 from gitperf.core.errors import GitPerfError
 from gitperf.core.fmt import names
 from gitperf.core.names import short
-from gitperf.core.model import ROOT, FunctionStats, Mode, Profile
+from gitperf.core.model import FunctionStats, Mode
 from gitperf.core.progress import Progress
 from gitperf.git import sourcediff
-from gitperf.git.repo import ancestors, parent, resolve_commit
+from gitperf.git.repo import parent, resolve_commit
 from gitperf.git.worktree import checkout, run_build
 from gitperf.plan import pipelines
 from gitperf.plan.probes import ProbePlan, narrow
-from gitperf.store.notes import NotesStore
+from gitperf.store.history import History
 
 
 @dataclass(frozen=True)
@@ -52,25 +50,11 @@ def _binary_name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def baseline_profile(repo: pygit2.Repository, commit: str, config_key: str, base: str | None = None,
-                     want: Callable[[Profile], bool] = lambda _p: True) -> tuple[str, Profile | None]:
-    """The nearest first-parent ancestor (or `base`) that has a complete profile with this
-    configuration key (and that `want`s); with several runs, the one with the median root time."""
-    store = NotesStore(repo)
-    for sha in [base] if base else ancestors(repo, commit, limit=200):
-        ps = [p.profile for p in store.read(sha)[0]
-              if p.profile.config_key == config_key and not p.profile.header.partial and want(p.profile)]
-        if ps:
-            ps.sort(key=lambda p: (p.function(ROOT).total_ns if p.function(ROOT) else 0))
-            return sha, ps[len(ps) // 2]
-    return "", None
-
-
-def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: str | None = None,
+def baseline_stats(history: History, config_key: str, base: str | None = None,
                    ) -> tuple[str, dict[str, FunctionStats], dict[str, str]]:
-    """Per-function statistics of the baseline profile (see `baseline_profile`), and the functions
-    its plan left out by dynamic baseline, with the reasons (they have no statistics there)."""
-    sha, profile = baseline_profile(repo, commit, config_key, base)
+    """Per-function statistics of the baseline profile (`History.nearest`), and the functions its
+    plan left out by dynamic baseline, with the reasons (they have no statistics there)."""
+    sha, profile = history.nearest(config_key, base)
     if profile is None:
         return "", {}, {}
     plan = profile.plan
@@ -78,11 +62,10 @@ def baseline_stats(repo: pygit2.Repository, commit: str, config_key: str, base: 
     return sha, {f.name: f for f in profile.functions}, dropped
 
 
-def full_trace_hotspots(repo: pygit2.Repository, commit: str, config_key: str) -> dict[str, int]:
+def full_trace_hotspots(history: History, config_key: str) -> dict[str, int]:
     """Exclusive ns per function of the nearest complete full trace (every function, every call) of
     this configuration: the reference hotspot coverage (HC) is measured against."""
-    _sha, p = baseline_profile(repo, commit, config_key,
-                               want=lambda p: p.plan.mode == Mode.TRACE and not any(p.plan.removed.values()))
+    _sha, p = history.nearest(config_key, want=lambda p: p.plan.mode == Mode.TRACE and not any(p.plan.removed.values()))
     return {f.name: f.exclusive_ns for f in p.functions} if p else {}
 
 
@@ -121,6 +104,7 @@ class Subject:
     config: Config
     locations: dict[str, str]  # function -> "file:line" (DWARF)
     cache_dir: Path  # .git/perf/: analysis caches and build locks
+    history: History  # the commit's ancestors' profiles, each note read once for the whole collection
     # the binary was built from `commit`'s tree (not an ad hoc one): its analysis may be cached under
     # the commit's name, and the commit's diff means something for it
     from_commit: bool = True
@@ -157,9 +141,9 @@ def _statistics(subject: Subject, config_key: str, base: str, forced: bool):
     runs, so that its later runs leave out the same hot functions its descendants will (else a check
     compares a side that probed them, its callers' inclusive times inflated by their probes, with one
     that did not)."""
-    found = baseline_stats(subject.repo, subject.commit, config_key, base if forced else None)
+    found = baseline_stats(subject.history, config_key, base if forced else None)
     if not found[1] and not forced:
-        found = baseline_stats(subject.repo, subject.commit, config_key, subject.commit)
+        found = baseline_stats(subject.history, config_key, subject.commit)
     return found
 
 

@@ -431,4 +431,4 @@ class Index(IndexQuery):
         self._insert("verdicts", [{"commit": commit, "workload": p.workload,
                                    "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
                                   for p in r.pairs])
-        self._insert_compact("changes", [rows.change_row(commit, i, c.to_dict()) for i, c in enumerate(r.changes)])
+        self._insert_compact("changes", [rows.change_row(commit, i, c) for i, c in enumerate(r.changes)])

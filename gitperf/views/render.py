@@ -150,7 +150,7 @@ def sessions(profiles: list[StoredProfile]) -> list[list[StoredProfile]]:
     out: dict[tuple, list[StoredProfile]] = {}
     for sp in profiles:
         p = sp.profile
-        out.setdefault((p.header.workload, comparison_key(p), p.plan.params.get("pairing", "")), []).append(sp)
+        out.setdefault((p.header.workload, comparison_key(p), p.plan.pairing), []).append(sp)
     return list(out.values())
 
 
@@ -237,7 +237,7 @@ def _session_block(group: list[StoredProfile], top: int) -> list[str]:
     """Several runs of one session: medians over the runs, the run time's interval, the warnings of
     any run once."""
     first = group[0].profile
-    h, pairing = first.header, first.plan.params.get("pairing")
+    h, pairing = first.header, first.plan.pairing
     prt = [sp.profile.metrics.PRT * 1e9 for sp in group]
     lo, hi = inference.center_interval(prt)
     band = f" [{fmt_ns(lo)} .. {fmt_ns(hi)}]" if lo is not None else ""

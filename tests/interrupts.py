@@ -1,0 +1,126 @@
+"""What the interrupt tests share, under the real engine (test_hardening_collect) and the fake one
+(test_orchestration): a program that ticks, processes and cgroups found by name, and a `check
+--collect` stopped at a chosen moment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import git, run_cli
+
+from gitperf.engine.workload import cgroup2_root
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
+
+ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+GIT_PERF = [str(Path(sys.executable).parent / "git-perf")]
+FAKE_GIT_PERF = [sys.executable, str(Path(__file__).with_name("fakeengine.py"))]
+
+
+def tick_repo(tmp_path, ticks: str = "for(;;)") -> Path:
+    """`./s` ticks (1 ms each) forever, or as `ticks` says; `./s quick` returns at once.  The workload
+    runs it under a shell, so after a SIGKILL of git perf it is a grandchild nobody waits for."""
+    repo = tmp_path / "k"
+    repo.mkdir()
+    (repo / "s.c").write_text("#include <unistd.h>\n__attribute__((noinline)) void tick(void){ usleep(1000); }\n"
+                              "int main(int argc, char **argv){ if (argc > 1) return 0; " + ticks +
+                              " tick(); return 0; }\n")
+    # a fixed full trace: under the default budget the pilot run would tick on for the whole timeout
+    (repo / ".gitperf.toml").write_text('[build]\ncommand = "cc -O2 -g -o s s.c"\nbinary = "s"\n'
+                                        '[[workload]]\nname = "w"\ncommand = "/bin/sh -c \'./s; true\'"\n'
+                                        'timeout = 120\n[collect]\nmode = "trace"\n')
+    (repo / ".gitignore").write_text("s\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    # other code in `tick` (a comment alone would leave nothing to measure: no rounds to interrupt)
+    (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(1000)", "usleep(999)"))
+    git(repo, "commit", "-qam", "two")
+    return repo
+
+
+def running(name: str) -> list[int]:
+    out = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.decode(errors="replace").endswith(name) for a in argv[:2]):  # argv[1]: a script's name
+            out.append(int(p.name))
+    return out
+
+
+def wait_for(cond, what: str, timeout: float = 90):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not happen in {timeout:.0f} s")
+
+
+def our_cgroups(pid: int) -> list[Path]:
+    root = cgroup2_root()
+    return list((root / "gitperf").glob(f"run-{pid}-*")) if root else []
+
+
+MOMENTS = {  # what the check's progress (stderr) says when it reaches a moment, or a condition
+    "build": "building",
+    "workload start": None,  # the workload runs
+    "first round": "round 1:",
+    "later round": "round 3:",
+    "witness": "instruction witness",
+}
+STOPPED = {"SIGINT": (130, -2), "SIGTERM": (130, 143, -15), "SIGKILL": (-9,)}
+
+
+def check_until(repo: Path, moment: str, git_perf: list[str]) -> subprocess.Popen:
+    """`git perf check HEAD --collect` started in its own session, returned once it reaches `moment`."""
+    proc = subprocess.Popen([*git_perf, "check", "HEAD", "--collect"], cwd=repo, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    said: list[str] = []
+    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()
+    pattern = MOMENTS[moment]
+    wait_for(lambda: (any(pattern in s for s in said) if pattern else bool(running("/s")))
+             or proc.poll() is not None, f"the check reaching {moment}", 120)
+    assert proc.poll() is None, f"the check ended before {moment}: {''.join(said)[-2000:]}"
+    return proc
+
+
+def interrupt_at(repo: Path, moment: str, sig: str, git_perf: list[str]) -> None:
+    """Issue #28: SIGINT and SIGTERM to the process group (Ctrl-C, CI's cancel) or SIGKILL to git perf
+    alone at `moment` of `check --collect`.  Once the next command has run: no workload, cgroup or
+    worktree is left, and the notes hold both sides of the check with its record, or nothing of it."""
+    head, parent = git(repo, "rev-parse", "HEAD"), git(repo, "rev-parse", "HEAD~1")
+    proc = check_until(repo, moment, git_perf)
+    if sig == "SIGKILL":
+        proc.kill()
+    else:
+        os.killpg(proc.pid, getattr(signal, sig))
+    proc.wait(60)
+    # stopped, not finished: 130 (interrupted, said so), or killed by the signal itself when it lands
+    # in the check's last moments, after the collection (-2 is what a shell reports as 130)
+    assert proc.returncode in STOPPED[sig], (moment, proc.returncode)
+    r = subprocess.run([*git_perf, "collect", "--binary", "./s", "--no-build", "--", "./s", "quick"], cwd=repo,
+                       env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: not running("/s"), f"no workload left ({moment})", 15)
+    assert not our_cgroups(proc.pid), moment
+    assert "gitperf-wt-" not in git(repo, "worktree", "list"), moment
+    store = NotesStore(open_repo(repo))
+    checked = [p for p in store.read(head)[0] if p.profile.plan.pairing]
+    based = [p for p in store.read(parent)[0] if p.profile.plan.pairing]
+    records = store.record_lines(head, "gitperf-check ")
+    assert len(checked) == len(based) and (len(records) > 0) == (len(checked) > 0), (moment, len(checked),
+                                                                                   len(based), len(records))
+
+
+__all__ = ["ENV", "GIT_PERF", "FAKE_GIT_PERF", "tick_repo", "running", "wait_for", "our_cgroups", "MOMENTS",
+           "check_until", "interrupt_at", "run_cli"]

@@ -1,0 +1,233 @@
+"""The orchestration of collection without root (issue #35): a paired check's rounds (order, fixed
+count, stop rule, time limit), interrupts at every moment, the instruction witness's skips, a failing
+workload and a plain collection, on real commits, builds, worktrees, workloads and notes, with the
+fake engine of `fakeengine` in place of eBPF (its numbers are made up: no verdict is asserted here
+that depends on them).  The real engine's own tests are test_engine, test_hardening_collect and the
+end-to-end checks of test_paired_collect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from conftest import git
+from fakeengine import FakeEngine, install
+from interrupts import FAKE_GIT_PERF, MOMENTS, interrupt_at, tick_repo
+
+from gitperf.checks import paired as checks_paired
+from gitperf.checks.paired import MAX_ROUNDS, MIN_ROUNDS, PairedOptions, check_collect
+from gitperf.cli import main
+from gitperf.core.config import CheckConfig
+from gitperf.core.errors import CollectionAborted
+from gitperf.engine import callgrind
+from gitperf.git.repo import open_repo
+from gitperf.store.notes import NotesStore
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """Two commits of a program that ticks 20 times (~25 ms a run), `tick` changed by the second;
+    `git perf` in this process collects with a fake engine (`fake`)."""
+    r = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")
+    monkeypatch.chdir(r)
+    return r
+
+
+@pytest.fixture
+def fake(monkeypatch) -> FakeEngine:
+    return install(FakeEngine(), monkeypatch.setattr)
+
+
+def _check(repo, engine: FakeEngine, **opts):
+    said: list[str] = []
+    result = check_collect(open_repo(repo), PairedOptions(**opts), CheckConfig(witness="none"), engine, said.append)
+    return result, said
+
+
+def _sides(repo) -> tuple[list, list]:
+    """The stored profiles of the check's two sides (head, parent) with their rounds."""
+    store = NotesStore(open_repo(repo))
+    head, parent = (git(repo, "rev-parse", r) for r in ("HEAD", "HEAD~1"))
+    return ([p.profile for p in store.read(head)[0] if p.profile.plan.pairing],
+            [p.profile for p in store.read(parent)[0] if p.profile.plan.pairing])
+
+
+def test_rounds_alternate_which_side_runs_first_and_store_both_sides_once(repo, fake):
+    engine = fake
+    result, said = _check(repo, engine, rounds=4)
+    target, base = _sides(repo)
+    assert [p.plan.round for p in target] == [0, 1, 2, 3] and [p.plan.round for p in base] == [0, 1, 2, 3]
+    assert len({p.plan.pairing for p in target + base}) == 1
+    target_binary = engine.log[0].binary  # the first pilot run is the target's
+    rounds = engine.log[-8:]  # before them: the target's pilots and counting run
+    firsts = ["target" if rounds[2 * r].binary == target_binary else "base" for r in range(4)]
+    assert firsts == ["base", "target", "base", "target"], firsts
+    assert all(rounds[2 * r].binary != rounds[2 * r + 1].binary for r in range(4))
+    assert sum("round" in s for s in said) == 4 and result.exit_code in (0, 1)
+    # one record of the check, beside both sides' profiles
+    head = git(repo, "rev-parse", "HEAD")
+    assert len(NotesStore(open_repo(repo)).record_lines(head, "gitperf-check ")) == 1
+
+
+def test_rounds_stop_at_the_first_round_that_leaves_nothing_open(repo, fake, monkeypatch):
+    """The stop rule is asked after every round from MIN_ROUNDS on, and the rounds end at its first
+    empty answer (here: the second time it is asked)."""
+    asked: list[int] = []
+
+    def until(runs, _cfg):
+        asked.append(len(runs.target))
+        return [] if len(asked) == 2 else ["tick"]
+    monkeypatch.setattr(checks_paired, "still_open", until)
+    _check(repo, fake)
+    target, base = _sides(repo)
+    assert asked == [MIN_ROUNDS, MIN_ROUNDS + 1] and len(target) == len(base) == MIN_ROUNDS + 1
+
+
+@pytest.mark.parametrize("limit, rounds", [(0.0, MIN_ROUNDS), (1e9, MAX_ROUNDS)])
+def test_rounds_that_never_decide_stop_at_the_time_limit_or_the_most_rounds(repo, fake, monkeypatch, limit, rounds):
+    monkeypatch.setattr(checks_paired, "still_open", lambda runs, cfg: ["tick"])
+    _result, said = _check(repo, fake, time_limit_s=limit)
+    target, base = _sides(repo)
+    assert len(target) == len(base) == rounds
+    assert f"round {rounds}: " in next(s for s in reversed(said) if "round" in s)
+
+
+def test_a_fixed_count_of_rounds_never_asks_the_stop_rule(repo, fake, monkeypatch):
+    monkeypatch.setattr(checks_paired, "still_open", lambda runs, cfg: pytest.fail("asked"))
+    _check(repo, fake, rounds=2)
+    assert [len(s) for s in _sides(repo)] == [2, 2]
+
+
+@pytest.mark.parametrize("at", ["pilot", "round"])
+def test_ctrl_c_in_a_run_stores_nothing_and_leaves_no_worktree(repo, fake, at):
+    """KeyboardInterrupt raised inside the engine's run: the pilots' first run, or round 2's."""
+    _check(repo, fake, rounds=2)  # how many runs a check makes
+    runs = len(fake.log)
+    for p in NotesStore(open_repo(repo)).commits():
+        git(repo, "notes", "--ref", "refs/notes/perf", "remove", p)
+    engine = FakeEngine(fail_at=0 if at == "pilot" else runs - 2)
+    with pytest.raises(CollectionAborted, match="nothing was stored"):
+        _check(repo, engine, rounds=2)
+    assert NotesStore(open_repo(repo)).commits() == []
+    assert "gitperf-wt-" not in git(repo, "worktree", "list")
+
+
+@pytest.mark.parametrize("why, patch", [
+    ("valgrind is not installed", {"available": lambda: False}),
+    ("over the 30 s budget", {"predicted_s": lambda native_s: 1000.0}),
+])
+def test_the_instruction_witness_says_why_it_was_skipped_and_keeps_the_reason(repo, fake, monkeypatch, why, patch):
+    for name, f in patch.items():
+        monkeypatch.setattr(callgrind, name, f)
+    said: list[str] = []
+    check_collect(open_repo(repo), PairedOptions(rounds=2), CheckConfig(), fake, said.append)
+    assert any("instruction witness skipped" in s and why in s for s in said), said
+    target, base = _sides(repo)
+    assert [c.error for c in target[0].instructions] == [[c.error for c in base[0].instructions][0]]
+    assert why in target[0].instructions[0].error and len(base[0].instructions) == 1
+
+
+@pytest.mark.parametrize("exit_code, words", [(1, "failed: exit status 1"), (139, "crashed: SIGSEGV")])
+def test_a_failing_workload_fails_the_check_and_stores_nothing(repo, fake, exit_code, words):
+    """Issue #37: a workload that ran the binary and then exited 1 was "no significant change", exit 0,
+    stored over the commit's result.  Its runs measure other work: exit 2, naming the workload and
+    its command and what it said, nothing stored."""
+    toml = repo / ".gitperf.toml"
+    toml.write_text(toml.read_text().replace("./s; true", f"./s; echo cannot open input.txt >&2; exit {exit_code}"))
+    git(repo, "commit", "-qam", "the workload fails")
+    (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(999)", "usleep(998)"))  # code to measure
+    git(repo, "commit", "-qam", "other code")
+    r = CliRunner().invoke(main, ["check", "HEAD", "--collect"])
+    assert r.exit_code == 2 and f"workload w {words}" in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert "./s; echo" in r.stderr  # its command, to run by hand
+    assert "its stderr ended with:\n  | cannot open input.txt" in r.stderr  # and what it said
+    assert NotesStore(open_repo(repo)).commits() == []
+
+
+def test_a_plain_collect_stores_one_profile_a_run_and_the_read_commands_show_it(repo, fake):
+    """`collect` end to end in this process (build in a worktree, plan, runs, the note), then `log`,
+    `show --json` and `check --json` in-process through click's runner."""
+    engine = fake
+    runner = CliRunner()
+    r = runner.invoke(main, ["collect", "--repeat", "3", "--mode", "trace", "-q"])
+    assert r.exit_code == 0, r.stderr
+    head = git(repo, "rev-parse", "HEAD")
+    stored = NotesStore(open_repo(repo)).read(head)[0]
+    assert len(stored) == 3 == len([x for x in engine.log if x.mode == "trace"])
+    assert {p.profile.header.engine for p in stored} == {"fake"} and "gitperf-wt-" not in git(repo, "worktree", "list")
+    shown = json.loads(runner.invoke(main, ["show", "HEAD", "--json"]).stdout)
+    assert {f["name"] for p in shown["profiles"] for f in p["functions"]} >= {"main", "tick"}, shown
+    log = runner.invoke(main, ["log"])
+    assert log.exit_code == 0 and head[:12] in log.stdout
+    # its parent has no profile: no baseline, said as exit 3 with what to do
+    checked = runner.invoke(main, ["check", "HEAD", "--json"])
+    assert checked.exit_code == 3 and json.loads(checked.stdout)["result"], checked.stdout
+
+
+def test_a_collect_reads_each_ancestors_note_at_most_once(repo, fake, monkeypatch):
+    """Issue #35: planning asks the history three times (the budget's call counts and the plan it
+    keeps, the nearest full trace), each walking up to 200 ancestors; one reader per collection reads
+    each note once.  Ancestors noted with another configuration's profiles make every walk go to the
+    root."""
+    from helpers import make_profile
+    store = NotesStore(open_repo(repo))
+    toml = repo / ".gitperf.toml"
+    toml.write_text(toml.read_text().replace('[collect]\nmode = "trace"\n', ""))  # the defaults: a budget
+    for i in range(4):
+        (repo / "README").write_text(f"{i}\n")
+        git(repo, "add", "README", ".gitperf.toml")
+        git(repo, "commit", "-qm", f"docs {i}")
+        sha = git(repo, "rev-parse", "HEAD")
+        store.add(sha, make_profile(sha, workload="other"))
+    reads: dict[str, int] = {}
+    read = NotesStore.read
+
+    def counting(self, commit):
+        reads[commit] = reads.get(commit, 0) + 1
+        return read(self, commit)
+    monkeypatch.setattr(NotesStore, "read", counting)
+    r = CliRunner().invoke(main, ["collect", "-q"])  # at defaults: the budget's pilot, plan and hotspots
+    assert r.exit_code == 0, r.stderr
+    head = git(repo, "rev-parse", "HEAD")
+    ancestors = git(repo, "rev-list", "--first-parent", "HEAD~1").split()
+    assert set(ancestors) <= set(reads) and max(reads[a] for a in ancestors) == 1, reads
+    assert len(store.read(head)[0]) >= 1
+
+
+def test_noise_keeps_the_first_sessions_plan_for_all_and_reports_each_workload(repo, fake, monkeypatch):
+    """`git perf noise` at defaults (a budget): every session under the plan the first one chose, so
+    that they compare; `--keep` stores them; a workload that failed in all sessions is named, exit 3."""
+    toml = repo / ".gitperf.toml"
+    toml.write_text(toml.read_text().replace('[collect]\nmode = "trace"\n', "") +
+                    '[[workload]]\nname = "broken"\ncommand = "/bin/sh -c \'./s; kill -SEGV $$\'"\n')
+    git(repo, "commit", "-qam", "defaults, and a workload that crashes")
+    from gitperf.collect import sessions
+    asked, collect = [], sessions.collect
+    monkeypatch.setattr(sessions, "collect", lambda repo, req, *a, **k: asked.append(req.keep_plans) or
+                        collect(repo, req, *a, **k))
+    r = CliRunner().invoke(main, ["noise", "-k", "3", "--keep", "--json"])
+    assert r.exit_code == 3, r.stderr
+    out = {x["workload"]: x for x in json.loads(r.stdout)}
+    assert "crashed" in out["broken"]["error"] and "w" in out and "error" not in out["w"], out
+    stored = [p.profile for p in NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]
+              if p.profile.header.workload == "w"]
+    plans = {(p.plan.mode, p.plan.fingerprint) for p in stored}
+    assert len(stored) >= 3 and len(plans) == 1 and next(iter(plans))[0] == "hybrid", plans
+    # the first session chose; the others were handed its plan (not left to find it in the notes)
+    handed = {wl: (hz, traced) for wl, hz, traced in asked[1]}
+    assert asked[0] == () and asked[1] == asked[2] and handed["w"] == (stored[0].plan.params["stack_hz"],
+                                                                       stored[0].plan.traced), asked
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_check_interrupted_at_any_moment_leaves_nothing_and_no_half_set(tmp_path, sig):
+    """Issue #28: SIGINT and SIGTERM to the process group (Ctrl-C, CI's cancel) and SIGKILL to git perf
+    alone, at every moment of `check --collect` (a real process under the fake engine; the real one's
+    probes: test_hardening_collect)."""
+    repo = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")
+    import subprocess
+    subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)  # for the next command
+    for moment in MOMENTS:
+        interrupt_at(repo, moment, sig, FAKE_GIT_PERF)
