@@ -195,6 +195,18 @@ def test_a_collect_reads_each_ancestors_note_at_most_once(repo, fake, monkeypatc
     assert len(store.read(head)[0]) >= 1
 
 
+def test_diff_tracing_builds_the_base_once_and_finds_the_changed_function(repo, fake):
+    """Planning asks collect for the base's call graph (`collect.context.BaseGraphs`): built in a
+    worktree the first time, read from the analysis cache the next; the diff names `tick`."""
+    runner = CliRunner()
+    first = runner.invoke(main, ["collect", "--pipeline", "advanced", "--mode", "trace"])
+    assert first.exit_code == 0, first.stderr
+    assert "diff tracing: building the base" in first.stderr and "changed tick;" in first.stderr, first.stderr
+    again = runner.invoke(main, ["collect", "--pipeline", "advanced", "--mode", "trace"])
+    assert again.exit_code == 0 and "building the base" not in again.stderr and "changed tick;" in again.stderr
+    assert "gitperf-wt-" not in git(repo, "worktree", "list")
+
+
 def test_noise_keeps_the_first_sessions_plan_for_all_and_reports_each_workload(repo, fake, monkeypatch):
     """`git perf noise` at defaults (a budget): every session under the plan the first one chose, so
     that they compare; `--keep` stores them; a workload that failed in all sessions is named, exit 3."""

@@ -16,13 +16,15 @@ from pathlib import Path
 import pygit2
 
 from gitperf import __version__
-from gitperf.analysis import elf
+from gitperf.analysis import callgraph, elf
 from gitperf.core.config import CollectConfig, Config, Workload, valid_workload_name
+from gitperf.core.config import load as load_config
 from gitperf.core.errors import ConfigError, InputError
 from gitperf.core.model import Header, Mode
 from gitperf.core.progress import Progress
 from gitperf.engine import calibrate, workload
 from gitperf.engine.base import Engine, RunWorkload
+from gitperf.git.worktree import checkout, run_build
 from gitperf.plan.optimize import PipelineChoice, Subject
 from gitperf.store.history import History
 from gitperf.store.notes import NotesStore
@@ -166,7 +168,8 @@ class CollectContext:
                            engine=target.engine.name, machine=machine_fingerprint(), kernel=platform.release(),
                            config=_source(config, root), environment=environment(binary))
         subject = Subject(target.repo, target.commit, binary, config, locations, target.cache_dir,
-                          History(NotesStore(target.repo), target.commit), from_commit=not req.adhoc)
+                          History(NotesStore(target.repo), target.commit),
+                          BaseGraphs(target.repo, config, binary.path, target.cache_dir), from_commit=not req.adhoc)
         return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, target.cache_dir,
                                                                            target.progress),
                    dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead)
@@ -199,3 +202,27 @@ class CollectContext:
 
     def config_key(self, wl: Workload) -> str:
         return Header(**self.header_base, workload=wl.name, command=(), started=0, finished=0).config_key
+
+
+@dataclass(frozen=True)
+class BaseGraphs:
+    """Base commits' call graphs for diff tracing (`plan.optimize.Subject.base_graph`): from the cache
+    when that commit was analysed before (by an earlier pipeline collection), else by building it in
+    a temporary worktree.  Planning asks; collecting checks out and builds."""
+
+    repo: pygit2.Repository
+    cfg: Config
+    binary: str  # the binary's path in this collection's tree
+    cache_dir: Path
+
+    def __call__(self, base: str, progress: Progress) -> callgraph.CallGraph:
+        alias = f"{base}-{self.binary.rsplit('/', 1)[-1]}"
+        if callgraph.cached_build_id(self.cache_dir, alias):
+            return callgraph.load("", "", self.cache_dir, progress, alias)
+        progress(f"diff tracing: building the base {base[:12]} to analyse it")
+        with checkout(self.repo, base) as root:
+            bcfg = load_config(root) or self.cfg
+            if bcfg.build.command:
+                run_build(bcfg.build, root, base, self.cache_dir)
+            info = elf.load(root / (bcfg.build.binary or self.binary))
+            return callgraph.load(info.path, info.build_id, self.cache_dir, progress, alias)

@@ -1,8 +1,10 @@
 """Analysis stage of `collect` (ARCHITECTURE.md §7): call graph -> diff tracing -> pipeline -> narrowed plan.
 
 The statistics of "earlier runs" are the baseline commit's profile of the same configuration, read
-from the notes: nothing separate to keep in sync.  The base binary for diff tracing is analysed from
-the cache when its build id was seen before, else built in a temporary worktree.
+from the notes through the collection's one `History`: nothing separate to keep in sync.  The base's
+call graph for diff tracing is asked of `Subject.base_graph` (collect's: from the cache when that
+commit was analysed before, else built in a temporary worktree): planning reads no note and builds
+nothing itself.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 import pygit2
 
 from gitperf.analysis import callgraph, difftrace, elf
 from gitperf.core.config import Config
-from gitperf.core.config import load as load_config
 from gitperf.core.errors import GitPerfError
 from gitperf.core.fmt import names
 from gitperf.core.names import short
@@ -22,7 +24,6 @@ from gitperf.core.model import FunctionStats, Mode
 from gitperf.core.progress import Progress
 from gitperf.git import sourcediff
 from gitperf.git.repo import parent, resolve_commit
-from gitperf.git.worktree import checkout, run_build
 from gitperf.plan import pipelines
 from gitperf.plan.probes import ProbePlan, narrow
 from gitperf.store.history import History
@@ -77,23 +78,6 @@ def diff_base(repo: pygit2.Repository, commit: str, base_rev: str | None) -> str
     return parent(repo, commit)
 
 
-def base_callgraph(subject: Subject, base: str, progress: Progress) -> callgraph.CallGraph:
-    """The base commit's call graph: from the cache when that commit was analysed before (by an
-    earlier pipeline collection), else by building it in a temporary worktree."""
-    repo, cfg, binary_rel, cache_dir = subject.repo, subject.config, subject.binary.path, subject.cache_dir
-    name = _binary_name(binary_rel)
-    alias = f"{base}-{name}"
-    if callgraph.cached_build_id(cache_dir, alias):
-        return callgraph.load("", "", cache_dir, progress, alias)
-    progress(f"diff tracing: building the base {base[:12]} to analyse it")
-    with checkout(repo, base) as root:
-        bcfg = load_config(root) or cfg
-        if bcfg.build.command:
-            run_build(bcfg.build, root, base, cache_dir)
-        info = elf.load(root / (bcfg.build.binary or binary_rel))
-        return callgraph.load(info.path, info.build_id, cache_dir, progress, alias)
-
-
 @dataclass(frozen=True)
 class Subject:
     """What a plan is made for: one commit's binary, and what planning may read about it."""
@@ -105,6 +89,8 @@ class Subject:
     locations: dict[str, str]  # function -> "file:line" (DWARF)
     cache_dir: Path  # .git/perf/: analysis caches and build locks
     history: History  # the commit's ancestors' profiles, each note read once for the whole collection
+    # diff tracing: a base commit's call graph (collect builds it in a worktree, or reads its cache)
+    base_graph: Callable[[str, Progress], callgraph.CallGraph]
     # the binary was built from `commit`'s tree (not an ad hoc one): its analysis may be cached under
     # the commit's name, and the commit's diff means something for it
     from_commit: bool = True
@@ -125,7 +111,7 @@ def _diff(subject: Subject, base: str, cg: callgraph.CallGraph, criterion: str,
           progress: Progress) -> difftrace.DiffResult | None:
     """Diff tracing against `base`: its call graph (cached, or built in a worktree) against ours."""
     try:
-        base_cg = base_callgraph(subject, base, progress)
+        base_cg = subject.base_graph(base, progress)
         touched = frozenset(sourcediff.changed_functions(subject.repo, base, subject.commit, subject.locations))
         diff = difftrace.diff(base_cg, cg, criterion, touched)
     except GitPerfError as e:
