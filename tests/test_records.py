@@ -57,6 +57,21 @@ def test_a_record_reads_back_as_the_result_it_stored():
     assert record.parse(record.line(r, ["p1"]), "c" * 40) is None  # another commit's record
 
 
+def test_from_dict_reads_what_to_dict_wrote_and_names_what_does_not_read():
+    """Issue #35: `from_dict` beside every `to_dict` of a result (WorkloadPair's renamed keys in one
+    class, not undone by hand in the record's reader)."""
+    from gitperf.checks.change import ResultFormatError
+    c = checks.Change("w", "f", checks.OPTIMIZATION, -0.2, -5.0, -1.0, 0.999, -0.3, -0.1, "m", members=("f", "g"))
+    pair = checks.WorkloadPair("w", "k", 3, None, 3, 10, "history")
+    r = checks.CheckResult("a" * 40, None, checks.NO_CHANGE, (c,), (pair,))
+    assert checks.CheckResult.from_dict(json.loads(json.dumps(r.to_dict(all_functions=True)))) == r
+    bad = {**c.to_dict(), "relative": "fast"}
+    with pytest.raises(ResultFormatError, match="change.relative is not a number"):
+        checks.Change.from_dict(bad)
+    with pytest.raises(ResultFormatError, match="history is not an integer"):
+        checks.WorkloadPair.from_dict({**pair.to_dict(), "history": 1.5})
+
+
 @pytest.mark.parametrize("body", [
     "{", "[]", '{"v": 1}', '{"v": 2, "result": {}}', "[" * 50_000 + "]" * 50_000,
     '{"v": 1, "pairings": ["p"], "time": 1, "result": {"commit": "C", "result": "degradation", "changes": [{}], '
