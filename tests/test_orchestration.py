@@ -41,7 +41,7 @@ def fake(monkeypatch) -> FakeEngine:
 
 def _check(repo, engine: FakeEngine, **opts):
     said: list[str] = []
-    result = check_collect(open_repo(repo), PairedOptions(**opts), CheckConfig(witness="none"), engine, said.append)
+    result = check_collect(open_repo(repo), PairedOptions(**opts), CheckConfig(witness="off"), engine, said.append)
     return result, said
 
 

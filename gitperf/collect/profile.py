@@ -11,7 +11,7 @@ from gitperf.core import codec, stacks
 from gitperf.core.config import Workload
 from gitperf.core.model import (OUTERMOST, PARTLY_TRACED, ROOT, FunctionStats, Header, Metrics, Mode, PlanRecord,
                                  Profile)
-from gitperf.engine.base import RawCollection, Session
+from gitperf.engine.base import RawCollection, RawFunction, Session
 from gitperf.plan.costs import SAMPLE_KEY, call_costs, inside_costs
 from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan
@@ -40,6 +40,14 @@ def _thin(series: list[tuple[int, int]], limit: int) -> tuple[tuple[int, int], .
     return tuple((o, _quantize(d)) for o, d in series)
 
 
+def _own_ns(r: RawFunction) -> int:
+    """The kernel's own time, never above the inclusive time: a callee whose interval, net of its waits
+    for a CPU (the scheduler's clock), outlasts its caller's by a few ns (the probes' clock) leaves the
+    caller's own time clamped at 0 instead of negative, and the sum over a recursion then overshoots by
+    that (fib: 72,459,274 own against 72,459,254 inclusive ns, once in CI)."""
+    return min(r.exclusive_ns, r.total_ns) if r.total_ns else r.exclusive_ns
+
+
 def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, str] | None = None,
                     cost_ns: dict[str, float] | None = None) -> list[FunctionStats]:
     """Raw kernel data -> per-function results, exact where the kernel saw every call."""
@@ -54,12 +62,7 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
     for f, r in zip(plan.functions, raw.functions):
         if not r.count and not r.stack_samples:
             continue
-        # Own time never exceeds inclusive time: a callee whose interval, net of its waits for a CPU (the
-        # scheduler's clock), outlasts its caller's by a few ns (the probes' clock) leaves the caller's
-        # own time clamped at 0 instead of negative, and the sum over a recursion then overshoots by that
-        # (fib: 72,459,274 own against 72,459,254 inclusive ns, once in CI)
-        kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, min_ns=r.min_ns,
-                  exclusive_ns=min(r.exclusive_ns, r.total_ns) if r.total_ns else r.exclusive_ns,
+        kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=_own_ns(r), min_ns=r.min_ns,
                   max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), recorded=len(r.series),
                   stack_samples=r.stack_samples, library_samples=r.library_samples,
                   location=locations.get(f.name, ""), nested=r.nested,
