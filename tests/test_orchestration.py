@@ -233,6 +233,7 @@ def test_noise_keeps_the_first_sessions_plan_for_all_and_reports_each_workload(r
 
 
 @pytest.mark.slow
+@pytest.mark.valgrind  # the last moment is the witness's callgrind runs
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_a_check_interrupted_at_any_moment_leaves_nothing_and_no_half_set(tmp_path, sig):
     """Issue #28: SIGINT and SIGTERM to the process group (Ctrl-C, CI's cancel) and SIGKILL to git perf
