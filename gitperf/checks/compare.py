@@ -60,7 +60,7 @@ import numpy as np
 from gitperf.checks.change import DEGRADATION, NEW, NO_CHANGE, OPTIMIZATION, REMOVED, UNKNOWN, Change
 from gitperf.core.config import CheckConfig
 from gitperf.core import stacks
-from gitperf.core.model import ROOT, FunctionStats, StoredProfile
+from gitperf.core.model import ROOT, FunctionStats, Profile, StoredProfile
 from gitperf.stats import inference, models
 from gitperf.stats.estimate import Z95
 
@@ -165,8 +165,9 @@ class Tested:
     exclusive: tuple[float, float] | None = None
 
 
-def _absent_is_zero(p: StoredProfile, name: str) -> bool:
-    return p.profile.plan.is_traced(name)
+def _absent_is_zero(p: Profile, name: str) -> bool:
+    """A run that lacks `name` measured it as 0 where its plan traced it (else it may have escaped the samples)."""
+    return p.plan.is_traced(name)
 
 
 # The calibration's spread between repetitions is 15-20% of a probe's cost on these VMs (CLASS_sd /
@@ -201,18 +202,20 @@ class _Runs(tuple):
     no hash of its own; identity is what a reader's cache hands out again)."""
 
     def __hash__(self):
-        return hash(tuple(map(id, self)))
+        if "_hash" not in self.__dict__:  # (asked on every lookup of one of its functions)
+            self.__dict__["_hash"] = hash(tuple(map(id, self)))
+        return self.__dict__["_hash"]
 
     def __eq__(self, other):
         return len(self) == len(other) and all(a is b for a, b in zip(self, other))
 
 
-def _side(profiles: list[StoredProfile], name: str, time_of: str = AUTO) -> _Side | None:
+def _side(runs: _Runs, name: str, time_of: str = AUTO) -> _Side | None:
     """One function's runs on one side (None: no run measured it).  Remembered for the last few
     sides: the index checks its line in order, and a commit's target side is its child's base."""
-    memo = _sides_of(_Runs(p.profile for p in profiles), time_of)
+    memo = _sides_of(runs, time_of)
     if name not in memo:
-        memo[name] = _measure_side(profiles, name, time_of)
+        memo[name] = _measure_side(runs, name, time_of)
     return memo[name]
 
 
@@ -221,11 +224,11 @@ def _sides_of(_runs: _Runs, _time_of: str) -> dict[str, _Side | None]:
     return {}
 
 
-def _measure_side(profiles: list[StoredProfile], name: str, time_of: str) -> _Side | None:
+def _measure_side(runs: _Runs, name: str, time_of: str) -> _Side | None:
     fs: list[FunctionStats] = []
-    probed: list[StoredProfile] = []  # the runs that measured it: present, or absent where traced
-    for p in profiles:
-        if (f := p.profile.function(name)) is not None:
+    probed: list[Profile] = []  # the runs that measured it: present, or absent as 0
+    for p in runs:
+        if (f := p.function(name)) is not None:
             fs.append(f)
             probed.append(p)
         elif _absent_is_zero(p, name):
@@ -251,7 +254,7 @@ def _measure_side(profiles: list[StoredProfile], name: str, time_of: str) -> _Si
                  location=next((f.location for f in fs if f.location), ""),
                  sampled_var=var, sampled=any(f.sampled for f in fs),
                  probe_share=inference.center(shares) if shares else 0.0,
-                 calibration_sd=max([CALIBRATION_DRIFT] + [p.profile.calibration_sd for p in probed])
+                 calibration_sd=max([CALIBRATION_DRIFT] + [p.calibration_sd for p in probed])
                  if native else 0.0, native=native,
                  probe=inference.center([float(f.probe_ns) for f in fs]) if fs else 0.0)
 
@@ -316,17 +319,17 @@ def _local_statistics(target, base, threshold: float, intervals: int = 4) -> str
     return top if votes.count(top) * 2 > len(votes) else NO_CHANGE
 
 
-def _sides(sides: Sides, n: str) -> tuple[_Side | None, _Side | None, bool]:
+def _sides(target: _Runs, base: _Runs, n: str) -> tuple[_Side | None, _Side | None, bool]:
     """One function's two sides and whether they can be compared: in native estimates where both
     are correctable; else in probed time where the probes cost the same on both sides; else not.
     Native estimates of a function that is mostly probe time are mostly calibration error, and a
     calibration's error is a bias shared by every run, not noise: an overstated probe cost takes
     more out of the side with more probed calls, so a commit that makes fewer calls looks slower
     (the demo's speed-up did, in CI)."""
-    t, b = _side(sides.target, n), _side(sides.base, n)
+    t, b = _side(target, n), _side(base, n)
     if not t or not b or (t.native and b.native):
         return t, b, True
-    tp, bp = _side(sides.target, n, PROBED), _side(sides.base, n, PROBED)
+    tp, bp = _side(target, n, PROBED), _side(base, n, PROBED)
     scale = min(inference.center(tp.totals), inference.center(bp.totals))
     return tp, bp, abs(tp.probe - bp.probe) <= PROBE_MATCH * scale
 
@@ -341,8 +344,9 @@ def _pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[_Side, _Side]]]:
     names = sorted({f.name for p in sides.target + sides.base for f in p.profile.functions})
     simple: list[Change] = []
     both = {}
+    target, base = _Runs(p.profile for p in sides.target), _Runs(p.profile for p in sides.base)
     for n in names:
-        t, b, like = _sides(sides, n)
+        t, b, like = _sides(target, base, n)
         if t is None and b is not None and _not_in_binary(sides.target, n):
             t = _Side.absent(len(sides.target))
         if b is None and t is not None and _not_in_binary(sides.base, n):
@@ -569,7 +573,7 @@ def _value(p: StoredProfile, name: str, native: bool) -> float | None:
     t = p.profile.times(native).get(name)
     if t is not None:
         return float(t)
-    return 0.0 if _absent_is_zero(p, name) else None
+    return 0.0 if _absent_is_zero(p.profile, name) else None
 
 
 def _paired_diffs(rs: Rounds | None, both: dict[str, tuple[_Side, _Side]]) -> dict[str, list[float]]:
@@ -753,7 +757,7 @@ def _commit_levels(runs: _Runs) -> dict[bool, dict[str, float]]:
         times, out[native] = [p.times(native) for p in runs], {}
         for n in names:
             v = [float(x) if (x := ts.get(n)) is not None else 0.0
-                 for ts, p in zip(times, runs) if n in ts or p.plan.is_traced(n)]
+                 for ts, p in zip(times, runs) if n in ts or _absent_is_zero(p, n)]
             if any(v):
                 out[native][n] = inference.center(v)
     return out
