@@ -22,7 +22,8 @@ from conftest import NAMES, commit_line, git, history, profile, run_cli
 from gitperf.core.config import CheckConfig
 from gitperf.git.repo import open_repo
 from gitperf.store.notes import NotesStore
-from gitperf.views.index import CachingStore, Index
+from gitperf.store.caching import CachingStore
+from gitperf.views.index import Index
 from gitperf.web import create_app
 
 XSS = "<script>alert(1)</script>"

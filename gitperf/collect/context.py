@@ -27,7 +27,6 @@ from gitperf.engine.base import Engine, RunWorkload
 from gitperf.git.worktree import checkout, run_build
 from gitperf.plan.optimize import PipelineChoice, Subject
 from gitperf.store.history import History
-from gitperf.store.notes import NotesStore
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ class CollectContext:
                            engine=target.engine.name, machine=machine_fingerprint(), kernel=platform.release(),
                            config=_source(config, root), environment=environment(binary))
         subject = Subject(target.repo, target.commit, binary, config, locations, target.cache_dir,
-                          History(NotesStore(target.repo), target.commit),
+                          History(target.repo, target.commit),
                           BaseGraphs(target.repo, config, binary.path, target.cache_dir), from_commit=not req.adhoc)
         return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, target.cache_dir,
                                                                            target.progress),
