@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import git, run_cli
+from conftest import git
 
 from gitperf.engine.workload import cgroup2_root
 from gitperf.git.repo import open_repo
@@ -121,6 +121,3 @@ def interrupt_at(repo: Path, moment: str, sig: str, git_perf: list[str]) -> None
     assert len(checked) == len(based) and (len(records) > 0) == (len(checked) > 0), (moment, len(checked),
                                                                                    len(based), len(records))
 
-
-__all__ = ["ENV", "GIT_PERF", "FAKE_GIT_PERF", "tick_repo", "running", "wait_for", "our_cgroups", "MOMENTS",
-           "check_until", "interrupt_at", "run_cli"]

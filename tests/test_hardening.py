@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, history, init_repo, run_cli
+from interrupts import running
 from test_codec import mutations
 
 from gitperf.core.config import CheckConfig
@@ -346,14 +347,7 @@ def test_a_build_stops_with_git_perf(tmp_path):
 
     def sleeps() -> set[int]:
         """This build's two `sleep 300.25`s (descendants of `p`: not a process of another test run)."""
-        out = set()
-        for proc in Path("/proc").glob("[0-9]*"):
-            try:
-                if (proc / "cmdline").read_bytes() == b"sleep\x00300.25\x00" and _descends(int(proc.name), p.pid):
-                    out.add(int(proc.name))
-            except OSError:
-                continue
-        return out
+        return {pid for pid in running("300.25") if _descends(pid, p.pid)}
     deadline = time.time() + 20
     while time.time() < deadline and len(sleeps()) < 2:
         time.sleep(0.05)
