@@ -31,7 +31,7 @@ from _common import BccEngine, CollectConfig, build_demo, table
 from overhead import MODES
 
 from gitperf.analysis import elf
-from gitperf.collect.budgeted import run_pilot
+from gitperf.collect.pilot import run_pilot
 from gitperf.collect.profile import build_functions, predicted_overhead
 from gitperf.engine import calibrate, workload
 from gitperf.plan import hybrid
@@ -133,7 +133,7 @@ def bench(name: str, b: Bench, budget: float, runs: int) -> list[list[str]]:
     calls = {n: 0.0 for n in base_plan.names} | {f.name: float(f.count) for f in trace_funcs}
     slows, cpus, preds, metrics_ref, metrics_trace, hz, traced = [], [], [], [], [], [], []
     for _ in range(runs):
-        pilot = run_pilot(b.engine, b.binary, base_plan, b.runner, lambda _m: None)
+        pilot = run_pilot(b.engine, b.binary, base_plan, b.runner, b.cost_ns)
         plan, choice, _rates = hybrid.choose(base_plan, hybrid.Inputs(base_plan.names, budget, pilot, b.cost_ns, calls,
                                                                    pilot.shares))
         before = b.native()

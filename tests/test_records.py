@@ -66,9 +66,9 @@ def test_from_dict_reads_what_to_dict_wrote_and_names_what_does_not_read():
     r = checks.CheckResult("a" * 40, None, checks.NO_CHANGE, (c,), (pair,))
     assert checks.CheckResult.from_dict(json.loads(json.dumps(r.to_dict(all_functions=True)))) == r
     bad = {**c.to_dict(), "relative": "fast"}
-    with pytest.raises(ResultFormatError, match="change.relative is not a number"):
+    with pytest.raises(ResultFormatError, match="change.relative: expected a number, got 'fast'"):
         checks.Change.from_dict(bad)
-    with pytest.raises(ResultFormatError, match="history is not an integer"):
+    with pytest.raises(ResultFormatError, match="workload.history_commits: expected an integer, got 1.5"):
         checks.WorkloadPair.from_dict({**pair.to_dict(), "history": 1.5})
 
 

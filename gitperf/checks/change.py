@@ -5,13 +5,11 @@ which reads that shape back (a check kept in a note, `checks.record`) or says wh
 
 from __future__ import annotations
 
-import functools
 import math
-import types
-import typing
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
+from gitperf.core import typed
 from gitperf.core.errors import EXIT_DEGRADATION, EXIT_NOT_ENOUGH_DATA, EXIT_OK
 from gitperf.core.names import readable
 
@@ -50,42 +48,13 @@ class ResultFormatError(ValueError):
     """JSON that does not read as a check's result (`from_dict`): what was wrong, where."""
 
 
-@functools.cache
-def _hints(cls) -> dict[str, typing.Any]:
-    return typing.get_type_hints(cls)
-
-
-def read_value(v, typ, where: str):
-    """`v` as the (resolved) type of a result's field: numbers finite, None only where the field
-    allows it, text valid (no lone surrogate), lists into tuples."""
-    origin, args = typing.get_origin(typ), typing.get_args(typ)
-    if origin in (typing.Union, types.UnionType):  # X | None
-        return None if v is None else read_value(v, next(a for a in args if a is not type(None)), where)
-    if v is None:
-        raise ResultFormatError(f"{where} is null")
-    if typ is float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ResultFormatError(f"{where} is not a number")
-        return float(v)
-    if typ in (bool, int):
-        if not isinstance(v, typ) or isinstance(v, bool) != (typ is bool):
-            raise ResultFormatError(f"{where} is not {'a boolean' if typ is bool else 'an integer'}")
-        return v
-    if typ is str:
-        if not isinstance(v, str):
-            raise ResultFormatError(f"{where} is not text")
-        v.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError (a ValueError)
-        return v
-    if origin is tuple and isinstance(v, list):
-        inner = [args[0]] * len(v) if args[-1:] == (Ellipsis,) else list(args)
-        if len(inner) != len(v):
-            raise ResultFormatError(f"{where} has {len(v)} items, not {len(inner)}")
-        return tuple(read_value(x, t, where) for x, t in zip(v, inner))
-    if origin is dict and isinstance(v, dict):
-        return {read_value(k, str, where): read_value(x, args[1], where) for k, x in v.items()}
-    if origin in (tuple, dict):
-        raise ResultFormatError(f"{where} has the wrong shape")
-    raise AssertionError(f"no reader for {typ!r}")  # a field of a new type: add it here
+def read_field(v, typ, where: str):
+    """`v` as the type of a result's field (`core.typed`: numbers, text, lists into tuples), or
+    ResultFormatError naming `where`."""
+    try:
+        return typed.read(v, typ)
+    except typed.Invalid as e:
+        raise ResultFormatError(f"{where}{'.' + e.where if e.where else ''}: {e.reason}") from None
 
 
 @dataclass(frozen=True)
@@ -156,19 +125,18 @@ class Change:
         statistic are not kept."""
         if not isinstance(d, dict):
             raise ResultFormatError("a change is not an object")
-        kw, hints = {}, _hints(cls)
-        for f in fields(cls):
-            if f.name == "statistic":
-                continue
-            if f.name not in d:
-                if f.default is MISSING and f.default_factory is MISSING:
-                    raise ResultFormatError(f"change field {f.name} is missing")
-                continue
-            v = d[f.name]
-            kw[f.name] = math.nan if v is None and hints[f.name] is float else read_value(v, hints[f.name], f"change.{f.name}")
-        if kw["type"] not in set(Verdict):
-            raise ResultFormatError(f"unknown verdict {kw['type']!r}")
-        return cls(**kw)
+        bad = next((k for k, v in d.items() if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad:
+            raise ResultFormatError(f"change.{bad}: expected a finite number, got {d[bad]!r}")
+        change = read_field({k: math.nan if v is None and k in _NAN_IF_NULL else v for k, v in d.items()
+                             if k != "statistic"}, cls, "change")
+        if change.type not in set(Verdict):
+            raise ResultFormatError(f"unknown verdict {change.type!r}")
+        return change
+
+
+# Change's numbers that `to_dict` writes as null when undefined (NaN): NaN again on read
+_NAN_IF_NULL = frozenset(f.name for f in fields(Change) if f.type == "float")
 
 
 @dataclass(frozen=True)
@@ -183,23 +151,19 @@ class WorkloadPair:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"workload": self.workload, "config_key": self.config_key, "target_profiles": self.target_profiles,
-                "base": self.base_commit, "base_profiles": self.base_profiles, "history": self.history_commits,
-                "noise": self.noise_source, "notes": list(self.notes)}
+        return {_PAIR_KEYS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)} | {"notes": list(self.notes)}
 
     @classmethod
     def from_dict(cls, d) -> WorkloadPair:
         """`to_dict`'s shape (and names) read back; a record without `noise` or `notes` has none."""
         if not isinstance(d, dict):
             raise ResultFormatError("a workload is not an object")
-        return cls(workload=read_value(d.get("workload"), str, "workload"),
-                   config_key=read_value(d.get("config_key"), str, "config_key"),
-                   target_profiles=read_value(d.get("target_profiles"), int, "target_profiles"),
-                   base_commit=read_value(d.get("base"), str | None, "base"),
-                   base_profiles=read_value(d.get("base_profiles"), int, "base_profiles"),
-                   history_commits=read_value(d.get("history"), int, "history"),
-                   noise_source=read_value(d.get("noise", ""), str, "noise"),
-                   notes=read_value(d.get("notes", []), tuple[str, ...], "notes"))
+        names = {v: k for k, v in _PAIR_KEYS.items()}
+        return read_field({"noise_source": ""} | {names.get(k, k): v for k, v in d.items()}, cls, "workload")
+
+
+# WorkloadPair's fields that its JSON names otherwise
+_PAIR_KEYS = {"base_commit": "base", "history_commits": "history", "noise_source": "noise"}
 
 
 @dataclass(frozen=True)
@@ -231,7 +195,7 @@ class CheckResult:
             raise ResultFormatError("a check's result needs a list of changes and of workloads")
         if d.get("result") not in set(Verdict):
             raise ResultFormatError(f"unknown result {d.get('result')!r}")
-        return cls(commit=read_value(d.get("commit"), str, "commit"), base=read_value(d.get("base"), str | None, "base"),
+        return cls(commit=read_field(d.get("commit"), str, "commit"), base=read_field(d.get("base"), str | None, "base"),
                    result=d["result"], changes=tuple(Change.from_dict(c) for c in d["changes"]),
                    pairs=tuple(WorkloadPair.from_dict(p) for p in d["workloads"]),
-                   warnings=read_value(d.get("warnings", []), tuple[str, ...], "warnings"))
+                   warnings=read_field(d.get("warnings", []), tuple[str, ...], "warnings"))

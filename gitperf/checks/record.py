@@ -15,7 +15,9 @@ import json
 import time
 from dataclasses import dataclass
 
-from gitperf.checks.change import CheckResult, read_value
+import msgspec
+
+from gitperf.checks.change import CheckResult, read_field
 from gitperf.store.notes import CHECK_PREFIX as PREFIX
 from gitperf.store.notes import NotesStore
 
@@ -44,15 +46,15 @@ def parse(text: str, commit: str) -> CheckRecord | None:
     """A record line of `commit`'s note, or None when it does not read as one (a pulled note may hold
     anything, and a record of another commit is not this commit's)."""
     try:
-        body = json.loads(text[len(PREFIX):])
+        body = msgspec.json.decode(text[len(PREFIX):])  # (refuses a lone surrogate, which no terminal takes)
         if not isinstance(body, dict) or body.get("v") != VERSION or not isinstance(body.get("result"), dict):
             return None
         result = CheckResult.from_dict(body["result"])
         if result.commit != commit:
             return None
-        return CheckRecord(read_value(body.get("pairings"), tuple[str, ...], "pairings"),
-                           read_value(body.get("time"), float, "time"), result)
-    except (ValueError, RecursionError, TypeError, KeyError):  # ResultFormatError and UnicodeError are ValueErrors
+        return CheckRecord(read_field(body.get("pairings"), tuple[str, ...], "pairings"),
+                           read_field(body.get("time"), float, "time"), result)
+    except (ValueError, RecursionError, TypeError, KeyError, msgspec.MsgspecError):  # ResultFormatError is a ValueError
         return None
 
 

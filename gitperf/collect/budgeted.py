@@ -1,4 +1,4 @@
-"""`--max-overhead` (ARCHITECTURE.md §8): a pilot run with a slow sampling timer, call counts
+"""`--max-overhead` (ARCHITECTURE.md §8): the pilot (`collect.pilot`), call counts
 (from earlier profiles, or a counting run of the changed and watched functions), then the hybrid
 plan of `plan.hybrid`."""
 
@@ -7,31 +7,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from gitperf.analysis.elf import BinaryInfo
-from gitperf.collect.context import CollectContext, Progress
+from gitperf.collect.context import CollectContext
+from gitperf.collect.pilot import PILOT_HZ, run_pilot
 from gitperf.core.config import Workload
 from gitperf.core.errors import GitPerfError
 from gitperf.core.fmt import names
 from gitperf.core.model import Mode
-from gitperf.engine.base import Engine, RunWorkload
+from gitperf.engine.base import RunWorkload
 from gitperf.git import sourcediff
 from gitperf.git.repo import resolve_commit
 from gitperf.plan import hybrid
 from gitperf.plan.costs import call_costs, inside_costs
 from gitperf.plan.optimize import Optimized, diff_base
 from gitperf.plan.probes import ProbePlan
-
-
-def run_pilot(engine: Engine, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload,
-              progress: Progress) -> hybrid.Pilot:
-    """The workload once with only a slow sampling timer: its native run time and where it goes."""
-    pilot_plan = replace(plan, mode=Mode.STACK, stack_hz=hybrid.PILOT_HZ)
-    raw = engine.collect(binary, pilot_plan, run, lambda _m: None)
-    if raw.run.partial:
-        progress(f"  warning: the pilot run is partial ({raw.run.partial}); its run time may mislead the budget")
-    total = max(raw.samples_total, 1)
-    return hybrid.Pilot(raw.run.wall_s, {f.name: r.stack_samples / total
-                                         for f, r in zip(pilot_plan.functions, raw.functions) if r.stack_samples})
 
 
 @dataclass(frozen=True)
@@ -117,12 +105,13 @@ def _earlier_plan(ctx: CollectContext, wl: Workload) -> hybrid.Kept | None:
 
 
 def budgeted(ctx: CollectContext, plan: ProbePlan, opt: Optimized, wl: Workload) -> Optimized:
-    """--max-overhead: a pilot run with a slow sampling timer, then the hybrid plan (plan.hybrid):
+    """--max-overhead: the pilot (`collect.pilot`), then the hybrid plan (plan.hybrid):
     the one the workload's history keeps, else one chosen from the pilot and the call counts."""
     t0 = time.perf_counter()
-    ctx.progress(f"overhead budget {ctx.max_overhead:.1%}: pilot run of {wl.name} with {hybrid.PILOT_HZ} Hz "
-                 "stack sampling")
-    pilot = run_pilot(ctx.target.engine, ctx.binary, plan, ctx.runner(wl), ctx.progress)
+    ctx.progress(f"overhead budget {ctx.max_overhead:.1%}: pilot of {wl.name} with {PILOT_HZ} Hz stack sampling")
+    pilot = run_pilot(ctx.target.engine, ctx.binary, plan, ctx.runner(wl), ctx.cost_ns)
+    if pilot.partial:
+        ctx.progress(f"  warning: the pilot run is partial ({pilot.partial}); its run time may mislead the budget")
     changed = _changed(ctx, opt)
     if kept := _earlier_plan(ctx, wl):
         ctx.progress(f"  keeping the plan of {kept.commit[:12]}: {len(kept.traced)} function(s) traced, stack "

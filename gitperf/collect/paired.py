@@ -2,8 +2,8 @@
 plan for both (`plan.focus`), and their runs interleaved in rounds until the caller's `until` says
 nothing is left open; then every profile is stored in one batch.
 
-* **Measured before planned.** `PILOT_RUNS` stack-sampled runs give each function's own native
-  time, and a counting run of the target with the candidates traced their exact calls and probe
+* **Measured before planned.** The pilot (`collect.pilot`: stack-sampled runs) gives each function's
+  own native time, and a counting run of the target with the candidates traced their exact calls and probe
   shares (`measure`); `plan.focus` decides from these what to trace.
 * **Interleaved.** Round r runs base then target (odd rounds: target then base), so a machine that
   is busy for a while spoils both sides of a round alike; each profile records its round and the
@@ -38,13 +38,14 @@ from gitperf.analysis.bindiff import BinDiff
 from gitperf.collect.budgeted import count_pass
 from gitperf.collect.collection import built
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
+from gitperf.collect.pilot import run_pilot
 from gitperf.collect.profile import profile_run
 from gitperf.core import codec
 from gitperf.core.config import Workload
 from gitperf.core.errors import CollectionAborted, WorkloadFailed
 from gitperf.core.fmt import names
 from gitperf.core.names import short
-from gitperf.core.model import ROOT, InstructionCounts, Mode, Profile, StoredProfile, content_id
+from gitperf.core.model import ROOT, InstructionCounts, Profile, StoredProfile, content_id
 from gitperf.engine import callgrind
 from gitperf.engine.base import Engine, Session
 from gitperf.git.repo import perf_dir
@@ -56,7 +57,6 @@ from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan
 
 SAMPLED_SHOWN = 6  # progress lines: the first few sampled focus functions and why
-PILOT_RUNS = 3  # stack-sampled runs that estimate each function's own native time before planning
 
 
 @dataclass(frozen=True)
@@ -120,22 +120,12 @@ Until = Callable[[PairedRuns], list[str]]
 
 
 def own_times(ctx: CollectContext, wl: Workload, plan: ProbePlan) -> tuple[float, dict[str, float]]:
-    """Native run time (s) and each function's own native time per run (ns), from PILOT_RUNS runs
-    stack-sampled at STACK_HZ (one program load for all)."""
-    stack = replace(plan, mode=Mode.STACK, stack_hz=planning.STACK_HZ)
-    samples: dict[str, int] = {}
-    total, wall = 0, 0.0
-    with ctx.target.engine.session(ctx.binary, stack, lambda _m: None) as s:
-        for _ in range(PILOT_RUNS):
-            raw = s.collect(ctx.runner(wl))
-            if raw.run.partial:
-                raise failed(wl, ctx.target.commit, raw.run.partial, "its first runs", raw.run.stderr)
-            wall += raw.run.wall_s
-            total += raw.samples_total
-            for f, r in zip(stack.functions, raw.functions):
-                samples[f.name] = samples.get(f.name, 0) + r.stack_samples
-    native_ns = wall / PILOT_RUNS * 1e9
-    return wall / PILOT_RUNS, {n: k / max(total, 1) * native_ns for n, k in samples.items()}
+    """Native run time (s) and each function's own native time per run (ns), from the pilot
+    (`collect.pilot`); a partial pilot run fails the workload."""
+    pilot = run_pilot(ctx.target.engine, ctx.binary, plan, ctx.runner(wl), ctx.cost_ns)
+    if pilot.partial:
+        raise failed(wl, ctx.target.commit, pilot.partial, "its first runs", pilot.stderr)
+    return pilot.native_s, {n: share * pilot.native_s * 1e9 for n, share in pilot.shares.items()}
 
 
 def measure(ctx: CollectContext, wl: Workload, cands: Candidates, base_per_call: dict[str, float]) -> Costs:

@@ -1,20 +1,24 @@
 """`.gitperf.toml`: the project's configuration, versioned with the code it measures (ARCHITECTURE.md §3).
 
 Every value has a default.  Validation is strict (unknown keys are typos, not silence) and every
-error names the file, the key, the bad value and what was expected.
+error names the file, the key, the bad value and what was expected.  A value's type and bounds are
+stated once, on its field's annotation (`Literal` choices, `msgspec.Meta` bounds), and read by
+`core.typed`, the reader of notes and check records too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import shlex
 import tomllib
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
 
+from msgspec import Meta
+
+from gitperf.core import typed
 from gitperf.core.errors import ConfigError
 from gitperf.core.model import Mode
 
@@ -28,41 +32,9 @@ MAX_OVERHEAD_PCT = 1000.0  # the budget's ceiling, in the file and on the comman
 DAY_S = 86_400.0
 
 
-@dataclass(frozen=True)
-class Bound:
-    """What a value in the file may be, stated on its field (`bounded`); `_section` checks it."""
-
-    choices: tuple[str, ...] = ()
-    above: float | None = None  # strictly
-    at_least: float | None = None
-    below: float | None = None  # strictly
-    at_most: float | None = None
-    power_of_two: bool = False  # 0 (off) or a power of two up to `at_most`
-
-    def why_not(self, value) -> str:
-        """What is wrong with `value` ("" = nothing)."""
-        if self.choices and value not in self.choices:
-            return f"expected one of {', '.join(self.choices)}"
-        if self.above is not None and value <= self.above:
-            return f"expected a value > {self.above:g}"
-        if self.at_least is not None and value < self.at_least:
-            return f"expected a value >= {self.at_least:g}" if self.at_least == 0 else f"expected at least {self.at_least:g}"
-        if self.at_most is not None and value > self.at_most and not self.power_of_two:
-            return f"expected at most {self.at_most:g}"
-        if self.power_of_two and (value < 0 or value > self.at_most or value & (value - 1)):
-            return f"expected 0 (off) or a power of two up to {self.at_most:g}"
-        if self.below is not None and value >= self.below:
-            return f"expected a value below {self.below:g}" + (" (0.99 = 99%)" if self.below == 1 else "")
-        return ""
-
-
-def bounded(default, **bound):
-    """A field whose value in the file must keep within `Bound(**bound)`."""
-    return field(default=default, metadata={"bound": Bound(**bound)})
-
-
 # Alignments GCC and clang take (-falign-functions=N): 0 (off) or a power of two up to a page
-ALIGNMENT = dict(power_of_two=True, at_most=4096)
+Alignment = Annotated[Literal[(0,) + tuple(2 ** k for k in range(13))],
+                      Meta(description="0 (off) or a power of two up to 4096")]
 
 
 @dataclass(frozen=True)
@@ -74,7 +46,7 @@ class BuildConfig:
     probe_pad: bool = False
     # with probe_pad: every function starts on an N-byte boundary (-falign-functions=N; 0 = as the
     # build aligns them), so that code moved before a function cannot shift its loops (§10e)
-    align_functions: int = bounded(0, **ALIGNMENT)
+    align_functions: Alignment = 0
 
 
 # A bare `collect` probes within this budget (percent of the native run time): a full trace of a
@@ -89,9 +61,9 @@ class Workload:
     name: str
     command: str  # shell command; it may run the binary several times, in several processes
     # runs per collection; 0 (not in the file): as the overhead budget's pilot affords (collect.collection.runs)
-    repeat: int = bounded(0, above=0, at_most=1_000)
+    repeat: Annotated[int, Meta(gt=0, le=1_000)] = 0
     # a timeout below 0.01 s kills every run at once (`timeout = 1e-300` stored a partial profile and passed)
-    timeout: float = bounded(300.0, above=0, at_least=0.01, at_most=DAY_S)
+    timeout: Annotated[float, Meta(ge=0.01, le=DAY_S)] = 300.0
 
     @property
     def argv(self) -> list[str]:
@@ -100,37 +72,37 @@ class Workload:
 
 @dataclass(frozen=True)
 class CollectConfig:
-    engine: str = bounded("bcc", choices=("bcc",))
+    engine: Literal["bcc"] = "bcc"
     # userspace: every function defined in the binary; funcs: `functions`
-    strategy: str = bounded("userspace", choices=STRATEGIES)
+    strategy: Literal[STRATEGIES] = "userspace"
     functions: tuple[str, ...] = ()
-    mode: str = bounded(Mode.TRACE, choices=MODES)
-    pipeline: str = bounded("none", choices=PIPELINES)
+    mode: Literal[MODES] = Mode.TRACE
+    pipeline: Literal[PIPELINES] = "none"
     # mode=sample: record every n-th call of each function (all are counted)
-    sample_every: int = bounded(1, above=0, at_most=10 ** 6)
-    record_limit: int = bounded(1000, above=0, at_most=10 ** 9)  # mode=dynamic: stop recording a function after this many calls
+    sample_every: Annotated[int, Meta(gt=0, le=10 ** 6)] = 1
+    record_limit: Annotated[int, Meta(gt=0, le=10 ** 9)] = 1000  # mode=dynamic: stop recording a function after this many calls
     reenable: bool = False  # mode=dynamic: re-enable with doubling back-off
-    period_ms: float = bounded(100.0, above=0, at_most=3_600_000.0)  # mode=timed/bursty: period
+    period_ms: Annotated[float, Meta(gt=0, le=3_600_000.0)] = 100.0  # mode=timed/bursty: period
     # mode=timed/bursty: recording window / burst length within a period
-    window_ms: float = bounded(10.0, above=0, at_most=3_600_000.0)
+    window_ms: Annotated[float, Meta(gt=0, le=3_600_000.0)] = 10.0
     # perf_event stack sampling frequency (0 = off, except in mode=stack); at most the kernel's default
     # perf_event_max_sample_rate
-    stack_hz: int = bounded(0, at_least=0, at_most=100_000)
-    series_limit: int = bounded(200, above=0, at_most=10 ** 6)  # sampled calls kept per function in the profile (at most)
+    stack_hz: Annotated[int, Meta(ge=0, le=100_000)] = 0
+    series_limit: Annotated[int, Meta(gt=0, le=10 ** 6)] = 200  # sampled calls kept per function in the profile (at most)
     # percent of native run time the probes may add (> 0: the hybrid plan, ARCHITECTURE.md §8).  The
     # default keeps what a profile measures mostly the program's own time; a `mode` set in the file
     # (or --mode) without max_overhead turns it off (see `parse`)
-    max_overhead: float = bounded(DEFAULT_MAX_OVERHEAD, at_least=0, at_most=MAX_OVERHEAD_PCT)
+    max_overhead: Annotated[float, Meta(ge=0, le=MAX_OVERHEAD_PCT)] = DEFAULT_MAX_OVERHEAD
     watch: tuple[str, ...] = ()  # max_overhead: functions worth tracing as much as changed ones
 
 
 @dataclass(frozen=True)
 class CheckConfig:
-    min_relative: float = bounded(0.05, at_least=0, at_most=10.0)  # smaller relative changes are never called degradations
-    min_absolute_ns: int = bounded(10_000, at_least=0, at_most=3_600 * 10 ** 9)
-    confidence: float = bounded(0.99, above=0, below=1)  # a probability
-    direction: str = bounded("lower", choices=("lower", "higher"))  # lower time is better
-    history: int = bounded(10, above=0, at_most=1_000)
+    min_relative: Annotated[float, Meta(ge=0, le=10.0)] = 0.05  # smaller relative changes are never called degradations
+    min_absolute_ns: Annotated[int, Meta(ge=0, le=3_600 * 10 ** 9)] = 10_000
+    confidence: Annotated[float, Meta(gt=0, lt=1)] = 0.99  # a probability
+    direction: Literal["lower", "higher"] = "lower"  # lower time is better
+    history: Annotated[int, Meta(gt=0, le=1_000)] = 10
     # the other methods' votes and the bootstrap of the mean call beside each verdict: they never
     # change it and cost ~90% of a check's time (the dashboard's index turns them off)
     votes: bool = True
@@ -140,21 +112,21 @@ class CheckConfig:
     probe_pad: bool = True
     # check --collect also counts each side's instructions under callgrind (checks.witness), when
     # valgrind is installed and one run is predicted within engine.callgrind.BUDGET_S: "off" skips it
-    witness: str = bounded("instructions", choices=("instructions", "off"))
+    witness: Literal["instructions", "off"] = "instructions"
     # the check's builds align every function to this many bytes (build.align_functions; 0 = off)
-    align_functions: int = bounded(0, **ALIGNMENT)
+    align_functions: Alignment = 0
 
 
 @dataclass(frozen=True)
 class HookConfig:
-    commits: str = bounded("tip", choices=("tip", "all"))
-    max_commits: int = bounded(5, above=0, at_most=1_000)
-    on_cannot_collect: str = bounded("allow", choices=("allow", "reject"))
-    on_not_enough_data: str = bounded("allow", choices=("allow", "reject"))
+    commits: Literal["tip", "all"] = "tip"
+    max_commits: Annotated[int, Meta(gt=0, le=1_000)] = 5
+    on_cannot_collect: Literal["allow", "reject"] = "allow"
+    on_not_enough_data: Literal["allow", "reject"] = "allow"
     push_notes: bool = False
     workloads: tuple[str, ...] = ()  # which workloads the hook collects and checks (() = all)
     # rounds of the paired check (0 = until the changed functions are decided; 1 is refused in `parse`)
-    rounds: int = bounded(0, at_least=0, at_most=1_000)
+    rounds: Annotated[int, Meta(ge=0, le=1_000)] = 0
     # measure again even when the pushed commit has a stored paired check against its parent
     recollect: bool = False
 
@@ -183,43 +155,22 @@ def valid_workload_name(name: str) -> bool:
     return bool(name.strip()) and "|" not in name and name.isprintable()
 
 
-def _typename(t) -> str:
-    return {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}.get(
-        getattr(t, "__name__", str(t)), str(t))
-
-
-def _section(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
+def _table(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
+    """A section of the file as `cls`: no key it does not know, the `required` ones there, every value
+    of its field's type and within the bounds stated on the field (`core.typed`)."""
     if not isinstance(table, dict):
         raise ConfigError(path, where, f"expected a table, got {table!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    known = [f.name for f in dataclasses.fields(cls) if f.name != "path"]
     for key in table:
-        if key not in fields or key == "path":
-            known = ", ".join(k for k in fields if k != "path")
-            raise ConfigError(path, f"{where}.{key}", f"unknown key (known keys: {known})")
+        if key not in known:
+            raise ConfigError(path, f"{where}.{key}", f"unknown key (known keys: {', '.join(known)})")
     for key in required:
         if key not in table:
             raise ConfigError(path, f"{where}.{key}", "missing (required)")
-    kwargs, hints = {}, typing.get_type_hints(cls)
-    for name, f in fields.items():
-        if name not in table:
-            continue
-        value, key, ftype = table[name], f"{where}.{name}", hints[name]
-        if ftype == tuple[str, ...]:
-            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-                raise ConfigError(path, key, f"expected a list of strings, got {value!r}")
-            value = tuple(value)
-        elif ftype is float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(path, key, f"expected a number, got {value!r}")
-            value = float(value)
-            if not math.isfinite(value):  # TOML has nan and inf; neither is a timeout or a period
-                raise ConfigError(path, key, f"expected a finite number, got {value!r}")
-        elif isinstance(value, bool) != (ftype is bool) or not isinstance(value, ftype):
-            raise ConfigError(path, key, f"expected {_typename(ftype)}, got {value!r}")
-        if "bound" in f.metadata and (why := f.metadata["bound"].why_not(value)):
-            raise ConfigError(path, key, f"{why}, got {value!r}")
-        kwargs[name] = value
-    return cls(**kwargs)
+    try:
+        return typed.read(table, cls)
+    except typed.Invalid as e:
+        raise ConfigError(path, f"{where}.{e.where}", e.reason) from None
 
 
 def parse(text: str, path: str = FILENAME) -> Config:
@@ -236,7 +187,7 @@ def parse(text: str, path: str = FILENAME) -> Config:
         raise ConfigError(path, "workload", "expected [[workload]] tables")
     workloads = []
     for i, w in enumerate(workloads_raw):
-        wl = _section(Workload, w, path, f"workload[{i}]", required=("name", "command"))
+        wl = _table(Workload, w, path, f"workload[{i}]", required=("name", "command"))
         if not valid_workload_name(wl.name):
             raise ConfigError(path, f"workload[{i}].name", f"expected a non-empty name without '|' or control "
                                                            f"characters, got {wl.name!r}")
@@ -247,20 +198,20 @@ def parse(text: str, path: str = FILENAME) -> Config:
         if any(o.name == wl.name for o in workloads):
             raise ConfigError(path, f"workload[{i}].name", f"duplicate workload name {wl.name!r}")
         workloads.append(wl)
-    collect = _section(CollectConfig, data.get("collect", {}), path, "collect")
+    collect = _table(CollectConfig, data.get("collect", {}), path, "collect")
     if "mode" in data.get("collect", {}) and "max_overhead" not in data["collect"]:
         collect = dataclasses.replace(collect, max_overhead=0.0)  # a mode chosen in the file is a fixed plan
     if collect.window_ms > collect.period_ms:
         raise ConfigError(path, "collect.window_ms", f"must not exceed collect.period_ms ({collect.period_ms})")
-    hook = _section(HookConfig, data.get("hook", {}), path, "hook")
+    hook = _table(HookConfig, data.get("hook", {}), path, "hook")
     if hook.rounds == 1:  # as `check --collect --rounds`: a spread needs two pairs
         raise ConfigError(path, "hook.rounds", "expected 0 (until decided) or at least 2, got 1")
     return Config(
         path=path,
-        build=_section(BuildConfig, data.get("build", {}), path, "build"),
+        build=_table(BuildConfig, data.get("build", {}), path, "build"),
         workloads=tuple(workloads),
         collect=collect,
-        check=_section(CheckConfig, data.get("check", {}), path, "check"),
+        check=_table(CheckConfig, data.get("check", {}), path, "check"),
         hook=hook,
         digest=hashlib.sha256(text.encode()).hexdigest()[:12],
     )

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
+from gitperf.core.typed import Amount, Count, Real, Signed
+
 ROOT = "main"  # the root function: every plan probes it, and its inclusive time is the workload's total
 
 
@@ -48,9 +50,9 @@ class Header:
     engine: str
     machine: str  # fingerprint of the hardware: profiles from other machines are not comparable
     kernel: str
-    started: float  # unix time
-    finished: float
-    exit_status: int | None = 0  # of the workload; None when it was killed (timeout)
+    started: Real  # unix time
+    finished: Real
+    exit_status: Signed | None = 0  # of the workload; None when it was killed (timeout)
     partial: str = ""  # why the profile is incomplete ("" = complete): crash, timeout, ...
     # the configuration that produced it when not the commit's own: a commit from before the project
     # adopted git perf is collected with the working tree's .gitperf.toml or --config FILE
@@ -72,30 +74,30 @@ class Header:
 class Metrics:
     """The thesis' evaluation metrics (times in seconds, sizes in bytes)."""
 
-    PT: float = 0.0  # profiling time: the whole collect command for this workload
-    CPT: float = 0.0  # collection phase time: probes attached until results read
-    PRT: float = 0.0  # program run time (wall clock of the workload under probes)
-    RDV: int = 0  # raw data volume: bytes of records and maps read from the kernel
-    PS: int = 0  # profile size: bytes of the encoded note line
-    OO: float = 0.0  # optimization overhead: planning time
-    ORE: float = 0.0  # overhead of resource extraction: binary/call-graph analysis time
-    PL: int = 0  # probe locations: functions probed
-    PLR: int = 0  # probe locations reached: probed functions called at least once
-    HC: float = 0.0  # hotspot coverage: share of a full trace's exclusive time in the functions traced (0: unknown)
-    TLC: float = 0.0  # top-level coverage: share of the root's inclusive time seen in its callees
-    dropped: int = 0  # sampled records lost (ring buffer full): counted in BPF, never silent
-    records: int = 0  # sampled call records delivered
-    stack_samples: int = 0  # perf_event samples taken
-    probe_samples: int = 0  # of them, taken while the kernel handled a probe (probe time, no function's)
-    rooted_samples: int = 0  # of them, those whose stack unwound to the root (`Profile.stacks` holds them all)
-    untimed: int = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
-    attach_s: float = 0.0
-    detach_s: float = 0.0
-    predicted_overhead_s: float = 0.0  # calls x calibrated per-hit cost of each entry class (+ samples x cost)
-    native_s: float = 0.0  # --max-overhead: the pilot's run time at native speed (0 = not measured)
+    PT: Amount = 0.0  # profiling time: the whole collect command for this workload
+    CPT: Amount = 0.0  # collection phase time: probes attached until results read
+    PRT: Amount = 0.0  # program run time (wall clock of the workload under probes)
+    RDV: Count = 0  # raw data volume: bytes of records and maps read from the kernel
+    PS: Count = 0  # profile size: bytes of the encoded note line
+    OO: Amount = 0.0  # optimization overhead: planning time
+    ORE: Amount = 0.0  # overhead of resource extraction: binary/call-graph analysis time
+    PL: Count = 0  # probe locations: functions probed
+    PLR: Count = 0  # probe locations reached: probed functions called at least once
+    HC: Amount = 0.0  # hotspot coverage: share of a full trace's exclusive time in the functions traced (0: unknown)
+    TLC: Amount = 0.0  # top-level coverage: share of the root's inclusive time seen in its callees
+    dropped: Count = 0  # sampled records lost (ring buffer full): counted in BPF, never silent
+    records: Count = 0  # sampled call records delivered
+    stack_samples: Count = 0  # perf_event samples taken
+    probe_samples: Count = 0  # of them, taken while the kernel handled a probe (probe time, no function's)
+    rooted_samples: Count = 0  # of them, those whose stack unwound to the root (`Profile.stacks` holds them all)
+    untimed: Count = 0  # calls nested deeper than the kernel's 64 return probes: counted, not timed
+    attach_s: Amount = 0.0
+    detach_s: Amount = 0.0
+    predicted_overhead_s: Amount = 0.0  # calls x calibrated per-hit cost of each entry class (+ samples x cost)
+    native_s: Amount = 0.0  # --max-overhead: the pilot's run time at native speed (0 = not measured)
     # of PRT, seconds the root's calls waited, runnable, for a CPU (a busy machine's; left out of
     # every function's time: ARCHITECTURE.md §6)
-    WAIT: float = 0.0
+    WAIT: Amount = 0.0
 
     @property
     def measured_overhead(self) -> float | None:
@@ -117,30 +119,30 @@ class FunctionStats:
     so no function's total exceeds its root's.  `exclusive_ns` sums every call's own time."""
 
     name: str
-    count: int
-    total_ns: int
-    exclusive_ns: int
-    min_ns: int = 0
-    max_ns: int = 0
-    hist: tuple[int, ...] = ()  # log2 buckets of inclusive duration: hist[i] counts [2^i, 2^(i+1)) ns
+    count: Count
+    total_ns: Count
+    exclusive_ns: Signed
+    min_ns: Count = 0
+    max_ns: Count = 0
+    hist: tuple[Count, ...] = ()  # log2 buckets of inclusive duration: hist[i] counts [2^i, 2^(i+1)) ns
     sampled: bool = False
-    ci_low: float | None = None
-    ci_high: float | None = None
+    ci_low: Real | None = None
+    ci_high: Real | None = None
     # bounded series of sampled calls: (call ordinal within this function, inclusive ns)
-    series: tuple[tuple[int, int], ...] = ()
-    stack_samples: int = 0  # perf_event samples given to this function: in its own code or a library it called
+    series: tuple[tuple[Count, Count], ...] = ()
+    stack_samples: Count = 0  # perf_event samples given to this function: in its own code or a library it called
     # of stack_samples: taken in a library the function called (given to it from the stack, which a
     # stale return address can fool; `checks.compare` compares two builds on the others only)
-    library_samples: int = 0
+    library_samples: Count = 0
     location: str = ""  # "file:line" of the definition when DWARF has it
-    recorded: int = 0  # calls recorded in the kernel's ring buffer (before the series was thinned)
+    recorded: Count = 0  # calls recorded in the kernel's ring buffer (before the series was thinned)
     # calibrated estimate of the probes' own time inside total_ns: the function's own entry/return share
     # plus every probed call nested in its calls (ARCHITECTURE.md §6); total_ns - probe_ns is native time.
     # It can exceed total_ns where the calibration overestimates this run's probes (it is not capped)
-    probe_ns: int = 0
-    nested: int = 0  # probed calls nested in its outermost calls (exact kernel count)
+    probe_ns: Count = 0
+    nested: Count = 0  # probed calls nested in its outermost calls (exact kernel count)
     # the outermost calls, when recursion made them fewer than the timed calls (0: every call was one)
-    outer_calls: int = 0
+    outer_calls: Count = 0
     # the root never returned (the program called exit() inside it: ninja's real_main does), so no call
     # was timed: total_ns is the run's wall time instead (`collect.profile.build_functions`)
     by_run: bool = False
@@ -176,14 +178,14 @@ class PlanRecord:
     changed: tuple[str, ...] = ()
     strategy: str = "userspace"
     mode: str = Mode.TRACE
-    params: dict[str, float | str | None] = field(default_factory=dict)  # numbers; the attach method a name
+    params: dict[str, Amount | str | None] = field(default_factory=dict)  # numbers; the attach method a name
     pipeline: str = "none"
     methods: tuple[str, ...] = ()  # the optimization methods that ran, in order
     reasons: dict[str, str] = field(default_factory=dict)  # removed function -> why
     renamed: dict[str, str] = field(default_factory=dict)  # diff tracing: base name -> name here
     # a paired check's diff: base functions gone as functions, their code inlined into these here
     inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    sample_every: dict[str, int] = field(default_factory=dict)  # per-function periods (dynamic sampling)
+    sample_every: dict[str, Count] = field(default_factory=dict)  # per-function periods (dynamic sampling)
     base: str = ""  # the commit diff tracing and the baseline statistics came from
     traced: tuple[str, ...] = ()  # hybrid: the functions traced on every call (the rest: stack samples)
     # paired check: per traced caller, the changed and new functions it reaches within the depth it was
@@ -208,7 +210,7 @@ class PlanRecord:
     # first) and the id both sides' profiles of one check carry (`checks.check.partners` pairs by it).
     # None and "" outside a paired check.  Notes from before these fields kept them in `params`
     # (`core.codec` moves them here).
-    round: int | None = None
+    round: Count | None = None
     pairing: str = ""
 
     @property
@@ -256,8 +258,8 @@ class InstructionCounts:
     function of the binary, (calls, exclusive, inclusive) instructions, calls into libraries charged
     to the caller; or why there are none (`error`: valgrind could not run it)."""
 
-    total: int = 0  # instructions of the whole run, libraries included
-    functions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    total: Count = 0  # instructions of the whole run, libraries included
+    functions: dict[str, tuple[Count, Count, Count]] = field(default_factory=dict)
     error: str = ""
 
 
@@ -267,11 +269,11 @@ class Profile:
     metrics: Metrics
     plan: PlanRecord
     functions: tuple[FunctionStats, ...]
-    calibration: dict[str, float] = field(default_factory=dict)  # entry class -> ns per hit
+    calibration: dict[str, Amount] = field(default_factory=dict)  # entry class -> ns per hit
     # callgrind runs of this side of a paired check (kept on its first round's profile only)
     instructions: tuple[InstructionCounts, ...] = ()
     # folded call stacks of the stack samples -> samples, bounded (core.stacks)
-    stacks: dict[str, int] = field(default_factory=dict)
+    stacks: dict[str, Count] = field(default_factory=dict)
 
     @property
     def config_key(self) -> str:

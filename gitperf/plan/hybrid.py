@@ -18,15 +18,15 @@ from gitperf.plan import budget
 from gitperf.plan.costs import SAMPLE_KEY, call_costs
 from gitperf.plan.probes import ProbePlan
 
-# The pilot's timer: at ~30 us a sample (calibrated on these VMs) 99 Hz costs 0.3%, so the pilot
-# runs at native speed, and a 0.2 s workload still gets ~20 samples to weigh functions by.
-PILOT_HZ = 99
-
-
 @dataclass(frozen=True)
 class Pilot:
-    native_s: float  # wall time of the workload with only the pilot's timer
+    """What the pilot measured (`collect.pilot`)."""
+
+    native_s: float  # run time of the workload with only the pilot's timer, its samples' cost taken out
     shares: dict[str, float]  # function -> share of the samples (exclusive time)
+    runs: int = 1
+    partial: str = ""  # why the last run ended early ("" = every run completed)
+    stderr: str = ""  # of that run: its last lines
 
     def budget_ns(self, max_overhead: float) -> float:
         """What the probes may add: a fraction of the native run time."""
