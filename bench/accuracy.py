@@ -178,7 +178,7 @@ def main() -> None:
     engine = BccEngine()
     engine.check()
     with tempfile.TemporaryDirectory() as d:
-        cost_ns = calibrate.costs(engine, Path(d))
+        cost_ns = calibrate.costs(engine, "bench", Path(d))
         print("calibrated ns per hit: " + ", ".join(f"{k} {v:,.0f}" for k, v in cost_ns.items()), flush=True)
         demo, heavy = build_demo(Path(d)), build_callheavy(Path(d))
         words = [str(demo), str(args.words), str(max(args.words // 100, 1))]

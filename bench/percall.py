@@ -174,7 +174,7 @@ def lua(engine: BccEngine, work: Path, repeat: int) -> str:
     src = work / "lua"
     realworld.make_history(src)
     cfg = "-std=c99 -DLUA_USE_LINUX -g -fno-omit-frame-pointer"
-    costs = calibrate.costs(engine, work)
+    costs = calibrate.costs(engine, "bench", work)
     rows, counts = [], {}
     for label, extra in (("ordinary", ""), ("NOP-padded", f" {PAD}")):
         d = work / f"lua-{label}"

@@ -117,14 +117,24 @@ def _fail_without_browser(request):
 
 @pytest.fixture(autouse=True)
 def git_identity(monkeypatch, tmp_path_factory):
-    """Every test sees the same git identity and no user/system config."""
+    """Every test sees the same git identity and no user/system config.  The session's one home holds
+    the one calibration every collection of the session shares (it belongs to the machine:
+    `calibrate.user_cache`), apart from the user's own."""
     home = tmp_path_factory.getbasetemp() / "home"
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("GITPERF_CACHE", raising=False)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for k, v in {"GIT_AUTHOR_NAME": "Tester", "GIT_AUTHOR_EMAIL": "t@example.com",
                  "GIT_COMMITTER_NAME": "Tester", "GIT_COMMITTER_EMAIL": "t@example.com"}.items():
         monkeypatch.setenv(k, v)
+
+
+@pytest.fixture
+def calibration_cache(git_identity, tmp_path_factory) -> Path:
+    """Where this session's collections keep the calibration (`calibrate.user_cache`)."""
+    return tmp_path_factory.getbasetemp() / "home" / ".cache" / "git-perf"
 
 
 def git(cwd, *args) -> str:

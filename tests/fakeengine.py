@@ -125,7 +125,7 @@ def install(engine: FakeEngine | None = None, patch=setattr) -> FakeEngine:
     import gitperf.engine.bcc_engine
     import gitperf.engine.calibrate
     engine = engine or FakeEngine()
-    patch(gitperf.engine.calibrate, "costs", lambda _engine, _cache, _progress=None: dict(COSTS))
+    patch(gitperf.engine.calibrate, "costs", lambda *_args, **_kw: dict(COSTS))
     patch(gitperf.cli, "_engine", lambda per_probe=False: engine)
     patch(gitperf.engine.bcc_engine, "BccEngine", lambda force_per_probe=False: engine)  # the hook's, workers'
     return engine

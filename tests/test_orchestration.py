@@ -244,3 +244,24 @@ def test_a_check_interrupted_at_any_moment_leaves_nothing_and_no_half_set(tmp_pa
     subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)  # for the next command
     for moment in MOMENTS:
         interrupt_at(repo, moment, sig, FAKE_GIT_PERF)
+
+
+def test_the_calibration_is_kept_per_machine_and_kernel_not_per_repository(tmp_path, monkeypatch):
+    """Kept under each repository's .git/perf/, the calibration was measured again by every fresh
+    clone (a CI job's first collect: ~12 s; ~60 times in this suite).  It belongs to the machine and its
+    kernel: one per user cache, another machine sharing the home keeps its own, and a cache that
+    cannot be written is said and costs a measurement, not the collection."""
+    from gitperf.engine import calibrate
+    measured = []
+    monkeypatch.setattr(calibrate, "measure", lambda _engine, d: measured.append(d) or {"push": 1.0,
+                                                                                          "version": calibrate.VERSION})
+    monkeypatch.setenv("GITPERF_CACHE", str(tmp_path / "cache"))
+    assert calibrate.costs(None, "m1") == calibrate.costs(None, "m1") == {"push": 1.0, "version": calibrate.VERSION}
+    assert len(measured) == 1 and len(list((tmp_path / "cache").glob("calibration-*-m1.json"))) == 1
+    calibrate.costs(None, "m2")
+    assert len(measured) == 2
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("GITPERF_CACHE", str(tmp_path / "file" / "cache"))  # under a file: cannot be made
+    said = []
+    assert calibrate.costs(None, "m1", progress=said.append)["push"] == 1.0
+    assert len(measured) == 3 and "GITPERF_CACHE" in said[-1], said

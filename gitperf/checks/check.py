@@ -285,7 +285,7 @@ def conclude(req: Request, pairs: list[WorkloadPair], changes: list[Change], war
     accepted = req.store.acceptance(req.commit)
     if accepted:
         changes = [replace(c, type=ACCEPTED) if c.type == DEGRADATION else c for c in changes]
-        warnings.append(f"this commit's performance change was accepted as intended: {accepted.get('reason', '')}")
+        warnings.append(f"this commit's performance change was accepted as intended: {accepted.reason}")
     changes = sorted(changes, key=lambda c: c.severity)
     result = result_of(pairs, changes)
     if result == NOT_ENOUGH_DATA:

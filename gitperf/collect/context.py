@@ -90,7 +90,7 @@ class Target:
     commit: str
     engine: Engine
     progress: Progress
-    cache_dir: Path  # .git/perf/: build locks, the calibration, analysis caches
+    cache_dir: Path  # .git/perf/: build locks, analysis caches
 
 
 def machine_fingerprint() -> str:
@@ -169,8 +169,8 @@ class CollectContext:
         subject = Subject(target.repo, target.commit, binary, config, locations, target.cache_dir,
                           History(target.repo, target.commit),
                           BaseGraphs(target.repo, config, binary.path, target.cache_dir), from_commit=not req.adhoc)
-        return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, target.cache_dir,
-                                                                           target.progress),
+        return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, header_base["machine"],
+                                                                           progress=target.progress),
                    dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead)
 
     @property

@@ -157,28 +157,34 @@ _FUNCTION_KEYS = {"name": "n", "count": "c", "total_ns": "t", "exclusive_ns": "x
 _INSTRUCTION_KEYS = {"total": "t", "functions": "f", "error": "e"}
 
 
-def _wire(cls, keys: dict[str, str], extra: tuple = (), extra_keys: dict[str, str] | None = None):
+def _wire(cls, keys: dict[str, str], extra: tuple[tuple[str, str, typing.Any, typing.Any], ...] = ()):
     """`cls` as a line spells it: its fields named in `keys`, with their annotations (and so their
-    bounds), under the line's keys; `extra` fields for what a line keeps in another shape."""
+    bounds), under the line's keys; `extra` fields (name, key, type, default) for what a line keeps in
+    another shape than the model."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    fields = [(f.name, hints[f.name]) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-              else (f.name, hints[f.name], f.default if f.default is not dataclasses.MISSING else f.default_factory())
-              for f in dataclasses.fields(cls) if f.name in keys]
-    return msgspec.defstruct(f"Line{cls.__name__}", fields + list(extra), kw_only=True,
-                             rename={**keys, **(extra_keys or {})})
+    fields = [(f.name, hints[f.name], _default(f)) for f in dataclasses.fields(cls) if f.name in keys]
+    return msgspec.defstruct(f"Line{cls.__name__}", fields + [(name, typ, default) for name, _, typ, default in extra],
+                             kw_only=True, rename={**keys, **{name: key for name, key, _, _ in extra}})
 
 
-_Function = _wire(FunctionStats, _FUNCTION_KEYS,
-                  extra=(("sampled", typing.Literal[0, 1], 0), ("ci", tuple[typed.Real, typed.Real] | None, None),
-                         ("ords", list[typed.Count], []), ("durs", list[typed.Count], [])),  # series: deltas, durations
-                  extra_keys={"sampled": "s", "ci": "ci", "ords": "so", "durs": "sd"})
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else msgspec.NODEFAULT
+
+
+_Function = _wire(FunctionStats, _FUNCTION_KEYS, extra=(
+    ("sampled", "s", typing.Literal[0, 1], 0),
+    ("ci", "ci", tuple[typed.Real | None, typed.Real | None] | None, None),  # the interval of a sampled total
+    ("ords", "so", list[typed.Count], []),  # the series: call ordinals as deltas ...
+    ("durs", "sd", list[typed.Count], [])))  # ... and the calls' durations
 _Instructions = _wire(InstructionCounts, _INSTRUCTION_KEYS)
 _Line = msgspec.defstruct("Line", [("v", int), ("h", Header), ("m", Metrics), ("p", PlanRecord), ("f", list[_Function]),
                                    ("cal", dict[str, typed.Amount], {}), ("w", list[_Instructions], []),
                                    ("st", dict[str, typed.Count], {})], kw_only=True)
 _DECODER = msgspec.json.Decoder(_Line)
-_LONG = {"f": {v: k for k, v in {**_FUNCTION_KEYS, "sampled": "s", "ords": "so", "durs": "sd"}.items()},
-         "w": {v: k for k, v in _INSTRUCTION_KEYS.items()}}
+_LONG = {"f": {f.encode_name: f.name for f in msgspec.structs.fields(_Function)},
+         "w": {f.encode_name: f.name for f in msgspec.structs.fields(_Instructions)}}
 
 
 def _in_words(e: typed.Invalid) -> str:

@@ -3,7 +3,8 @@
 A tiny program (calib/) calls one empty function per class N times and times the loop itself;
 run natively and then with entry+return probes on those functions, the difference per call is what
 one probed call costs (entry trap, handler, uretprobe).  The result depends on the kernel and the
-hardware, so it is cached per kernel release under `.git/perf/` and recorded in every profile.
+hardware, so it is cached per machine and kernel release in the user's cache (`user_cache`) and
+recorded in every profile.
 
 A second run has the stack-sampling timer on and only `main` probed: a call-free loop's slowdown
 divided by the samples it took is the cost of one stack sample (`stack_sample`), which the overhead
@@ -121,19 +122,36 @@ def measure(engine: Engine, workdir: Path) -> dict[str, float]:
     return out
 
 
-def costs(engine: Engine, cache_dir: Path, progress=lambda _m: None) -> dict[str, float]:
-    """Cached per kernel release; measured on first use (a few seconds)."""
-    cache = cache_dir / f"calibration-{platform.release()}.json"
+def user_cache() -> Path:
+    """Where the calibration is kept: `$GITPERF_CACHE`, else `$XDG_CACHE_HOME/git-perf`, else
+    `~/.cache/git-perf`.  It belongs to the machine and its kernel, not to a repository: kept under each
+    repository's `.git/perf/`, every fresh clone (a CI job's) measured it again, ~12 s of its first
+    collect (and of each of the test suite's fresh repositories)."""
+    if os.environ.get("GITPERF_CACHE"):
+        return Path(os.environ["GITPERF_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "git-perf"
+
+
+def costs(engine: Engine, machine: str, cache_dir: Path | None = None, progress=lambda _m: None) -> dict[str, float]:
+    """Cached per machine (`machine`: its fingerprint) and kernel release in `cache_dir` (default
+    `user_cache()`; where that cannot be written, measured again next time); measured on first use
+    (~12 s on the 2-vCPU VMs we run on)."""
+    cache = (cache_dir or user_cache()) / f"calibration-{platform.release()}-{machine}.json"
     try:
         cached = json.loads(cache.read_text())
         if cached.get("version") == VERSION:  # older caches lack CLASS_in / CLASS_sd: measured again
             return cached
     except (OSError, ValueError):
         pass
-    progress("calibrating probe costs for this kernel (once)")
+    progress("calibrating probe costs for this machine and kernel (once)")
     with tempfile.TemporaryDirectory(prefix="gitperf-calib-") as d:
         result = measure(engine, Path(d))
-    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(cache)  # atomic: concurrent collections never read half a file
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(cache)  # atomic: concurrent collections never read half a file
+    except OSError as e:
+        progress(f"warning: cannot keep the calibration in {cache.parent} ({e.strerror}): set GITPERF_CACHE to a "
+                 "writable directory, or it is measured again next time")
     return result

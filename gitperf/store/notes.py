@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
 import subprocess
 import time
@@ -21,11 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+import msgspec
 import pygit2
 
-from gitperf.core import codec
+from gitperf.core import codec, typed
 from gitperf.core.errors import InputError, NoteFormatError, StoreConflict
 from gitperf.core.model import Profile, StoredProfile, content_id
+from gitperf.core.typed import Real
 from gitperf.git.repo import ancestors, perf_dir
 
 NOTES_REF = "refs/notes/perf"
@@ -36,19 +37,17 @@ CHECK_PREFIX = "gitperf-check "  # a note line holding a paired check's result (
 RECORDS = (ACCEPT_PREFIX, CHECK_PREFIX)  # lines that are records, not profiles
 
 
-def _valid_acceptance(rec) -> bool:
-    """An accept record as `accept` writes it: a time, and text for the reason and who (a pulled note
-    may hold anything; an invalid record is ignored like an unreadable profile line)."""
-    if not isinstance(rec, dict) or isinstance(rec.get("time"), bool) or not isinstance(rec.get("time"), (int, float)):
-        return False
-    texts = [rec.get(k, "") for k in ("reason", "by")]
-    if not math.isfinite(rec["time"]) or not all(isinstance(t, str) for t in texts):
-        return False
-    try:
-        "".join(texts).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+@dataclass(frozen=True)
+class Acceptance:
+    """A `git perf accept` record: why the commit's slowdown is intended, who said so, when (unix time)."""
+
+    time: Real
+    reason: str = ""
+    by: str = ""
+
+
+# (a pulled note may hold anything: a record that does not read is ignored like an unreadable profile line)
+_ACCEPTANCE = msgspec.json.Decoder(Acceptance)
 
 
 @dataclass(frozen=True)
@@ -119,16 +118,16 @@ class NotesStore:
         """The lines of a commit's note that start with `prefix` (a kind of record), in note order."""
         return [ln for ln in self.note_text(commit).splitlines() if ln.startswith(prefix)]
 
-    def acceptance(self, commit: str) -> dict | None:
+    def acceptance(self, commit: str) -> Acceptance | None:
         """The `git perf accept` record of a commit, if any (the newest when there are several)."""
         found = None
         for line in self.note_text(commit).splitlines():
             if line.startswith(ACCEPT_PREFIX):
                 try:
-                    rec = json.loads(line[len(ACCEPT_PREFIX):])
-                except (ValueError, RecursionError):
+                    rec = typed.decode(line[len(ACCEPT_PREFIX):], _ACCEPTANCE)
+                except typed.Invalid:
                     continue
-                if _valid_acceptance(rec) and (found is None or rec["time"] >= found["time"]):
+                if found is None or rec.time >= found.time:
                     found = rec
         return found
 
