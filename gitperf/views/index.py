@@ -18,6 +18,7 @@ from `views.index_query`.
 from __future__ import annotations
 
 import fcntl
+import gc
 import hashlib
 import json
 import math
@@ -144,6 +145,20 @@ def _create_compact(db: sqlite_utils.Database, name: str, t: dict) -> None:
 
 
 @contextmanager
+def _few_collections() -> Iterator[None]:
+    """Python's cycle collector seldom while the index is built.  A build allocates millions of small
+    objects that live to its end (decoded profiles, rows, changes) and hold no cycles; each of the 54
+    full collections of a 1,000-commit build walked all of them: 4.5 s of its 24.3 s (the same build
+    with the collector off: 20.3 s, `bench/dashboard.py`'s history)."""
+    before = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 1_000)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+@contextmanager
 def _update_lock(path: Path) -> Iterator[None]:
     """One updater at a time, across processes (serve's threads, an export, a second serve)."""
     with open(f"{path}.lock", "a") as f:
@@ -259,7 +274,8 @@ class Index(IndexQuery):
             if todo.rebuild:  # a new file: tables dropped in place would leave the old one's size
                 self._discard()
                 self._create()
-            checked = self._apply(todo, say)
+            with _few_collections():
+                checked = self._apply(todo, say)
             if todo.rebuild:  # pages left part-full by the inserts: 56.0 -> 44.9 MiB in 0.25 s (bench/dashboard.py)
                 self.db.execute("vacuum")
         return UpdateStats(len(todo.current), len(todo.changed), len(todo.removed), checked,
