@@ -119,7 +119,7 @@ def _fail_without_browser(request):
 def git_identity(monkeypatch, tmp_path_factory):
     """Every test sees the same git identity and no user/system config.  The session's one home holds
     the one calibration every collection of the session shares (it belongs to the machine:
-    `calibrate.user_cache`), apart from the user's own."""
+    `git.repo.user_cache`), apart from the user's own."""
     home = tmp_path_factory.getbasetemp() / "home"
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("HOME", str(home))
@@ -133,7 +133,7 @@ def git_identity(monkeypatch, tmp_path_factory):
 
 @pytest.fixture
 def calibration_cache(git_identity, tmp_path_factory) -> Path:
-    """Where this session's collections keep the calibration (`calibrate.user_cache`)."""
+    """Where this session's collections keep the calibration (`git.repo.user_cache`)."""
     return tmp_path_factory.getbasetemp() / "home" / ".cache" / "git-perf"
 
 

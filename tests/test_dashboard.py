@@ -37,11 +37,14 @@ def synthetic(empty_repo):
 
 
 def test_index_builds_updates_incrementally_and_rebuilds_from_the_notes(synthetic):
+    import gc
     root, commits = synthetic
     repo = open_repo(root)
     idx = Index(repo, CheckConfig())
+    collector = gc.get_threshold()
     first = idx.update()
     assert (first.notes, first.read, first.checked) == (6, 6, 6)
+    assert gc.get_threshold() == collector  # (relaxed during the build only)
     line = idx.commits()  # HEAD's first-parent line, oldest first: the repository's first commit has no note
     assert [c["sha"] for c in line] == [git(root, "rev-parse", "HEAD~6"), *commits]
     assert line[0]["profiles"] == 0 and line[0]["result"] is None

@@ -3,7 +3,7 @@
 A tiny program (calib/) calls one empty function per class N times and times the loop itself;
 run natively and then with entry+return probes on those functions, the difference per call is what
 one probed call costs (entry trap, handler, uretprobe).  The result depends on the kernel and the
-hardware, so it is cached per machine and kernel release in the user's cache (`user_cache`) and
+hardware, so it is cached per machine and kernel release in the user's cache (`git.repo.user_cache`) and
 recorded in every profile.
 
 A second run has the stack-sampling timer on and only `main` probed: a call-free loop's slowdown
@@ -34,6 +34,7 @@ from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
 from gitperf.engine.base import Engine, Session
 from gitperf.engine.workload import run
+from gitperf.git.repo import user_cache
 from gitperf.plan.costs import SAMPLE_KEY
 from gitperf.plan.probes import make_plan
 
@@ -122,20 +123,11 @@ def measure(engine: Engine, workdir: Path) -> dict[str, float]:
     return out
 
 
-def user_cache() -> Path:
-    """Where the calibration is kept: `$GITPERF_CACHE`, else `$XDG_CACHE_HOME/git-perf`, else
-    `~/.cache/git-perf`.  It belongs to the machine and its kernel, not to a repository: kept under each
-    repository's `.git/perf/`, every fresh clone (a CI job's) measured it again, ~12 s of its first
-    collect (and of each of the test suite's fresh repositories)."""
-    if os.environ.get("GITPERF_CACHE"):
-        return Path(os.environ["GITPERF_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "git-perf"
-
-
 def costs(engine: Engine, machine: str, cache_dir: Path | None = None, progress=lambda _m: None) -> dict[str, float]:
     """Cached per machine (`machine`: its fingerprint) and kernel release in `cache_dir` (default
-    `user_cache()`; where that cannot be written, measured again next time); measured on first use
-    (~12 s on the 2-vCPU VMs we run on)."""
+    `git.repo.user_cache()`: the calibration belongs to the machine and its kernel, not to a
+    repository; kept under each repository's `.git/perf/`, every fresh clone, a CI job's, measured it
+    again, ~12 s of its first collect), or where that cannot be written, measured again next time."""
     cache = (cache_dir or user_cache()) / f"calibration-{platform.release()}-{machine}.json"
     try:
         cached = json.loads(cache.read_text())

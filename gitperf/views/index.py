@@ -36,7 +36,7 @@ import sqlite_utils
 from gitperf import checks
 from gitperf.core.config import CheckConfig
 from gitperf.core.progress import Progress, silent
-from gitperf.git.repo import first_parent, perf_dir
+from gitperf.git.repo import first_parent, perf_dir, user_cache
 from gitperf.store.caching import CachingStore
 from gitperf.store.notes import NOTES_REF, NotesStore
 from gitperf.views import index_rows as rows
@@ -57,14 +57,15 @@ class UpdateStats:
 
 def index_path(repo: pygit2.Repository) -> Path:
     """`.git/perf/index.db`; when that is not writable (collection ran as root, the dashboard runs as
-    you) an index per repository under ~/.cache/git-perf/ instead: the dashboard never needs root."""
+    you) an index per repository in the user's cache (`git.repo.user_cache`) instead: the dashboard never
+    needs root."""
     try:
         d = perf_dir(repo)
         if os.access(d, os.W_OK) and (not (d / "index.db").exists() or os.access(d / "index.db", os.W_OK)):
             return d / "index.db"
     except OSError:
         pass
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "git-perf"
+    cache = user_cache()
     cache.mkdir(parents=True, exist_ok=True)
     return cache / f"index-{hashlib.sha256(repo.path.encode()).hexdigest()[:16]}.db"
 
