@@ -58,6 +58,15 @@ def test_a_paired_checks_round_and_pairing_are_fields_and_older_notes_keep_them(
         codec.decode(json.dumps(old))
 
 
+def test_a_root_that_never_returned_is_stored_as_such():
+    """`by_run` (the root's total is the run's wall time: the program called exit() inside it) was not
+    written to the line, so a stored profile lost it, and `check`'s note saying so with it."""
+    from dataclasses import replace
+    p = make_profile("e" * 40)
+    exited = replace(p, functions=(replace(p.functions[0], by_run=True),) + p.functions[1:])
+    assert codec.decode(codec.encode(exited)) == exited and codec.decode(codec.encode(p)) == p
+
+
 def test_plain_json_lines_are_read():
     import json
     p = make_profile("d" * 40)

@@ -79,6 +79,8 @@ def _function_to_json(f: FunctionStats) -> dict:
         d["nc"] = f.nested
     if f.outer_calls:
         d["oc"] = f.outer_calls
+    if f.by_run:
+        d["br"] = 1
     return d
 
 
@@ -175,6 +177,7 @@ def _default(f: dataclasses.Field):
 
 _Function = _wire(FunctionStats, _FUNCTION_KEYS, extra=(
     ("sampled", "s", typing.Literal[0, 1], 0),
+    ("by_run", "br", typing.Literal[0, 1], 0),  # the root never returned: its total is the run's wall time
     ("ci", "ci", tuple[typed.Real | None, typed.Real | None] | None, None),  # the interval of a sampled total
     ("ords", "so", list[typed.Count], []),  # the series: call ordinals as deltas ...
     ("durs", "sd", list[typed.Count], [])))  # ... and the calls' durations
@@ -230,7 +233,7 @@ def _function(w, i: int) -> FunctionStats:
         d["series"] = tuple(series)
     if ci is not None:
         d["ci_low"], d["ci_high"] = ci
-    d["sampled"] = bool(d["sampled"])
+    d["sampled"], d["by_run"] = bool(d["sampled"]), bool(d["by_run"])
     return FunctionStats(**d)
 
 
