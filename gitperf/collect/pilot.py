@@ -43,8 +43,8 @@ def run_pilot(engine: Engine, binary: BinaryInfo, plan: ProbePlan, run: RunWorkl
                 if r.stack_samples:
                     samples[f.name] = samples.get(f.name, 0) + r.stack_samples
             if raw.run.partial:
-                return Pilot(sum(walls) / len(walls), _shares(samples, total), len(walls), raw.run.partial, raw.run.stderr)
-    return Pilot(sum(walls) / len(walls), _shares(samples, total), len(walls))
+                return Pilot(sum(walls) / len(walls), _shares(samples, total), raw.run.partial, raw.run.stderr)
+    return Pilot(sum(walls) / len(walls), _shares(samples, total))
 
 
 def _shares(samples: dict[str, int], total: int) -> dict[str, float]:

@@ -24,7 +24,6 @@ class Pilot:
 
     native_s: float  # run time of the workload with only the pilot's timer, its samples' cost taken out
     shares: dict[str, float]  # function -> share of the samples (exclusive time)
-    runs: int = 1
     partial: str = ""  # why the last run ended early ("" = every run completed)
     stderr: str = ""  # of that run: its last lines
 
