@@ -137,9 +137,10 @@ def parse(raw: bytes | str) -> Profile:
     try:
         line = typed.decode(raw, _DECODER)
     except typed.Invalid as e:
-        raise NoteFormatError(_unsupported(raw) or _in_words(e)) from None
+        v = e.data.get("v") if isinstance(e.data, dict) else VERSION  # (a line of another version says so first)
+        raise NoteFormatError(_unsupported(v) if v != VERSION else _in_words(e)) from None
     if line.v != VERSION:
-        raise NoteFormatError(f"unsupported profile version {line.v!r} (this git perf reads {VERSION})")
+        raise NoteFormatError(_unsupported(line.v))
     return _profile(line)
 
 
@@ -199,13 +200,8 @@ def _in_words(e: typed.Invalid) -> str:
     return f"field '{where}': {e.reason}"
 
 
-def _unsupported(raw) -> str:
-    """Why a line of another version does not read ("" when it is of this one)."""
-    try:
-        v = msgspec.json.decode(raw).get("v")
-    except (msgspec.MsgspecError, AttributeError, RecursionError):
-        return ""
-    return "" if v == VERSION else f"unsupported profile version {v!r} (this git perf reads {VERSION})"
+def _unsupported(v) -> str:
+    return f"unsupported profile version {v!r} (this git perf reads {VERSION})"
 
 
 def _profile(line) -> Profile:

@@ -33,11 +33,13 @@ Real = Annotated[float, msgspec.Meta(ge=-LARGEST, le=LARGEST)]  # finite
 
 
 class Invalid(ValueError):
-    """`where` (a path: `f[3].count`, `h`, "" for the whole) is not what its field may hold: `reason`."""
+    """`where` (a path: `f[3].count`, `h`, "" for the whole) is not what its field may hold: `reason`.
+    `data`: the plain values that did not read (None where they are not JSON), for a caller's own
+    words (a note line's version) without parsing them again."""
 
-    def __init__(self, where: str, reason: str):
+    def __init__(self, where: str, reason: str, data=None):
         super().__init__(f"{where}: {reason}" if where else reason)
-        self.where, self.reason = where, reason
+        self.where, self.reason, self.data = where, reason, data
 
 
 def read(data, typ):
@@ -110,25 +112,29 @@ _EXPECTED = re.compile(r"Expected `(\w+)`(?:, got `(\w+)`| (.*))?$")
 def explain(err: msgspec.ValidationError, data, typ) -> Invalid:
     """msgspec's message in the words of git perf's errors: which field, what it should be, and the
     value it has (looked up in `data` by the path, when there is one)."""
+    return Invalid(*_where_and_why(err, data, typ), data)
+
+
+def _where_and_why(err: msgspec.ValidationError, data, typ) -> tuple[str, str]:
     head, path = _AT.match(str(err)).groups()
     where, found, hint = _walk(data, typ, path or "")
     if m := re.match(r"Object missing required field `(\w+)`", head):
-        return Invalid(f"{where}.{m[1]}" if where else m[1], "missing (required)")
+        return f"{where}.{m[1]}" if where else m[1], "missing (required)"
     got = f", got {found[0]!r}" if found else ""
     if desc := next((a.description for a in getattr(hint, "__metadata__", ()) if getattr(a, "description", None)), None):
-        return Invalid(where, f"expected {desc}{got}")
+        return where, f"expected {desc}{got}"
     if head.startswith("Invalid enum value") and typing.get_origin(_bare(hint)) is typing.Literal:
-        return Invalid(where, f"expected one of {', '.join(map(str, typing.get_args(_bare(hint))))}{got}")
+        return where, f"expected one of {', '.join(map(str, typing.get_args(_bare(hint))))}{got}"
     if m := _EXPECTED.match(head):
         want, other, bound = m.groups()
         items = typing.get_args(_bare(hint))
         if want == "array" and items[-1:] == (Ellipsis,) and items[0] in _PLURALS:
             want = f"a list of {_PLURALS[items[0]]}"
         expected = _WORDS.get(want, want) + (f" {_in_words(bound)}" if bound else "")
-        return Invalid(where, f"expected {expected}" + (got or (f", got {_WORDS.get(other, other)}" if other else "")))
+        return where, f"expected {expected}" + (got or (f", got {_WORDS.get(other, other)}" if other else ""))
     if head == "Number out of range":
-        return Invalid(where, f"out of range{got}")
-    return Invalid(where, head[:1].lower() + head[1:])
+        return where, f"out of range{got}"
+    return where, head[:1].lower() + head[1:]
 
 
 def _in_words(bound: str) -> str:
