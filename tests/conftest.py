@@ -131,12 +131,6 @@ def git_identity(monkeypatch, tmp_path_factory):
         monkeypatch.setenv(k, v)
 
 
-@pytest.fixture
-def calibration_cache(git_identity, tmp_path_factory) -> Path:
-    """Where this session's collections keep the calibration (`git.repo.user_cache`)."""
-    return tmp_path_factory.getbasetemp() / "home" / ".cache" / "git-perf"
-
-
 def git(cwd, *args) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 

@@ -342,10 +342,11 @@ def test_without_privileges_exits_4_with_what_to_do(empty_repo):
     assert "needs root" in r.stderr and "CAP_BPF" in r.stderr
 
 
-def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit, calibration_cache):
+def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit):
+    from gitperf.git.repo import user_cache
     root, c = first_commit
     out = collect_json(root, "--workload", "small")
-    cal = json.loads(next(calibration_cache.glob("calibration-*.json")).read_text())
+    cal = json.loads(next(user_cache().glob("calibration-*.json")).read_text())  # (the session's home: conftest)
     classes = {"push", "nop", "nop5", "branch", "endbr", "singlestep"}
     assert set(cal) == classes | {f"{c}_in" for c in classes} | {f"{c}_sd" for c in classes} | {"stack_sample",
                                                                                                   "version"}

@@ -248,7 +248,7 @@ def test_a_check_interrupted_at_any_moment_leaves_nothing_and_no_half_set(tmp_pa
 
 def test_the_calibration_is_kept_per_machine_and_kernel_not_per_repository(tmp_path, monkeypatch):
     """Kept under each repository's .git/perf/, the calibration was measured again by every fresh
-    clone (a CI job's first collect: ~12 s; ~60 times in this suite).  It belongs to the machine and its
+    clone (a CI job's first collect: ~12 s; in this suite, every repository a test collected in).  It belongs to the machine and its
     kernel: one per user cache, another machine sharing the home keeps its own, and a cache that
     cannot be written is said and costs a measurement, not the collection."""
     from gitperf.engine import calibrate
