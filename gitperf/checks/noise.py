@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special
 
 from gitperf import checks
 from gitperf.core.config import CheckConfig
@@ -76,7 +76,7 @@ def analyse(workload: str, sessions: list[list[Profile]], cfg: CheckConfig, comm
     names = sorted({f.name for s in sessions for p in s for f in p.functions})
     n_tests = max(len(names), 1)
     # the one-sided quantile a function must clear after Holm's worst case, plus the power quantile
-    z = sps.norm.isf((1 - cfg.confidence) / n_tests) + sps.norm.isf(1 - POWER)
+    z = -special.ndtri((1 - cfg.confidence) / n_tests) - special.ndtri(1 - POWER)
     rows = []
     for n in names:
         per_session = [[float(f.total_ns) for p in s if (f := p.function(n)) is not None] for s in sessions]

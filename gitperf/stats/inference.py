@@ -16,7 +16,6 @@ from typing import Sequence
 
 import numpy as np
 from scipy import special
-from scipy import stats as sps
 
 # MAD -> standard deviation for normal data.
 MAD_TO_SD = 1.4826
@@ -314,6 +313,7 @@ def mann_whitney_slower(target: Sequence[float], base: Sequence[float]) -> float
     """One-sided p-value that target's per-call durations are stochastically larger than base's."""
     if len(target) < 3 or len(base) < 3:
         return 1.0
+    from scipy import stats as sps  # (here: scipy.stats takes 0.3 s to import, which `collect` need not pay)
     return float(sps.mannwhitneyu(target, base, alternative="greater").pvalue)
 
 
@@ -329,6 +329,7 @@ def change_points(values: Sequence[float], window: int = 5, alpha: float = 0.01)
     """Level shifts in a series (oldest first), in the style of Hunter/Otava: at every split, a Welch
     t-test between the `window` values before and after on log scale; keep the smallest p-values
     below `alpha` (Bonferroni over the splits), at least `window` apart."""
+    from scipy import stats as sps  # (here: see mann_whitney_slower)
     x = np.log(np.maximum(np.asarray(values, float), 1.0))
     n = len(x)
     cands = []
@@ -338,7 +339,7 @@ def change_points(values: Sequence[float], window: int = 5, alpha: float = 0.01)
             continue  # a short window only at the newest value, where a shift must be seen first
         if len(b) == 1:  # a shift at the newest commit: compare it with the window's spread
             sd = max(float(np.std(a, ddof=1)), 0.01)
-            p = float(sps.t.sf(abs(b[0] - a.mean()) / (sd * math.sqrt(1 + 1 / len(a))), len(a) - 1)) * 2
+            p = 2 * p_slower(abs(b[0] - a.mean()), sd * math.sqrt(1 + 1 / len(a)), len(a) - 1)
         else:
             if np.std(a) == 0 and np.std(b) == 0:
                 p = 0.0 if a.mean() != b.mean() else 1.0
