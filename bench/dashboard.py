@@ -31,6 +31,7 @@ from gitperf.core.config import CheckConfig
 from gitperf.core.model import FunctionStats
 from gitperf.store.notes import NOTES_REF, NotesStore
 from gitperf.views.index import Index
+from gitperf.views.index_build import cpus
 from gitperf.web import create_app
 
 SIG = pygit2.Signature("Bench", "bench@example.com", 1_767_225_600, 0)
@@ -94,6 +95,7 @@ def main() -> None:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         full = idx.update(rebuild=True)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        workers_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # (the largest worker)
         size = idx.path.stat().st_size
         found = {r["commit"] for r in idx.regressions()}
         planted = {shas[i] for i in range(100, a.commits, 100)}
@@ -125,8 +127,8 @@ def main() -> None:
           f"(generated in {gen:.1f} s; notes {notes_bytes / 2**20:.1f} MiB)")
     print(f"{'step':34s} {'time':>9s}  target   detail")
     print(f"{'index: full build':34s} {full.seconds:8.2f}s  <= 10 s  {full.read} notes read, {full.checked} "
-          f"commits checked, index {size / 2**20:.1f} MiB, peak memory {peak:.0f} MB "
-          f"({before:.0f} MB before the build)")
+          f"commits checked on {cpus()} CPUs, index {size / 2**20:.1f} MiB, peak memory "
+          f"{peak:.0f} MB ({before:.0f} MB before the build), a worker's {workers_peak:.0f} MB")
     print(f"{'degradations found':34s} {len(found):9d}  planted {len(planted)}, found of them {len(found & planted)}, "
           f"other commits {len(found - planted)}{'' if a.no_diff else ' (planted commits record the diff)'}")
     print(f"{'index: update after one new note':34s} {upd.seconds:8.2f}s  < 1 s    {upd.read} note read, "

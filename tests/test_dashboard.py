@@ -71,6 +71,34 @@ def test_index_builds_updates_incrementally_and_rebuilds_from_the_notes(syntheti
     assert Index(open_repo(root), CheckConfig()).regressions() == before
 
 
+def test_a_long_history_is_indexed_by_workers_into_the_same_rows(empty_repo, monkeypatch):
+    """A full build of many commits derives their rows in worker processes (views.index_build): the
+    index is the one the calling process alone builds, row for row, and no worker outlives it."""
+    import multiprocessing
+    import sqlite3
+
+    from gitperf.views import index_build
+    commits = history(empty_repo, 60, slow_at=50)
+    monkeypatch.setattr(index_build, "cpus", lambda: 2)  # (two workers even on a one-CPU machine)
+    monkeypatch.setattr(index_build, "MIN_RUN", 5)
+
+    def build(path: Path, parallel_from: int) -> tuple[dict, list[str]]:
+        monkeypatch.setattr(index_build, "PARALLEL_FROM", parallel_from)
+        said: list[str] = []
+        assert Index(open_repo(empty_repo), CheckConfig(), path).update(progress=said.append).checked == 60
+        db = sqlite3.connect(path)
+        tables = [t for (t,) in db.execute("select name from sqlite_master where type in ('table', 'view') "
+                                           "and name not like '%_rows' and name not in ('texts', 'meta')")]
+        return {t: sorted(db.execute(f"select * from [{t}]"), key=repr) for t in tables}, said
+
+    alone, _ = build(empty_repo / "alone.db", 10_000)
+    workers, said = build(empty_repo / "workers.db", 8)  # (two workers, runs of 15 commits down to 5)
+    assert said[-1] == "indexing commits: 60/60" and len(said) == 8, said
+    assert multiprocessing.active_children() == []
+    assert len(alone["changes"]) > 60 * 5 and workers == alone
+    assert [r[0] for r in alone["verdicts"] if r[2] == "degradation"] == [commits[50]]
+
+
 def test_the_index_keeps_each_text_once_and_a_removed_notes_rows_go_with_it(synthetic):
     """The per-function tables hold ids of `texts` behind views of their own names (the layout that
     took bench/dashboard.py's index from 191.8 to 44.9 MiB); the checks it runs find each commit's

@@ -127,6 +127,11 @@ class _Side:
     probe: float = 0.0  # center of the runs' probe time (ns)
     probe_share: float = 0.0  # d log(time) / d log(probe cost): probe/native or probe/total (center of the runs)
     calibration_sd: float = 0.0  # relative uncertainty of the calibrated probe costs
+    # the centers of the runs' totals, exclusive times and counts, which every test and change of the
+    # side asks for (a side is the target of one check and the base of the next): computed once
+    total: float = 0.0
+    own: float = 0.0
+    calls: float = 0.0
 
     @staticmethod
     def absent(runs: int) -> _Side:
@@ -247,9 +252,11 @@ def _measure_side(runs: _Runs, name: str, time_of: str) -> _Side | None:
     # by probe/native, a probed total by probe/total (at most all of it)
     shares = [f.probe_ns / max(f.native_ns, 1) if native else min(f.probe_ns / max(f.total_ns, 1), 1.0)
               for f in fs if f.probe_ns]
-    return _Side(totals=[float(f.native_ns if native else f.total_ns) for f in fs] + missing,
-                 exclusive=[float(f.exclusive_ns) for f in fs] + missing,
-                 counts=[float(f.count) for f in fs] + missing,
+    totals = [float(f.native_ns if native else f.total_ns) for f in fs] + missing
+    exclusive = [float(f.exclusive_ns) for f in fs] + missing
+    counts = [float(f.count) for f in fs] + missing
+    return _Side(totals=totals, exclusive=exclusive, counts=counts, total=inference.center(totals),
+                 own=inference.center(exclusive), calls=inference.center(counts),
                  series=[s for f in fs for s in f.series],
                  location=next((f.location for f in fs if f.location), ""),
                  sampled_var=var, sampled=any(f.sampled for f in fs),
@@ -330,7 +337,7 @@ def _sides(target: _Runs, base: _Runs, n: str) -> tuple[_Side | None, _Side | No
     if not t or not b or (t.native and b.native):
         return t, b, True
     tp, bp = _side(target, n, PROBED), _side(base, n, PROBED)
-    scale = min(inference.center(tp.totals), inference.center(bp.totals))
+    scale = min(tp.total, bp.total)
     return tp, bp, abs(tp.probe - bp.probe) <= PROBE_MATCH * scale
 
 
@@ -369,7 +376,7 @@ def _pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[_Side, _Side]]]:
 
 
 def _sizes(both: dict[str, tuple[_Side, _Side]]) -> dict[str, float]:
-    return {n: inference.center(b.totals) for n, (_t, b) in both.items()}
+    return {n: b.total for n, (_t, b) in both.items()}
 
 
 def _within(both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise | None]:
@@ -391,7 +398,7 @@ def _within(both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise |
 def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, sizes: dict[str, float] | None) -> _Shift:
     """The pair's common shift and spreads; with `sizes` (each function's base center: unpaired runs,
     whose tests read the replicate spreads) also the replicate spreads' priors."""
-    centers = {n: (inference.center(t.totals), inference.center(b.totals)) for n, (t, b) in both.items()}
+    centers = {n: (t.total, b.total) for n, (t, b) in both.items()}
     # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
     d = {n: math.log(max(ct, 1.0) / max(cb, 1.0)) for n, (ct, cb) in centers.items()}
     big = [n for n, (ct, cb) in centers.items() if n != ROOT and min(ct, cb) >= cfg.min_absolute_ns]
@@ -440,7 +447,7 @@ def moderate(s: float, df: float, s0: float | None) -> tuple[float, float]:
 def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float]) -> Tested:
     """The workload total: against the session-to-session noise of the history (else the prior), or
     its replicates' spread when that is larger."""
-    noise = (inference.history_sigma([inference.center(b.totals)] + history, MIN_HISTORY)
+    noise = (inference.history_sigma([b.total] + history, MIN_HISTORY)
              or inference.Noise(PRIOR_SESSION_SIGMA, math.inf, "prior"))
     w = shift.within[ROOT]
     session_se = max(noise.sigma, NOISE_FLOOR) * math.sqrt(2)
@@ -511,8 +518,7 @@ def _sessions(levels: list[dict[str, float]], big: list[str], now: list[float], 
     col = {n: i for i, n in enumerate(names)}
     m = np.full((len(levels), len(names)), np.nan)
     for r, lv in enumerate(levels):
-        for n, v in lv.items():
-            m[r, col[n]] = v
+        m[r, [col[n] for n in lv]] = list(lv.values())
     logs = np.log(np.maximum(m, 1.0))
     diffs = logs[:-1] - logs[1:]  # one row per consecutive pair, NaN where a side lacks the function
     at = [col[n] for n in big]
@@ -628,8 +634,8 @@ def _call_tests(rs: Rounds | None, both: dict[str, tuple[_Side, _Side]], changed
                   for side in zip(*calls)]
         se = max(s, NOISE_FLOOR) * math.sqrt(inference.center_var(len(d)))
         own = sum(min(x, 1.0) ** 2 for x in shares) * PROBE_COST_SPREAD ** 2
-        per_run = (inference.center([mb[0] for _, mb in calls]) * inference.center(b.counts),
-                   inference.center([mt[0] for mt, _ in calls]) * inference.center(t.counts))
+        per_run = (inference.center([mb[0] for _, mb in calls]) * b.calls,
+                   inference.center([mt[0] for mt, _ in calls]) * t.calls)
         out.append(Tested(n, inference.center(d), math.sqrt(se ** 2 + own), df,
                           f"median call, paired rounds ±{s * 100:.1f}%", per_run,
                           measure="median call x calls, per run (probed time)"))
@@ -742,6 +748,10 @@ class _Shared:
 def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]]) -> dict[str, float]:
     """Each function's center over one history commit's runs, in its sides' measure."""
     levels = _commit_levels(_Runs(p.profile for p in profiles))
+    kinds = {t.native for t, _b in both.values()}
+    if len(kinds) == 1:  # (every function in one measure, as nearly always: a third of the time)
+        lv = levels[kinds.pop()]
+        return {n: lv[n] for n in both if n in lv}
     return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := levels[t.native])}
 
 
@@ -785,7 +795,7 @@ def _s0(sh: _Shared, both: dict[str, tuple[_Side, _Side]]) -> dict[bool, float |
     out = {}
     for kind in (False, True):
         big = [n for n, (t, b) in both.items() if n in sh.paired and (t.sampled or b.sampled) == kind and
-               min(inference.center(t.totals), inference.center(b.totals)) >= sh.cfg.min_absolute_ns]
+               min(t.total, b.total) >= sh.cfg.min_absolute_ns]
         sds = [inference.spread(sh.paired[n])[0] for n in big]
         out[kind] = float(np.median(sds)) if len(sds) >= 3 else None
     return out
@@ -913,10 +923,10 @@ def _method(sh: _Shared, r: Result, how: str) -> str:
 def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, changed: bool) -> Change:
     """One function's verdict with its interval, the history's opinion and the other methods' votes."""
     (t, b), x = sides, r.tested
-    run_t = inference.center(t.totals)  # the time a run, for the history's z-score and change points
+    run_t = t.total  # the time a run, for the history's z-score and change points
     # one estimate for every number (ARCHITECTURE.md §10, "One estimate per number"): the base value
     # the test's change applies to, and the target value, change and interval all from the statistic
-    mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else inference.center(b.totals)
+    mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else b.total
     mt = mb * math.exp(x.statistic)
     kind, conf = _verdict(r, mb, sh.cfg, sh.sign)
     h = sh.values(x.name)
@@ -927,9 +937,9 @@ def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, cha
         workload=sh.sides.workload, function=x.name, type=kind, relative=math.expm1(x.statistic),
         absolute_ns=mt - mb, measure=x.measure or _measure(sh, t, b, x),
         exclusive_delta_ns=(x.exclusive[1] - x.exclusive[0] if x.exclusive else
-                            inference.center(t.exclusive) - inference.center(b.exclusive)), confidence=conf,
+                            t.own - b.own), confidence=conf,
         ci_low=r.ci[0], ci_high=r.ci[1], method=method, location=t.location or b.location, base_ns=mb, target_ns=mt,
-        base_calls=inference.center(b.counts), target_calls=inference.center(t.counts),
+        base_calls=b.calls, target_calls=t.calls,
         noise=x.noise + ("" if t.native else "; probed time"), history_z=z, since=since, votes=votes,
         changed=changed, statistic=x.statistic, per_call_ci=per_call)
 
@@ -952,7 +962,7 @@ def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = f
         return simple
     sh = _shared(sides, both, cfg, opinions)  # 2. what all tests share: rounds, common shift, history
     tested = _tests(sh, both, changed)  # 3. one test per function (and median calls)
-    run_ns = {x.name: x.base_ns if x.base_ns is not None else inference.center(both[x.name][1].totals)
+    run_ns = {x.name: x.base_ns if x.base_ns is not None else both[x.name][1].total
               for x in tested if x.per_call is None}
     results = _decide(tested, changed, cfg, sh.sign, run_ns)  # 4. Holm, intervals, one result per function
     how = _holm(tested, changed)
@@ -979,10 +989,10 @@ def error_budget(names: list[str], changed: frozenset[str]) -> list[float]:
 
 def _simple(workload: str, name: str, kind: str, sides: tuple[_Side, _Side], why: str) -> Change:
     t, b = sides
-    mt, mb = inference.center(t.totals), inference.center(b.totals)
+    mt, mb = t.total, b.total
     relative = {NEW: math.inf, REMOVED: -1.0}.get(kind, math.nan)
     return Change(workload=workload, function=name, type=kind, relative=relative,
-                  absolute_ns=mt - mb, exclusive_delta_ns=inference.center(t.exclusive) - inference.center(b.exclusive),
+                  absolute_ns=mt - mb, exclusive_delta_ns=t.own - b.own,
                   confidence=1.0, ci_low=math.nan, ci_high=math.nan, method=why, location=t.location or b.location,
-                  base_ns=mb, target_ns=mt, base_calls=inference.center(b.counts),
-                  target_calls=inference.center(t.counts))
+                  base_ns=mb, target_ns=mt, base_calls=b.calls,
+                  target_calls=t.calls)

@@ -11,8 +11,8 @@ changed, and re-checks those commits plus the few later ones whose baseline or h
 One process at a time updates (a lock file beside the database); pages read through `IndexQuery`, one
 connection per request, while an update writes (WAL).
 
-This module keeps the schema and the update; the rows come from `views.index_rows`, the queries
-from `views.index_query`.
+This module keeps the schema and the update; the rows come from `views.index_rows` (for many commits
+through `views.index_build`'s workers), the queries from `views.index_query`.
 """
 
 from __future__ import annotations
@@ -21,25 +21,22 @@ import fcntl
 import gc
 import hashlib
 import json
-import math
 import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pygit2
 import sqlite_utils
 
-from gitperf import checks
 from gitperf.core.config import CheckConfig
 from gitperf.core.progress import Progress, silent
 from gitperf.git.repo import first_parent, perf_dir, user_cache
-from gitperf.store.caching import CachingStore
-from gitperf.store.notes import NOTES_REF, NotesStore
-from gitperf.views import index_rows as rows
+from gitperf.store.notes import NOTES_REF
+from gitperf.views import index_build as build
 from gitperf.views.index_query import IndexQuery, connect
 
 SCHEMA = 13  # bump when the tables change: an index of another schema is rebuilt from scratch
@@ -125,24 +122,29 @@ for _t in _COMPACT.values():
     _t["text"] = tuple(c for c, typ in _t["columns"].items() if typ is str and c not in _t.get("plain", ()))
 
 
-def _whole(v: float | None) -> float | int | None:
-    return round(v) if v is not None and math.isfinite(v) else v
-
-
 def _create_compact(db: sqlite_utils.Database, name: str, t: dict) -> None:
     cols = ", ".join(f"[{c}] {'TEXT' if c in t.get('plain', ()) else 'INTEGER' if typ in (str, int) else 'REAL'}"
                      for c, typ in t["columns"].items())
     db.execute(f"create table [{name}_rows] ({cols}, primary key ({', '.join(f'[{c}]' for c in t['key'])})) "
                "without rowid")
-    for by in t["by"]:
-        where = t.get("where", {}).get(by[0])
-        db.execute(f"create index [{name}_by_{'_'.join(by)}] on [{name}_rows] ({', '.join(f'[{c}]' for c in by)})"
-                   + (f" where {where}" if where else ""))
     shown = ", ".join(f"[t_{c}].text as [{c}]" if c in t["text"] else f"r.[{c}]" for c in t["columns"])
     # inner joins for the key's columns (never null): `name in (...)` then starts from texts' index
     joins = " ".join(f"{'join' if c in t['key'] else 'left join'} texts [t_{c}] on [t_{c}].id = r.[{c}]"
                      for c in t["text"])
     db.execute(f"create view [{name}] as select {shown} from [{name}_rows] r {joins}")
+
+
+def _create_indexes(db: sqlite_utils.Database) -> None:
+    """The tables' secondary indexes.  A rebuild adds them after its rows: sorted once, not kept in
+    order row by row (bench/dashboard.py's 1,000 commits: the inserts took 2.9 s with them, 2.2 s
+    without, and adding them after 0.14 s)."""
+    for name, t in _COMPACT.items():
+        for by in t["by"]:
+            where = t.get("where", {}).get(by[0])
+            db.execute(f"create index if not exists [{name}_by_{'_'.join(by)}] on [{name}_rows] "
+                       f"({', '.join(f'[{c}]' for c in by)})" + (f" where {where}" if where else ""))
+    db.execute("create index if not exists [profiles_by_commit] on [profiles] ([commit])")
+    db.execute("create index if not exists [series_by_name] on [series] ([name])")
 
 
 @contextmanager
@@ -236,8 +238,6 @@ class Index(IndexQuery):
         # each workload's verdict by the check's own rule (`checks.result_of`): the timeline's one marker
         db["verdicts"].create({"commit": str, "workload": str, "result": str}, pk=("commit", "workload"))
         _create_compact(db, "changes", _CHANGES)
-        db["profiles"].create_index(["commit"])
-        db["series"].create_index(["name"])
 
     def _pending(self, rebuild: bool, say: Progress, repair: bool = True) -> _Pending:
         try:
@@ -277,7 +277,9 @@ class Index(IndexQuery):
                 self._create()
             with _few_collections():
                 checked = self._apply(todo, say)
-            if todo.rebuild:  # pages left part-full by the inserts: 56.0 -> 44.9 MiB in 0.25 s (bench/dashboard.py)
+            if todo.rebuild:
+                with self.db.conn:
+                    _create_indexes(self.db)  # pages left part-full by the inserts: 56.0 -> 44.9 MiB in 0.25 s (bench/dashboard.py)
                 self.db.execute("vacuum")
         return UpdateStats(len(todo.current), len(todo.changed), len(todo.removed), checked,
                            time.perf_counter() - t0, todo.rebuild)
@@ -285,8 +287,6 @@ class Index(IndexQuery):
     def _apply(self, todo: _Pending, say: Progress) -> int:
         """One transaction: readers see the index before or after, never half.  Returns the number of
         commits checked."""
-        # (the last few dozen commits' notes: a check reads its baseline and `history` before it)
-        store = CachingStore(self.repo, todo.current, keep=max(64, 4 * (self.cfg.history + 2)))
         line = _first_parent_line(self.repo)
         self._texts = None  # (read again: another process may have updated the index since)
         with self.db.conn:
@@ -309,17 +309,15 @@ class Index(IndexQuery):
             to_check = {c for c in to_check if c in todo.current and c not in orphans
                         and isinstance(self.repo.get(c), pygit2.Commit)}
             changed = set(todo.changed) - orphans
-            # one pass, oldest first: a commit's note is read once, for its rows, its check and the checks
-            # of the commits after it that it is history to, and a parent's ancestors serve its child
+            # oldest first: a commit's note is read once, for its rows, its check and the checks of the
+            # commits after it that it is history to, and a parent's ancestors serve its child
             seq = {str(c.id): i for i, c in enumerate(line)}
             order = sorted(changed | to_check, key=lambda c: (seq.get(c, len(seq)), c))
-            for i, c in enumerate(order):
-                if len(order) > 50 and i % 100 == 0:
-                    say(f"indexing commits: {i}/{len(order)}")
-                if c in changed:
-                    self._insert_note(c, todo.current[c], store)
-                if c in to_check:
-                    self._store_check(c, checks.check(store, c, replace(self.cfg, votes=False)))
+            jobs = [build.Job(c, todo.current[c] if c in changed else None, c in to_check) for c in order]
+            source = build.Source(self.repo.path, todo.current, self.cfg, {t: spec["ns"] for t, spec in _COMPACT.items()})
+            for part in build.derive(source, jobs, say):
+                for table, (cols, values) in part.tables.items():
+                    self._insert_rows(table, cols, values)
             self._insert("meta", [{"key": "schema", "value": str(SCHEMA)}, {"key": "head", "value": todo.head},
                                   {"key": "check_config", "value": _config_digest(self.cfg)}])
         return len(to_check)
@@ -330,50 +328,37 @@ class Index(IndexQuery):
             {"sha": str(c.id), "seq": i, "subject": _first_line(c), "author": c.author.name, "date": c.commit_time,
              "parent": str(c.parents[0].id) if c.parents else ""} for i, c in enumerate(line)])
 
-    def _insert_note(self, c: str, oid: str, store: NotesStore) -> None:
-        """The rows of the note of commit `c`."""
-        commit = self.repo.get(c)
-        good, bad = store.read(c)
-        self._insert("notes", [{"commit": c, "oid": oid, "bad_lines": len(bad), "subject": _first_line(commit)}])
-        self._insert("profiles", [rows.profile_row(p, good) for p in good])
-        self._insert_compact("functions", rows.summaries(c, good))
-        self._insert("series", rows.series_rows(c, good))
-        self._insert("stacks", rows.stack_rows(c, good))
-        self._insert("natives", rows.native_rows(c, good))
-        self._insert_compact("function_natives", rows.function_native_rows(c, good))
+    def _insert(self, table: str, dicts: list[dict]) -> None:
+        if dicts:
+            self._insert_rows(table, tuple(dicts[0]), [tuple(d[c] for c in dicts[0]) for d in dicts])
 
-    def _insert(self, table: str, rows: list[dict]) -> None:
+    def _insert_rows(self, table: str, cols: tuple[str, ...], values: list[tuple]) -> None:
         """INSERT OR REPLACE inside the caller's transaction (sqlite-utils' insert_all commits each
-        batch itself, and converts every value: 3x slower for the index's ~10^5 rows)."""
-        if rows:
-            cols = list(rows[0])
-            self.db.conn.executemany(
-                f"insert or replace into [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
-                f"values ({', '.join('?' * len(cols))})", [tuple(r[c] for c in cols) for r in rows])
+        batch itself, and converts every value: 3x slower for the index's ~10^5 rows).  A `_COMPACT`
+        table's text columns are stored as ids of `texts` (its nanoseconds come whole: build.Rows)."""
+        if table in _COMPACT:
+            texts = _COMPACT[table]["text"]
+            columns = list(zip(*values))
+            ids = self._text_ids([columns[i] for i, c in enumerate(cols) if c in texts])
+            for i, c in enumerate(cols):
+                if c in texts:
+                    columns[i] = [None if v is None else ids[v] for v in columns[i]]
+            values, table = list(zip(*columns)), f"{table}_rows"
+        self.db.conn.executemany(f"insert or replace into [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
+                                 f"values ({', '.join('?' * len(cols))})", values)
 
-    def _insert_compact(self, table: str, rows: list[dict]) -> None:
-        """Rows of a `_COMPACT` table: its text columns as ids of `texts`, its nanoseconds whole."""
-        if not rows:
-            return
-        texts, ns = _COMPACT[table]["text"], _COMPACT[table]["ns"]
-        ids = self._text_ids()
-        new = {r[c] for r in rows for c in texts if r[c] is not None and r[c] not in ids}
-        if new:
-            start = len(ids) + 1
-            self.db.conn.executemany("insert into texts (id, text) values (?, ?)", enumerate(sorted(new), start))
-            ids.update((t, i) for i, t in enumerate(sorted(new), start))
-        cols = list(rows[0])
-        conv = [(lambda v: None if v is None else ids[v]) if c in texts else
-                _whole if c in ns else None for c in cols]
-        self.db.conn.executemany(
-            f"insert or replace into [{table}_rows] ({', '.join(f'[{c}]' for c in cols)}) "
-            f"values ({', '.join('?' * len(cols))})",
-            [tuple(v if f is None else f(v) for f, v in zip(conv, (r[c] for c in cols))) for r in rows])
-
-    def _text_ids(self) -> dict[str, int]:
+    def _text_ids(self, columns: list[tuple]) -> dict[str, int]:
+        """Every text's id in `texts`, those of `columns` added."""
         if self._texts is None:
             self._texts = {r[1]: r[0] for r in self.db.conn.execute("select id, text from texts")}
-        return self._texts
+        ids = self._texts
+        # (in the order met: a new commit's rows then go after the last one's, in the tables clustered by commit)
+        new = list(dict.fromkeys(v for col in columns for v in col if v is not None and v not in ids))
+        if new:
+            start = len(ids) + 1
+            self.db.conn.executemany("insert into texts (id, text) values (?, ?)", enumerate(new, start))
+            ids.update((t, i) for i, t in enumerate(new, start))
+        return ids
 
     def _affected(self, touched: list[str], line: list[pygit2.Commit], noted: set[str]) -> set[str]:
         """The touched commits and, on HEAD's line, the next `history + 1` noted commits after each:
@@ -385,14 +370,3 @@ class Index(IndexQuery):
             if c in pos:
                 out.update(order[pos[c] + 1: pos[c] + 2 + self.cfg.history])
         return out
-
-    def _store_check(self, commit: str, r: checks.CheckResult) -> None:
-        """The check's verdict and every function's change (no-change included: the commit page's
-        table shows each function's change vs the baseline with its interval)."""
-        data = {"result": r.result, "base": r.base, "warnings": list(r.warnings),
-                "workloads": [p.to_dict() for p in r.pairs]}
-        self._insert("checks", [{"commit": commit, "base": r.base or "", "result": r.result, "data": json.dumps(data)}])
-        self._insert("verdicts", [{"commit": commit, "workload": p.workload,
-                                   "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
-                                  for p in r.pairs])
-        self._insert_compact("changes", [rows.change_row(commit, i, c) for i, c in enumerate(r.changes)])

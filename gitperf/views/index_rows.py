@@ -7,11 +7,42 @@ its check (one row per function's change).  Pure functions of stored profiles an
 from __future__ import annotations
 
 import json
+import operator
+
+from dataclasses import replace
+
+import pygit2
 
 from gitperf import checks
 from gitperf.core import stacks
+from gitperf.core.config import CheckConfig
 from gitperf.core.model import Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
+from gitperf.store.notes import NotesStore
+
+
+def note_rows(store: NotesStore, commit: str, oid: str) -> dict[str, list[dict]]:
+    """Per table, the rows of the note of `commit` (blob `oid`)."""
+    good, bad = store.read(commit)
+    c = store.repo.get(commit)
+    subject = c.message.splitlines()[0] if isinstance(c, pygit2.Commit) and c.message else ""
+    return {"notes": [{"commit": commit, "oid": oid, "bad_lines": len(bad), "subject": subject}],
+            "profiles": [profile_row(p, good) for p in good], "functions": summaries(commit, good),
+            "series": series_rows(commit, good), "stacks": stack_rows(commit, good),
+            "natives": native_rows(commit, good), "function_natives": function_native_rows(commit, good)}
+
+
+def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, list[dict]]:
+    """Per table, the rows of the check of `commit`: its verdict and every function's change
+    (no-change included: the commit page's table shows each function's change vs the baseline with
+    its interval).  The check is `git perf check`'s own, without the opinions of other methods."""
+    r = checks.check(store, commit, replace(cfg, votes=False))
+    data = {"result": r.result, "base": r.base, "warnings": list(r.warnings), "workloads": [p.to_dict() for p in r.pairs]}
+    return {"checks": [{"commit": commit, "base": r.base or "", "result": r.result, "data": json.dumps(data)}],
+            "verdicts": [{"commit": commit, "workload": p.workload,
+                          "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
+                         for p in r.pairs],
+            "changes": [change_row(commit, i, c) for i, c in enumerate(r.changes)]}
 
 
 def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
@@ -163,11 +194,13 @@ def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
 CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
                   "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share")
 
+_change_columns = operator.attrgetter(*CHANGE_COLUMNS)
+
 
 def change_row(commit: str, rank: int, c: checks.Change) -> dict:
     """A change as a row of the changes table (the columns the pages query; numbers as `to_dict`
     writes them, without building all of it: a third of storing 200,000 changes was `to_dict`)."""
     instr = c.instructions or (None, None)
-    return {"commit": commit, **{k: checks.change.json_number(getattr(c, k)) for k in CHANGE_COLUMNS},
+    return {"commit": commit, **dict(zip(CHANGE_COLUMNS, map(checks.change.json_number, _change_columns(c)))),
             "changed": int(c.changed), "since": c.since or "", "rank": rank, "instr_base": instr[0],
             "instr_target": instr[1]}

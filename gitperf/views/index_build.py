@@ -1,0 +1,163 @@
+"""The rows of many commits for the dashboard's index (ARCHITECTURE.md §11), derived on every CPU.
+
+Each commit's rows are pure work on a read-only view of the notes: reading its note and deriving its
+rows (`index_rows.note_rows`), checking it against its baseline and history (`index_rows.check_rows`).
+A full build does that for every commit, so worker processes each take a run of consecutive commits
+(a check reads the notes just before it: a run's own, but for its first few) and send back its rows as
+columns of tuples, and the one process that writes the database (`views.index`) inserts them.  A
+small update (a new note: a dozen commits to check) stays in the calling process: a worker takes
+~0.5 s to start (its imports).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import multiprocessing
+import operator
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pygit2
+
+from gitperf.core.config import CheckConfig
+from gitperf.core.progress import Progress
+from gitperf.store.caching import CachingStore
+from gitperf.views import index_rows as rows
+
+PARALLEL_FROM = 100  # commits: fewer are derived in the calling process (a worker's start is ~25 commits' work)
+RUN = 100  # commits at most in a run: progress is told after each
+MIN_RUN = 20  # commits at least in a run of a worker (its first check reads `history` notes before it)
+
+
+@dataclass(frozen=True)
+class Source:
+    """What rows are derived from: a repository's notes (commit -> the note's blob), the check's
+    configuration, and the columns of each table that are nanoseconds (stored whole)."""
+
+    path: str
+    note_ids: dict[str, str]
+    cfg: CheckConfig
+    whole: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One commit to derive: its note's rows when `oid` (the note's blob) is given, its check's when
+    `check`."""
+
+    commit: str
+    oid: str | None
+    check: bool
+
+
+@dataclass
+class Rows:
+    """Rows of any number of commits, per table: its columns and the rows as tuples in that order."""
+
+    tables: dict[str, tuple[tuple[str, ...], list[tuple]]] = field(default_factory=dict)
+    commits: int = 0
+
+    def add(self, table: str, dicts: list[dict], whole: tuple[str, ...] = ()) -> None:
+        """Rows of one table as dicts; the columns in `whole` (nanoseconds) rounded to integers."""
+        if not dicts:
+            return
+        cols = tuple(dicts[0])
+        columns = list(zip(*map(operator.itemgetter(*cols), dicts)))  # (transposed: a column converts in one pass)
+        for i, c in enumerate(cols):
+            if c in whole:
+                columns[i] = [round(v) if v is not None and math.isfinite(v) else v for v in columns[i]]
+        have = self.tables.setdefault(table, (cols, []))
+        assert have[0] == cols, (table, have[0], cols)
+        have[1].extend(zip(*columns))
+
+
+class _Deriver:
+    """Derives runs of commits from one repository's notes, keeping the last few notes it read."""
+
+    def __init__(self, source: Source):
+        # (the last few dozen commits' notes: a check reads its baseline and `history` before it)
+        self.store = CachingStore(pygit2.Repository(source.path), source.note_ids,
+                                  keep=max(64, 4 * (source.cfg.history + 2)))
+        self.cfg, self.whole = source.cfg, source.whole
+
+    def __call__(self, jobs: list[Job]) -> Rows:
+        out = Rows(commits=len(jobs))
+        for job in jobs:
+            derived = {}
+            if job.oid is not None:
+                derived |= rows.note_rows(self.store, job.commit, job.oid)
+            if job.check:
+                derived |= rows.check_rows(self.store, job.commit, self.cfg)
+            for table, dicts in derived.items():
+                out.add(table, dicts, self.whole.get(table, ()))
+        return out
+
+
+def derive(source: Source, jobs: list[Job], say: Progress) -> Iterator[Rows]:
+    """The rows of `jobs` (oldest first), in runs of consecutive commits, in any order."""
+    workers = min(cpus(), len(jobs) // (PARALLEL_FROM // 4))
+    if len(jobs) < PARALLEL_FROM or workers < 2:
+        yield from _told(map(_Deriver(source), _runs(jobs, RUN)), len(jobs), say)
+        return
+    runs = _guided(jobs, workers)
+    # (the pool's exit terminates the workers on Ctrl-C or an error; the writer's transaction is rolled back)
+    with _context().Pool(workers, _start, (source,)) as pool:
+        yield from _told(pool.imap_unordered(_derive_run, runs), len(jobs), say)
+
+
+def _runs(jobs: list[Job], size: int) -> list[list[Job]]:
+    return [jobs[i:i + size] for i in range(0, len(jobs), size)]
+
+
+def _guided(jobs: list[Job], workers: int) -> list[list[Job]]:
+    """Runs that shrink towards the end (OpenMP's "guided" schedule): each a share of what is left,
+    so that the workers finish together rather than one idling while another ends a long run; each at
+    least MIN_RUN commits, as the first few of a run read the notes before it again."""
+    out, i = [], 0
+    while i < len(jobs):
+        size = max(MIN_RUN, min(RUN, (len(jobs) - i) // (2 * workers)))
+        out.append(jobs[i:i + size])
+        i += size
+    return out
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (a container's or `taskset`'s share, not the machine's)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _told(parts: Iterator[Rows], total: int, say: Progress) -> Iterator[Rows]:
+    done = 0
+    for part in parts:
+        done += part.commits
+        if total > 50:
+            say(f"indexing commits: {done}/{total}")
+        yield part
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Workers forked where this process runs one thread (the CLI: they start at once, nothing
+    imported again), spawned from a threaded one (the dashboard updates its index in a request's
+    thread, and a fork copies the locks other threads hold in whatever state they are; a spawned
+    worker imports the program's main module again, so a script that updates an index runs it under
+    `if __name__ == "__main__"`, as multiprocessing asks)."""
+    return multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+
+
+_DERIVER: _Deriver | None = None  # a worker's own
+
+
+def _start(source: Source) -> None:
+    global _DERIVER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer stops the workers; they print nothing
+    gc.set_threshold(100_000, 50, 1_000)  # (as the writer: views.index._few_collections)
+    _DERIVER = _Deriver(source)
+
+
+def _derive_run(jobs: list[Job]) -> Rows:
+    assert _DERIVER is not None
+    return _DERIVER(jobs)
