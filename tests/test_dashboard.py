@@ -99,6 +99,22 @@ def test_a_long_history_is_indexed_by_workers_into_the_same_rows(empty_repo, mon
     assert [r[0] for r in alone["verdicts"] if r[2] == "degradation"] == [commits[50]]
 
 
+def test_an_interrupted_build_ends_its_workers_at_once_not_after_their_runs():
+    """Ctrl-C or SIGTERM during a build (views.index_build): the workers are ended, not waited for
+    through the runs they hold (seconds each)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from gitperf.views import index_build
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        runs = [pool.submit(time.sleep, 60) for _ in range(4)]
+        while not all(r.running() for r in runs[:2]):
+            time.sleep(0.05)
+        t = time.monotonic()
+        index_build._terminate(pool)
+    assert time.monotonic() - t < 30 and multiprocessing.active_children() == []
+
+
 def test_the_index_keeps_each_text_once_and_a_removed_notes_rows_go_with_it(synthetic):
     """The per-function tables hold ids of `texts` behind views of their own names (the layout that
     took bench/dashboard.py's index from 191.8 to 44.9 MiB); the checks it runs find each commit's

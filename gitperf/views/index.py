@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import gc
 import hashlib
+import itertools
 import json
 import os
 import sqlite3
@@ -292,7 +293,7 @@ class Index(IndexQuery):
         with self.db.conn:
             if todo.new_head:
                 self._insert_line(line)
-            for c in todo.removed + todo.changed:
+            for c in [] if todo.rebuild else todo.removed + todo.changed:  # (a rebuild's tables are new)
                 for t in ("notes", "profiles", "series", "stacks", "natives", "checks", "verdicts"):
                     self.db.execute(f"delete from {t} where [commit] = ?", [c])
                 for t in _COMPACT:
@@ -342,7 +343,7 @@ class Index(IndexQuery):
             ids = self._text_ids([columns[i] for i, c in enumerate(cols) if c in texts])
             for i, c in enumerate(cols):
                 if c in texts:
-                    columns[i] = [None if v is None else ids[v] for v in columns[i]]
+                    columns[i] = list(map(ids.get, columns[i]))  # (None, not a text, stays None)
             values, table = list(zip(*columns)), f"{table}_rows"
         self.db.conn.executemany(f"insert or replace into [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
                                  f"values ({', '.join('?' * len(cols))})", values)
@@ -353,7 +354,7 @@ class Index(IndexQuery):
             self._texts = {r[1]: r[0] for r in self.db.conn.execute("select id, text from texts")}
         ids = self._texts
         # (in the order met: a new commit's rows then go after the last one's, in the tables clustered by commit)
-        new = list(dict.fromkeys(v for col in columns for v in col if v is not None and v not in ids))
+        new = [v for v in dict.fromkeys(itertools.chain.from_iterable(columns)) if v is not None and v not in ids]
         if new:
             start = len(ids) + 1
             self.db.conn.executemany("insert into texts (id, text) values (?, ?)", enumerate(new, start))

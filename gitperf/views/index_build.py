@@ -5,8 +5,8 @@ rows (`index_rows.note_rows`), checking it against its baseline and history (`in
 A full build does that for every commit, so worker processes each take a run of consecutive commits
 (a check reads the notes just before it: a run's own, but for its first few) and send back its rows as
 columns of tuples, and the one process that writes the database (`views.index`) inserts them.  A
-small update (a new note: a dozen commits to check) stays in the calling process: a worker takes
-~0.5 s to start (its imports).
+small update (a new note: a dozen commits to check) stays in the calling process: a spawned worker
+takes ~0.5 s to start (its imports).
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ import operator
 import os
 import signal
 import threading
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import pygit2
 
 from gitperf.core.config import CheckConfig
+from gitperf.core.errors import GitPerfError
+from gitperf.core.proc import die_with_parent
 from gitperf.core.progress import Progress
 from gitperf.store.caching import CachingStore
 from gitperf.views import index_rows as rows
@@ -104,9 +108,30 @@ def derive(source: Source, jobs: list[Job], say: Progress) -> Iterator[Rows]:
         yield from _told(map(_Deriver(source), _runs(jobs, RUN)), len(jobs), say)
         return
     runs = _guided(jobs, workers)
-    # (the pool's exit terminates the workers on Ctrl-C or an error; the writer's transaction is rolled back)
-    with _context().Pool(workers, _start, (source,)) as pool:
-        yield from _told(pool.imap_unordered(_derive_run, runs), len(jobs), say)
+    with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start, initargs=(source,)) as pool:
+        try:
+            done = as_completed([pool.submit(_derive_run, run) for run in runs])
+            yield from _told((f.result() for f in done), len(jobs), say)
+        except BrokenProcessPool as e:  # (a worker killed: the OOM killer, a `kill`)
+            raise GitPerfError("a process deriving the index's rows was killed (out of memory?); the index was not "
+                               "updated (it is derived from the notes: nothing is lost): run the command again") from e
+        except BaseException:  # Ctrl-C, SIGTERM, an error: the workers end now (the writer's transaction rolls back)
+            _terminate(pool)
+            raise
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """End a pool's workers at once rather than after the runs they hold (seconds): `terminate_workers`
+    from Python 3.14, its processes before."""
+    if hasattr(pool, "terminate_workers"):
+        pool.terminate_workers()
+        return
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # (before shutdown forgets them)
+    for p in workers:
+        p.terminate()
+    for p in workers:
+        p.join(5)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _runs(jobs: list[Job], size: int) -> list[list[Job]]:
@@ -153,7 +178,11 @@ _DERIVER: _Deriver | None = None  # a worker's own
 
 def _start(source: Source) -> None:
     global _DERIVER
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the writer stops the workers; they print nothing
+    # Ctrl-C is the writer's to handle (it drops the runs not started); a forked worker has the CLI's
+    # SIGTERM handler, and a writer killed outright leaves its workers waiting for runs: both end them
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(signal.SIGKILL)
     gc.set_threshold(100_000, 50, 1_000)  # (as the writer: views.index._few_collections)
     _DERIVER = _Deriver(source)
 
