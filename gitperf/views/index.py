@@ -38,6 +38,7 @@ from gitperf.core.progress import Progress, silent
 from gitperf.git.repo import first_parent, perf_dir, user_cache
 from gitperf.store.notes import NOTES_REF
 from gitperf.views import index_build as build
+from gitperf.views import index_rows as rows
 from gitperf.views.index_query import IndexQuery, connect
 
 SCHEMA = 13  # bump when the tables change: an index of another schema is rebuilt from scratch
@@ -80,10 +81,6 @@ def _first_parent_line(repo: pygit2.Repository) -> list[pygit2.Commit]:
     if repo.head_is_unborn:
         return []
     return list(first_parent(repo, str(repo.head.target)))[::-1]
-
-
-def _first_line(c: pygit2.Commit) -> str:
-    return c.message.splitlines()[0] if c.message else ""
 
 
 def _config_digest(cfg: CheckConfig) -> str:
@@ -278,9 +275,7 @@ class Index(IndexQuery):
                 self._create()
             with _few_collections():
                 checked = self._apply(todo, say)
-            if todo.rebuild:
-                with self.db.conn:
-                    _create_indexes(self.db)  # pages left part-full by the inserts: 56.0 -> 44.9 MiB in 0.25 s (bench/dashboard.py)
+            if todo.rebuild:  # pages left part-full by the inserts: 45.9 -> 44.4 MiB in 0.3 s (bench/dashboard.py)
                 self.db.execute("vacuum")
         return UpdateStats(len(todo.current), len(todo.changed), len(todo.removed), checked,
                            time.perf_counter() - t0, todo.rebuild)
@@ -319,6 +314,8 @@ class Index(IndexQuery):
             for part in build.derive(source, jobs, say):
                 for table, (cols, values) in part.tables.items():
                     self._insert_rows(table, cols, values)
+            if todo.rebuild:  # (in the transaction: an index is never left without them)
+                _create_indexes(self.db)
             self._insert("meta", [{"key": "schema", "value": str(SCHEMA)}, {"key": "head", "value": todo.head},
                                   {"key": "check_config", "value": _config_digest(self.cfg)}])
         return len(to_check)
@@ -326,7 +323,7 @@ class Index(IndexQuery):
     def _insert_line(self, line: list[pygit2.Commit]) -> None:
         self.db.execute("delete from commits")
         self._insert("commits", [
-            {"sha": str(c.id), "seq": i, "subject": _first_line(c), "author": c.author.name, "date": c.commit_time,
+            {"sha": str(c.id), "seq": i, "subject": rows.first_line(c), "author": c.author.name, "date": c.commit_time,
              "parent": str(c.parents[0].id) if c.parents else ""} for i, c in enumerate(line)])
 
     def _insert(self, table: str, dicts: list[dict]) -> None:

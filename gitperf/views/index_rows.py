@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import operator
-
 from dataclasses import replace
 
 import pygit2
@@ -25,11 +24,16 @@ def note_rows(store: NotesStore, commit: str, oid: str) -> dict[str, list[dict]]
     """Per table, the rows of the note of `commit` (blob `oid`)."""
     good, bad = store.read(commit)
     c = store.repo.get(commit)
-    subject = c.message.splitlines()[0] if isinstance(c, pygit2.Commit) and c.message else ""
+    subject = first_line(c) if isinstance(c, pygit2.Commit) else ""
     return {"notes": [{"commit": commit, "oid": oid, "bad_lines": len(bad), "subject": subject}],
             "profiles": [profile_row(p, good) for p in good], "functions": summaries(commit, good),
             "series": series_rows(commit, good), "stacks": stack_rows(commit, good),
             "natives": native_rows(commit, good), "function_natives": function_native_rows(commit, good)}
+
+
+def first_line(c: pygit2.Commit) -> str:
+    """A commit's subject."""
+    return c.message.splitlines()[0] if c.message else ""
 
 
 def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, list[dict]]:
