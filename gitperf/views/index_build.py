@@ -103,7 +103,7 @@ class _Deriver:
 
 def derive(source: Source, jobs: list[Job], say: Progress) -> Iterator[Rows]:
     """The rows of `jobs` (oldest first), in runs of consecutive commits, in any order."""
-    workers = min(cpus(), len(jobs) // (PARALLEL_FROM // 4))
+    workers = min(cpus(), len(jobs) // (PARALLEL_FROM // 4))  # (each worker a quarter of PARALLEL_FROM at least)
     if len(jobs) < PARALLEL_FROM or workers < 2:
         yield from _told(map(_Deriver(source), _runs(jobs, RUN)), len(jobs), say)
         return
