@@ -13,10 +13,12 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import msgspec
 import pygit2
 
 from gitperf import __version__
 from gitperf.analysis import callgraph, elf
+from gitperf.core import typed
 from gitperf.core.config import CollectConfig, Config, Workload, valid_workload_name
 from gitperf.core.config import load as load_config
 from gitperf.core.errors import ConfigError, InputError
@@ -63,8 +65,7 @@ class CollectRequest:
 
     @classmethod
     def from_json(cls, text: str) -> CollectRequest:
-        d = json.loads(text)
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        return typed.decode(text, _REQUEST)
 
     @property
     def adhoc(self) -> bool:
@@ -79,6 +80,9 @@ class CollectRequest:
                              "or control characters")
         wl = Workload(name=self.adhoc_name, command=shlex.join(self.command), timeout=self.timeout or 300.0)
         return Config(path="(command line)", workloads=(wl,))
+
+
+_REQUEST = msgspec.json.Decoder(CollectRequest)
 
 
 @dataclass(frozen=True)
