@@ -110,7 +110,9 @@ def test_an_interrupted_build_ends_its_workers_at_once_not_after_their_runs():
     from gitperf.views import index_build
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         runs = [pool.submit(time.sleep, 60) for _ in range(4)]
+        started = time.monotonic()
         while not all(r.running() for r in runs[:2]):
+            assert time.monotonic() - started < 60, "the workers never started their runs"
             time.sleep(0.05)
         workers = list(pool._processes.values())
         t = time.monotonic()

@@ -179,6 +179,12 @@ def _expm1(x: float) -> float:
 PAIRS_EFFICIENCY = 0.7
 
 
+def _pairs_sd(pairs: list[float]) -> float:
+    """The SD from pairwise |differences| within groups: |x_i - x_j| / sqrt 2 is half-normal, whose
+    median is 0.6745 sigma."""
+    return statistics.median(pairs) / (math.sqrt(2) * NORMAL_Q3)
+
+
 def pooled_replicate_sigma(groups: Sequence[Sequence[float]]) -> Noise | None:
     """SD of log(total) from commits measured more than once (pooled within-commit spread).
 
@@ -193,7 +199,7 @@ def pooled_replicate_sigma(groups: Sequence[Sequence[float]]) -> Noise | None:
         return None
     if all(len(g) >= 3 for g in logs):
         pairs = [abs(a - b) for g in logs for a, b in itertools.combinations(g, 2)]
-        return Noise(statistics.median(pairs) / (math.sqrt(2) * NORMAL_Q3), PAIRS_EFFICIENCY * df, "replicates")
+        return Noise(_pairs_sd(pairs), PAIRS_EFFICIENCY * df, "replicates")
     ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in logs)
     return Noise(math.sqrt(ss / df), df, "replicates")
 
@@ -365,8 +371,7 @@ def center_interval(totals: list[float], confidence: float = 0.95) -> tuple[floa
         return None, None
     if n >= 3:  # (pooled_replicate_sigma of one group, inline: the index asks 400,000 times at 1,000 x 200)
         logs = [math.log(max(float(x), 1.0)) for x in totals]
-        sigma = statistics.median([abs(a - b) for a, b in itertools.combinations(logs, 2)]) / (math.sqrt(2) * NORMAL_Q3)
-        df = PAIRS_EFFICIENCY * (n - 1)
+        sigma, df = _pairs_sd([abs(a - b) for a, b in itertools.combinations(logs, 2)]), PAIRS_EFFICIENCY * (n - 1)
     else:
         lt = np.log(np.maximum(totals, 1.0))
         sigma, df = float(abs(lt[0] - lt[1]) / math.sqrt(2)), 1
