@@ -11,11 +11,12 @@ setup:
 demo: setup
 	bash examples/demo/run-demo.sh $(CURDIR)/demo-work
 
-# Two passes: the tests that need no eBPF on every CPU (pytest-xdist), then the eBPF ones alone on a
-# quiet machine (they time programs; their timing assertions are not made beside a second worker).
-# Exit 5 is "no test selected" (PYTEST_ARGS may pick tests of one kind only).
+# Two passes: the tests that need no eBPF on every CPU (pytest-xdist; at most 4 workers, each may hold
+# an angr analysis), then the eBPF ones alone on a quiet machine (they time programs; their timing
+# assertions are not made beside a second worker).  Exit 5 is "no test selected" (PYTEST_ARGS may
+# pick tests of one kind only).
 test: setup
-	$(PY) -m pytest -ra -m "not ebpf" -n auto --durations=10 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest -ra -m "not ebpf" -n auto --maxprocesses 4 --durations=10 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PY) -m pytest -ra -m ebpf --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 bench: setup
