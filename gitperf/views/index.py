@@ -310,7 +310,8 @@ class Index(IndexQuery):
             seq = {str(c.id): i for i, c in enumerate(line)}
             order = sorted(changed | to_check, key=lambda c: (seq.get(c, len(seq)), c))
             jobs = [build.Job(c, todo.current[c] if c in changed else None, c in to_check) for c in order]
-            source = build.Source(self.repo.path, todo.current, self.cfg, {t: spec["ns"] for t, spec in _COMPACT.items()})
+            source = build.Source(self.repo.path, todo.current, self.cfg,
+                                  {t: spec["ns"] for t, spec in _COMPACT.items()})
             for part in build.derive(source, jobs, say):
                 for table, (cols, values) in part.tables.items():
                     self._insert_rows(table, cols, values)

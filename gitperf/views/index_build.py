@@ -33,6 +33,9 @@ from gitperf.store.caching import CachingStore
 from gitperf.views import index_rows as rows
 
 PARALLEL_FROM = 100  # commits: fewer are derived in the calling process (a worker's start is ~25 commits' work)
+# Beyond ~8 workers the writer is the bottleneck (1,000 commits: ~2 s of its inserts against ~16 s of
+# the workers' CPU), and each worker holds ~120 MB of its own (bench/dashboard.py)
+MAX_WORKERS = 8
 RUN = 100  # commits at most in a run: progress is told after each
 MIN_RUN = 20  # commits at least in a run of a worker (its first check reads `history` notes before it)
 
@@ -103,7 +106,7 @@ class _Deriver:
 
 def derive(source: Source, jobs: list[Job], say: Progress) -> Iterator[Rows]:
     """The rows of `jobs` (oldest first), in runs of consecutive commits, in any order."""
-    workers = min(cpus(), len(jobs) // (PARALLEL_FROM // 4))  # (each worker a quarter of PARALLEL_FROM at least)
+    workers = min(cpus(), MAX_WORKERS, len(jobs) // (PARALLEL_FROM // 4))  # (each a quarter of PARALLEL_FROM at least)
     if len(jobs) < PARALLEL_FROM or workers < 2:
         yield from _told(map(_Deriver(source), _runs(jobs, RUN)), len(jobs), say)
         return

@@ -41,7 +41,8 @@ def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, li
     (no-change included: the commit page's table shows each function's change vs the baseline with
     its interval).  The check is `git perf check`'s own, without the opinions of other methods."""
     r = checks.check(store, commit, replace(cfg, votes=False))
-    data = {"result": r.result, "base": r.base, "warnings": list(r.warnings), "workloads": [p.to_dict() for p in r.pairs]}
+    data = {"result": r.result, "base": r.base, "warnings": list(r.warnings),
+            "workloads": [p.to_dict() for p in r.pairs]}
     return {"checks": [{"commit": commit, "base": r.base or "", "result": r.result, "data": json.dumps(data)}],
             "verdicts": [{"commit": commit, "workload": p.workload,
                           "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
