@@ -748,10 +748,6 @@ class _Shared:
 def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]]) -> dict[str, float]:
     """Each function's center over one history commit's runs, in its sides' measure."""
     levels = _commit_levels(_Runs(p.profile for p in profiles))
-    kinds = {t.native for t, _b in both.values()}
-    if len(kinds) == 1:  # (every function in one measure, as nearly always: a third of the time)
-        lv = levels[kinds.pop()]
-        return {n: lv[n] for n in both if n in lv}
     return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := levels[t.native])}
 
 

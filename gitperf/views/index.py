@@ -18,7 +18,6 @@ through `views.index_build`'s workers), the queries from `views.index_query`.
 from __future__ import annotations
 
 import fcntl
-import gc
 import hashlib
 import itertools
 import json
@@ -146,20 +145,6 @@ def _create_indexes(db: sqlite_utils.Database) -> None:
 
 
 @contextmanager
-def _few_collections() -> Iterator[None]:
-    """Python's cycle collector seldom while the index is built.  A build allocates millions of small
-    objects that live to its end (decoded profiles, rows, changes) and hold no cycles; each of the 54
-    full collections of a 1,000-commit build walked all of them: 4.5 s of its 24.3 s (the same build
-    with the collector off: 20.3 s, `bench/dashboard.py`'s history)."""
-    before = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 1_000)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-
-
-@contextmanager
 def _update_lock(path: Path) -> Iterator[None]:
     """One updater at a time, across processes (serve's threads, an export, a second serve)."""
     with open(f"{path}.lock", "a") as f:
@@ -273,7 +258,7 @@ class Index(IndexQuery):
             if todo.rebuild:  # a new file: tables dropped in place would leave the old one's size
                 self._discard()
                 self._create()
-            with _few_collections():
+            with build.few_collections():
                 checked = self._apply(todo, say)
             if todo.rebuild:  # pages left part-full by the inserts: 45.9 -> 44.4 MiB in 0.3 s (bench/dashboard.py)
                 self.db.execute("vacuum")
@@ -313,8 +298,8 @@ class Index(IndexQuery):
             source = build.Source(self.repo.path, todo.current, self.cfg,
                                   {t: spec["ns"] for t, spec in _COMPACT.items()})
             for part in build.derive(source, jobs, say):
-                for table, (cols, values) in part.tables.items():
-                    self._insert_rows(table, cols, values)
+                for table, (cols, columns) in part.tables.items():
+                    self._insert_columns(table, cols, columns)
             if todo.rebuild:  # (in the transaction: an index is never left without them)
                 _create_indexes(self.db)
             self._insert("meta", [{"key": "schema", "value": str(SCHEMA)}, {"key": "head", "value": todo.head},
@@ -328,25 +313,25 @@ class Index(IndexQuery):
              "parent": str(c.parents[0].id) if c.parents else ""} for i, c in enumerate(line)])
 
     def _insert(self, table: str, dicts: list[dict]) -> None:
-        if dicts:
-            self._insert_rows(table, tuple(dicts[0]), [tuple(d[c] for c in dicts[0]) for d in dicts])
+        rows = build.Rows()
+        rows.add(table, dicts)
+        for cols, columns in rows.tables.values():
+            self._insert_columns(table, cols, columns)
 
-    def _insert_rows(self, table: str, cols: tuple[str, ...], values: list[tuple]) -> None:
+    def _insert_columns(self, table: str, cols: tuple[str, ...], columns: list[list]) -> None:
         """INSERT OR REPLACE inside the caller's transaction (sqlite-utils' insert_all commits each
         batch itself, and converts every value: 3x slower for the index's ~10^5 rows).  A `_COMPACT`
         table's text columns are stored as ids of `texts` (its nanoseconds come whole: build.Rows)."""
         if table in _COMPACT:
             texts = _COMPACT[table]["text"]
-            columns = list(zip(*values))
             ids = self._text_ids([columns[i] for i, c in enumerate(cols) if c in texts])
-            for i, c in enumerate(cols):
-                if c in texts:
-                    columns[i] = list(map(ids.get, columns[i]))  # (None, not a text, stays None)
-            values, table = list(zip(*columns)), f"{table}_rows"
+            columns = [list(map(ids.get, col)) if c in texts else col  # (None, not a text, stays None)
+                       for c, col in zip(cols, columns)]
+            table = f"{table}_rows"
         self.db.conn.executemany(f"insert or replace into [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
-                                 f"values ({', '.join('?' * len(cols))})", values)
+                                 f"values ({', '.join('?' * len(cols))})", zip(*columns))
 
-    def _text_ids(self, columns: list[tuple]) -> dict[str, int]:
+    def _text_ids(self, columns: list[list]) -> dict[str, int]:
         """Every text's id in `texts`, those of `columns` added."""
         if self._texts is None:
             self._texts = {r[1]: r[0] for r in self.db.conn.execute("select id, text from texts")}

@@ -21,10 +21,10 @@ from gitperf.store.notes import NotesStore
 
 
 def note_rows(store: NotesStore, commit: str, oid: str) -> dict[str, list[dict]]:
-    """Per table, the rows of the note of `commit` (blob `oid`)."""
+    """Per table, the rows of the note of commit `commit` (blob `oid`; notes on other objects are
+    the index's to leave out)."""
     good, bad = store.read(commit)
-    c = store.repo.get(commit)
-    subject = first_line(c) if isinstance(c, pygit2.Commit) else ""
+    subject = first_line(store.repo.get(commit))
     return {"notes": [{"commit": commit, "oid": oid, "bad_lines": len(bad), "subject": subject}],
             "profiles": [profile_row(p, good) for p in good], "functions": summaries(commit, good),
             "series": series_rows(commit, good), "stacks": stack_rows(commit, good),
