@@ -178,7 +178,27 @@ def test_every_page_and_api_route_answers_with_the_data(synthetic):
     assert {t.get("name") for t in figure["data"]} >= {"run time (median of runs)", "degradations"}
     marker = next(t for t in figure["data"] if t.get("name") == "degradations")
     shas = json.loads(re.search(r'<script type="application/json" id="shas">(.*?)</script>', page, re.S)[1])
-    assert [shas[x] for x in marker["x"]] == [slowed]  # the marker sits on the slowed commit
+    assert [shas[str(x)] for x in marker["x"]] == [slowed]  # the marker sits on the slowed commit
+    assert 'id="window"' not in page  # (the whole line fits the default window)
+
+    # a window of the line's last two commits (of seven: the first has no note): their points, markers
+    # and commit links only
+    def drawn(url):
+        page = client.get(url).get_data(as_text=True)
+        figure = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
+        return page, {t["name"]: t["x"] for t in figure["data"] if t.get("name") in ("run time (median of runs)", "degradations")}
+    page, traces = drawn("/?commits=2")
+    assert traces == {"run time (median of runs)": [5, 6], "degradations": [5]}
+    assert f"last 2 of {len(commits) + 1} commits" in " ".join(page.split()) and "?commits=all" in page
+    windowed = json.loads(re.search(r'<script type="application/json" id="shas">(.*?)</script>', page, re.S)[1])
+    assert windowed == {"5": slowed, "6": commits[5]}
+    assert drawn("/?commits=1")[1] == {"run time (median of runs)": [6]}  # (the slowed commit is older)
+    page = client.get("/function/parse?commits=2").get_data(as_text=True)
+    figure = json.loads(re.search(r'<script type="application/json" id="history-1">(.*?)</script>', page, re.S)[1])
+    assert {x for t in figure["data"] for x in t["x"]} == {5, 6} and page.count('href="/commit/') >= 2
+    assert commits[3][:12] not in page.split("<h2>Per commit</h2>")[1] and 'id="window"' in page
+    assert client.get("/?commits=all").get_data(as_text=True).count('id="window"') == 0
+    assert client.get("/?commits=-2").status_code == client.get("/?commits=x").status_code == 400
 
     page = client.get(f"/commit/{slowed[:10]}").get_data(as_text=True)  # a unique prefix works too
     assert "degradation" in page and "src/file1.c:11" in page and "parse" in page
@@ -194,7 +214,7 @@ def test_every_page_and_api_route_answers_with_the_data(synthetic):
     assert page.count('<tr class="degradation">') == 1 and slowed[:12] in page
 
     api = client.get("/api/commits").get_json()
-    assert [c["sha"] for c in api] == shas and api[5]["result"] == "degradation" and api[1]["result"] == "not-enough-data"
+    assert [c["sha"] for c in api] == list(shas.values()) and api[5]["result"] == "degradation" and api[1]["result"] == "not-enough-data"
     one = client.get(f"/api/commit/{slowed}").get_json()
     assert one["check"]["result"] == "degradation" and one["check"]["changes"][0]["function"] == "parse"
     assert len(one["profiles"]) == 3 and {f["name"] for f in one["functions"]} == set(NAMES)

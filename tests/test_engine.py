@@ -516,7 +516,7 @@ def test_a_wait_for_the_cpu_is_left_out_of_a_calls_time_and_a_sleep_is_not(tmp_p
     whichever function was running -- on Lua beside two busy processes, `body`, `luaM_realloc_` and
     others each +2 ms in one collection of five, the unpaired flow's A/A false alarms.  A call's
     time leaves that wait out; a sleep inside a call is the program's own and stays.  `spin` burns
-    ~0.3 s of CPU pinned to one core, once alone and once beside a process spinning on the same
+    ~0.3-0.9 s of CPU pinned to one core, once alone and once beside a process spinning on the same
     core (its wall time about doubles); `nap` sleeps 50 ms."""
     repo = _one_file_repo(tmp_path / "pre", "p", "#include <unistd.h>\nvolatile unsigned long sink;\n"
                           "__attribute__((noinline)) void spin(void){ for (unsigned long i = 0; i < 600000000UL; i++) "
@@ -533,8 +533,10 @@ def test_a_wait_for_the_cpu_is_left_out_of_a_calls_time_and_a_sleep_is_not(tmp_p
     alone, shared = (by_name(p) for p in sorted(stored(repo, "HEAD"), key=lambda p: p["header"]["started"]))
     metrics = [p["metrics"] for p in sorted(stored(repo, "HEAD"), key=lambda p: p["header"]["started"])]
     walls, waits = [m["PRT"] for m in metrics], [m["WAIT"] for m in metrics]
-    assert walls[1] > 1.3 * walls[0], walls  # the hog took its share of the core
-    # the run records the wait it left out (the timeline's native run time leaves it out too)
-    assert waits[1] > 0.5 * (walls[1] - walls[0]) and waits[0] < 0.5 * waits[1], (walls, waits)
-    assert 0.8 < shared["spin"]["total_ns"] / alone["spin"]["total_ns"] < 1.25, (shared["spin"], alone["spin"])
+    # Each run against itself: this VM's vCPUs ran 1.5x faster at some times than at others, so two
+    # runs' walls do not tell what the hog took (CI once: 0.95 s alone, 1.15 s beside it).
+    assert waits[1] > 0.3 * walls[1] and waits[0] < 0.1 * walls[0], (walls, waits)  # the hog took its share
+    # a call's time is its run's wall less what the run waited (and the 50 ms nap), not the wall
+    for run, wall, wait in ((alone, walls[0], waits[0]), (shared, walls[1], waits[1])):
+        assert 0.8 < run["spin"]["total_ns"] / 1e9 / (wall - wait - 0.05) < 1.25, (run["spin"], walls, waits)
     assert all(p["nap"]["total_ns"] >= 50e6 for p in (alone, shared))

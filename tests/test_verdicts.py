@@ -12,6 +12,7 @@ import pytest
 from conftest import git
 
 from gitperf import checks
+from gitperf.stats import inference
 from gitperf.analysis.elf import FunctionSymbol
 from gitperf.checks.verdict import judge
 from gitperf.collect.profile import build_functions
@@ -512,10 +513,26 @@ def test_a_median_call_that_jumps_between_call_sizes_does_not_decide_against_the
 def test_a_function_tested_twice_splits_its_share_of_the_error_budget():
     from gitperf.checks.compare import error_budget
     changed = frozenset({"f", "f2"})
-    once = error_budget(["main", "f", "f2", "g", "h"], changed)
-    twice = error_budget(["main", "f", "f2", "g", "h", "f"], changed)
+    once, total = error_budget(["main", "f", "f2", "g", "h"], changed)
+    twice, _ = error_budget(["main", "f", "f2", "g", "h", "f"], changed)
     assert twice[1] == twice[5] == pytest.approx(once[1] / 2)
-    assert twice[:1] + twice[2:5] == pytest.approx(once[:1] + once[2:]) and sum(twice) == pytest.approx(1.0)
+    assert twice[:1] + twice[2:5] == pytest.approx(once[:1] + once[2:]) and sum(twice) == total == pytest.approx(1.0)
+
+
+def test_the_functions_the_commit_did_not_change_keep_their_share_whatever_else_changed():
+    from gitperf.checks.compare import error_budget
+    names = ["main", "f", "g", "h"]
+    some, total = error_budget(names, frozenset({"f"}))
+    none, kept = error_budget(names, frozenset())
+    assert sum(some[2:]) == pytest.approx(sum(none[1:])) and none[0] == some[0] and kept == total == pytest.approx(1.0)
+    assert sum(none) == pytest.approx(kept - 0.375)  # the changed functions' share, kept for none
+    assert error_budget(["main"], frozenset()) == ([0.25], 0.25)  # the root alone has the whole budget
+    assert error_budget(["main", "f"], frozenset({"f"})) == ([0.25, 0.75], 1.0)
+    # the weighted Holm over that budget: h first (p / weight smallest), at its p-value / its share of
+    # the whole budget; then the root, at its p-value / its share of what h left
+    adjusted = inference.holm([0.001, 0.5, 1e-5, 0.5], none, kept)
+    assert adjusted[2] == pytest.approx(1e-5 * kept / none[2])
+    assert adjusted[0] == pytest.approx(0.001 * (kept - none[2]) / none[0])
 
 
 def _focus(changed=("f",), new=(), calls=None):

@@ -409,14 +409,15 @@ def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, sizes: dict[s
                       list(within), {n: (w.sigma, w.df) for n, w in within.items() if w}, sizes) if sizes else {})
 
 
-def _extra_var(t: _Side, b: _Side) -> float:
-    """Variance of the log ratio that is not run-to-run noise: sampling, the calibration's error in
-    the probe time taken out, and each side's own probe cost.  One calibration serves both sides, so
+def _extra_var(t: _Side, b: _Side, sampling: bool = True) -> float:
+    """Variance of the log ratio that is not run-to-run noise: sampling (unless the noise it is added to
+    was measured between sessions sampled alike, which holds it: `sampling`), the calibration's error
+    in the probe time taken out, and each side's own probe cost.  One calibration serves both sides, so
     its error cancels but for the difference of the two sides' probe shares (log native =
     log(total - probe), d = -share x error); the sides' own deviations (PROBE_COST_SPREAD) do not cancel."""
     calib = (t.probe_share - b.probe_share) * max(t.calibration_sd, b.calibration_sd)
     own = (t.probe_share ** 2 + b.probe_share ** 2) * PROBE_COST_SPREAD ** 2
-    return t.sampled_var + b.sampled_var + calib ** 2 + own
+    return (t.sampled_var + b.sampled_var if sampling else 0.0) + calib ** 2 + own
 
 
 def _scale(t: _Side, b: _Side) -> float:
@@ -471,15 +472,21 @@ def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, session: _Sessions
         var, df_rep = shift.replicates[n].moderate(w.sigma ** 2, w.df)
         se_rep = math.sqrt(var) * scale
     noise = session.noise.get(n) if session else None
+    alike = False  # whether the history's sessions had as many runs: their spread holds this pair's noise
     if noise is not None:  # two sessions' luck, as for the root, scaled to this pair's
         se_s, df_s, label = noise.sigma * math.sqrt(2) * session.pair_scale, noise.df, noise.source
-        if len(t.totals) + len(b.totals) >= 2 * session.runs:
+        if alike := len(t.totals) + len(b.totals) >= 2 * session.runs:
             se_rep = 0.0
     else:
         se_s, df_s, label = (shift.cross.sigma, shift.cross.df, "cross-section") if shift.cross else (0.0, 0.0, "")
     se = max(se_rep, se_s, NOISE_FLOOR * scale)
     df, label = ((df_rep, "replicates") if se == se_rep else (df_s, label) if se == se_s else (math.inf, "floor"))
-    return Tested(n, shift.log_ratio[n] - shift.common, math.sqrt(se ** 2 + _extra_var(t, b)), df,
+    # The samples' own error is in the history's spread already when its sessions were sampled alike:
+    # added again, a periodic sampler's near-constant counts read as Poisson (the demo's checksum_block,
+    # 3-4 samples a run in every run: ±34% from its intervals on top of its ±13% between sessions,
+    # which hid its 2.8x in a history collected at defaults).
+    sampling = not (alike and se == se_s)
+    return Tested(n, shift.log_ratio[n] - shift.common, math.sqrt(se ** 2 + _extra_var(t, b, sampling)), df,
                   f"{label} ±{se * 100:.1f}%")
 
 
@@ -836,9 +843,9 @@ def _decide(tested: list[Tested], changed: frozenset[str], cfg: CheckConfig, sig
     """Holm-adjusted one-sided p-values (with the weighted budget) and intervals; a function tested
     twice (time a run, median call) keeps the test with the smaller p-value — the median call's only
     where it agrees with the time a run (`_agrees`; `run_ns`: each function's base time a run)."""
-    weights = error_budget([x.name for x in tested], changed)
-    worse = inference.holm([inference.p_slower(sign * x.statistic, x.se, x.df) for x in tested], weights)
-    better = inference.holm([inference.p_slower(-sign * x.statistic, x.se, x.df) for x in tested], weights)
+    weights, total = error_budget([x.name for x in tested], changed)
+    worse = inference.holm([inference.p_slower(sign * x.statistic, x.se, x.df) for x in tested], weights, total)
+    better = inference.holm([inference.p_slower(-sign * x.statistic, x.se, x.df) for x in tested], weights, total)
     results = [Result(x, pw, pb, inference.interval(x.statistic, x.se, x.df, cfg.confidence))
                for x, pw, pb in zip(tested, worse, better)]
     per_run = {r.tested.name: r for r in results if r.tested.per_call is None}
@@ -966,21 +973,26 @@ def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = f
                      for r in results]  # 5. verdicts with opinions
 
 
-def error_budget(names: list[str], changed: frozenset[str]) -> list[float]:
-    """Holm weights: the workload total gets ROOT_SHARE of the error budget (it answers the first
-    question, "is the program slower?"), the functions the commit changed CHANGED_SHARE of the rest,
-    the other functions what remains, split evenly within each group (a function's share split
-    evenly between its tests)."""
+def error_budget(names: list[str], changed: frozenset[str]) -> tuple[list[float], float]:
+    """Holm weights and the budget they are shares of: the workload total gets ROOT_SHARE of the error
+    budget (it answers the first question, "is the program slower?"), the functions the commit
+    changed CHANGED_SHARE of the rest, the other functions what remains, split evenly within each
+    group (a function's share split evenly between its tests).  The changed functions' share is
+    theirs even when the commit changed none: a function the commit did not touch is tested at the
+    same level whatever else it touched, so a commit that changed no function (a comment, a test, the
+    docs) does not double the level of every other (`bench/dashboard.py`: 1 harmless commit of 991
+    alarmed by a 4-sigma draw at twice the level).  Where no function is left untouched, the changed
+    ones have all of the rest."""
     times = Counter(names)  # a function tested twice splits its share between its tests
     groups = {"root": [n for n in times if n == ROOT], "changed": [n for n in times if n != ROOT and n in changed]}
     groups["other"] = [n for n in times if n != ROOT and n not in changed]
-    share = {"root": ROOT_SHARE if groups["root"] else 0.0}
-    rest = 1 - share["root"]
-    share["changed"] = (rest * CHANGED_SHARE if groups["changed"] and groups["other"]
-                        else rest if groups["changed"] else 0.0)
-    share["other"] = 1 - share["root"] - share["changed"]
+    share = {"root": ROOT_SHARE} if groups["root"] else {}
+    if groups["other"]:
+        share.update(changed=(1 - ROOT_SHARE) * CHANGED_SHARE, other=(1 - ROOT_SHARE) * (1 - CHANGED_SHARE))
+    elif groups["changed"]:
+        share["changed"] = 1 - ROOT_SHARE
     of = {n: g for g, ns in groups.items() for n in ns}
-    return [share[of[n]] / len(groups[of[n]]) / times[n] if share[of[n]] > 0 else 1e-12 for n in names]
+    return [share[of[n]] / len(groups[of[n]]) / times[n] for n in names], sum(share.values())
 
 
 def _simple(workload: str, name: str, kind: str, sides: tuple[_Side, _Side], why: str) -> Change:

@@ -30,12 +30,18 @@ class IndexQuery:
     def close(self) -> None:
         self.db.close()
 
-    def commits(self) -> list[dict]:
-        """HEAD's first-parent line, oldest first, with each commit's profiles and check result."""
+    def commits(self, since: int = 0) -> list[dict]:
+        """HEAD's first-parent line from position `since` on, oldest first, with each commit's profiles
+        and check result."""
         return list(self.db.query(
             "select c.sha, c.seq, c.subject, c.author, c.date, c.parent, "
             "(select count(*) from profiles p where p.[commit] = c.sha) as profiles, "
-            "k.result, k.base from commits c left join checks k on k.[commit] = c.sha order by c.seq"))
+            "k.result, k.base from commits c left join checks k on k.[commit] = c.sha where c.seq >= ? order by c.seq",
+            [since]))
+
+    def line_length(self) -> int:
+        """How many commits HEAD's first-parent line has (positions 0 to this less one)."""
+        return next(iter(self.db.query("select coalesce(max(seq) + 1, 0) as n from commits")))["n"]
 
     def commit_info(self, sha: str) -> dict | None:
         rows = list(self.db.query("select * from commits where sha = ?", [sha]))
@@ -48,16 +54,17 @@ class IndexQuery:
             "select config_key, workload, max(plan) as plan, count(distinct [commit]) as commits from functions "
             "where name = ? group by config_key order by workload, commits desc", [ROOT]))
 
-    def timeline(self, config_key: str, names: Iterable[str]) -> dict[str, list[dict]]:
-        """Per function: its summary on every commit of HEAD's line that has one, in commit order."""
+    def timeline(self, config_key: str, names: Iterable[str], since: int = 0) -> dict[str, list[dict]]:
+        """Per function: its summary on every commit of HEAD's line from position `since` on that has
+        one, in commit order."""
         names = list(names)
         if not names:
             return {}
         rows = self.db.query(
             "select f.name, f.[commit], c.seq, c.subject, c.author, c.date, f.runs, f.total_ns, f.total_min, "
             "f.total_max, f.ci_low, f.ci_high, f.exclusive_ns from functions f join commits c on c.sha = f.[commit] "
-            f"where f.config_key = ? and f.name in ({','.join('?' * len(names))}) order by c.seq",
-            [config_key, *names])
+            f"where f.config_key = ? and f.name in ({','.join('?' * len(names))}) and c.seq >= ? order by c.seq",
+            [config_key, *names, since])
         out: dict[str, list[dict]] = {n: [] for n in names}
         for r in rows:
             out[r["name"]].append(r)
@@ -81,30 +88,33 @@ class IndexQuery:
             "select workload, machine, sum(native_ns is not null) as commits, sum(runs) as runs, "
             "sum(left_out) as left_out from natives group by workload, machine order by workload, machine"))
 
-    def native_timeline(self, workload: str, machine: str) -> list[dict]:
-        """A workload's native run time on every commit of HEAD's line that has one, in commit order
-        (as `timeline` rows: total_ns is the native time)."""
+    def native_timeline(self, workload: str, machine: str, since: int = 0) -> list[dict]:
+        """A workload's native run time on every commit of HEAD's line from position `since` on that has
+        one, in commit order (as `timeline` rows: total_ns is the native time)."""
         return list(self.db.query(
             "select n.[commit], c.seq, c.subject, c.author, c.date, n.runs, n.native_ns as total_ns, n.ci_low, "
             "n.ci_high, n.left_out, n.measured from natives n join commits c on c.sha = n.[commit] "
-            "where n.workload = ? and n.machine = ? and n.native_ns is not null order by c.seq", [workload, machine]))
+            "where n.workload = ? and n.machine = ? and n.native_ns is not null and c.seq >= ? order by c.seq",
+            [workload, machine, since]))
 
-    def paired_steps(self, workload: str) -> list[dict]:
+    def paired_steps(self, workload: str, since: int = 0) -> list[dict]:
         """The workload's run time on each commit that a paired check measured beside its parent: the
         root's change there (relative, with its interval), in commit order (the overview chains them)."""
         return list(self.db.query(
             "select ch.[commit], c.seq, ch.relative, ch.ci_low, ch.ci_high from changes ch join commits c on "
             "c.sha = ch.[commit] join checks k on k.[commit] = ch.[commit] where ch.function = ? and ch.workload = ? "
-            "and ch.method like 'paired rounds%' and k.base = c.parent order by c.seq", [ROOT, workload]))
+            "and ch.method like 'paired rounds%' and k.base = c.parent and c.seq >= ? order by c.seq",
+            [ROOT, workload, since]))
 
-    def marks(self, workload: str) -> list[dict]:
+    def marks(self, workload: str, since: int = 0) -> list[dict]:
         """A workload's function verdicts (degradations, optimizations, accepted ones) with the verdict
         its check gave the workload as a whole (`result`; the timeline draws one marker a commit from
         it: a function slower inside a run that got faster is marked as the faster run it is)."""
         return list(self.db.query(
             "select ch.*, c.seq, v.result from changes ch join commits c on c.sha = ch.[commit] join verdicts v on "
             "v.[commit] = ch.[commit] and v.workload = ch.workload where ch.workload = ? and ch.type != 'no-change' "
-            "and ch.type in ('degradation', 'optimization', 'accepted') order by c.seq, ch.rank", [workload]))
+            "and ch.type in ('degradation', 'optimization', 'accepted') and c.seq >= ? order by c.seq, ch.rank",
+            [workload, since]))
 
     def check(self, sha: str) -> dict | None:
         """The check of a commit: verdict, base, warnings, workloads, and its changes in severity order."""
@@ -135,18 +145,22 @@ class IndexQuery:
             r["metrics"] = json.loads(r["metrics"])
         return rows
 
-    def function_history(self, name: str) -> list[dict]:
-        """One function on every commit (HEAD's line first, in order; other commits after)."""
+    def function_history(self, name: str, since: int = 0) -> list[dict]:
+        """One function on every commit (HEAD's line from position `since` on first, in order; commits off
+        the line after)."""
         return list(self.db.query(
             "select f.*, c.seq, c.subject, c.author, c.date from functions f left join commits c on c.sha = f.[commit] "
-            "where f.name = ? order by f.config_key, c.seq is null, c.seq", [name]))
+            "where f.name = ? and (c.seq is null or c.seq >= ?) order by f.config_key, c.seq is null, c.seq",
+            [name, since]))
 
-    def function_series(self, name: str) -> dict[tuple[str, str], dict[str, list[dict]]]:
-        """(workload, machine) -> measure -> the function's rows along HEAD's line, in commit order."""
+    def function_series(self, name: str, since: int = 0) -> dict[tuple[str, str], dict[str, list[dict]]]:
+        """(workload, machine) -> measure -> the function's rows along HEAD's line from position `since`
+        on, in commit order."""
         out: dict[tuple[str, str], dict[str, list[dict]]] = {}
         for r in self.db.query(
                 "select n.*, c.seq, c.subject, c.author, c.date from function_natives n join commits c on "
-                "c.sha = n.[commit] where n.name = ? order by n.workload, n.machine, n.kind, c.seq", [name]):
+                "c.sha = n.[commit] where n.name = ? and c.seq >= ? order by n.workload, n.machine, n.kind, c.seq",
+                [name, since]):
             out.setdefault((r["workload"], r["machine"]), {}).setdefault(r["kind"], []).append(r)
         return out
 

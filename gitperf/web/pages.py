@@ -27,6 +27,11 @@ TOP_FUNCTIONS = 8  # functions drawn on the overview besides the total
 # one with a verdict: a pulled profile of 20,000 functions made an 8 MB page (1 s) and a static export
 # of 20,000 function pages (34 s); the rest are in `git perf show REV --top 0` and /api/commit/SHA.
 PAGE_FUNCTIONS = 300
+# The overview and a function's page draw the line's last this many commits unless asked for more
+# (`?commits=N|all`): every commit of a 10,000-commit line made pages of 6.9 and 5.0 MB served in 0.8
+# and 0.7 s warm (bench/dashboard.py), of points no screen tells apart; every verdict is listed
+# whatever the window (/regressions, a function's verdicts).
+WINDOW = 1000
 
 
 @bp.route("/static/<path:filename>")
@@ -45,10 +50,11 @@ def commit_or_404(sha: str) -> str:
     return full
 
 
-def overview_data(workload: str | None = None) -> dict:
+def overview_data(workload: str | None = None, since: int = 0) -> dict:
     """Per workload (and machine, when there are several): its run time at native speed over the
-    commits, whatever plans measured it, with the stored checks' verdicts; and its top functions
-    under the plan that profiled most commits (function times depend on what was probed)."""
+    commits from position `since` of the line on, whatever plans measured it, with the stored checks'
+    verdicts; and its top functions under the plan that profiled most commits (function times depend on
+    what was probed)."""
     idx = get_index()
     found = idx.workloads()
     if workload is not None:
@@ -61,16 +67,16 @@ def overview_data(workload: str | None = None) -> dict:
     for w in found:
         wl, machine = w["workload"], w["machine"]
         title = wl + (f" on {machine}" if machines[wl] > 1 else "")
-        marks = idx.marks(wl)
+        marks = idx.marks(wl, since)
         section = {"workload": wl, "machine": machine, "commits": w["commits"], "left_out": w["left_out"],
                    "total": plots.timeline(f"{title}: run time at native speed (probe time taken out)",
-                                           idx.native_timeline(wl, machine), marks,
-                                           steps=idx.paired_steps(wl)) if w["commits"] else None,
+                                           idx.native_timeline(wl, machine, since), marks,
+                                           steps=idx.paired_steps(wl, since)) if w["commits"] else None,
                    "degradations": [m for m in marks if m["type"] == m["result"] == checks.DEGRADATION][-5:][::-1]}
         mine = [c for c in configs if c["workload"] == wl and c["config_key"].split("|")[3] == machine]
         if mine:  # (configurations() lists the most profiled first)
             key, plan = mine[0]["config_key"], mine[0]["plan"]
-            lines = idx.timeline(key, [ROOT, *idx.top_functions(key, TOP_FUNCTIONS)])
+            lines = idx.timeline(key, [ROOT, *idx.top_functions(key, TOP_FUNCTIONS)], since)
             section.update(plan=plan, functions=plots.functions_timeline(
                 f"{title}: top functions by exclusive time ({plan})", {n: r for n, r in lines.items() if n != ROOT}))
             if section["total"] is None:  # only runs that are mostly probe time: drawn apart, and said so
@@ -80,11 +86,29 @@ def overview_data(workload: str | None = None) -> dict:
     return {"sections": sections}
 
 
+def window(arg: str | None, length: int) -> int:
+    """The first position of the line a page draws: its last `?commits=N` commits (WINDOW by default,
+    `all` for the whole line; the whole line when exported: a static file takes no query)."""
+    if arg == "all" or current_app.config["EXPORT"]:
+        return 0
+    try:
+        n = int(arg) if arg is not None else WINDOW
+    except ValueError:
+        abort(400, f"?commits= takes a number of commits or 'all', not {arg!r}")
+    if n < 1:
+        abort(400, f"?commits= takes a positive number of commits or 'all', not {arg!r}")
+    return max(0, length - n)
+
+
 @bp.route("/")
 def overview():
-    commits = get_index().commits()
-    data = overview_data(request.args.get("workload"))
-    return render_template("overview.html", shas=[c["sha"] for c in commits], commits=commits,
+    idx = get_index()
+    length = idx.line_length()
+    since = window(request.args.get("commits"), length)
+    commits = idx.commits(since)
+    data = overview_data(request.args.get("workload"), since)
+    return render_template("overview.html", shas={c["seq"]: c["sha"] for c in commits}, commits=commits,
+                           since=since, length=length,
                            latest=[c for c in commits if c["profiles"]][-10:][::-1], **data)
 
 
@@ -150,21 +174,23 @@ def flame_figures(sha: str, base: str | None, changed: frozenset[str]) -> list[d
 @bp.route("/function/<fn:name>")
 def function(name: str):
     idx = get_index()
-    history = idx.function_history(name)
-    if not history:
+    length = idx.line_length()
+    since = window(request.args.get("commits"), length)
+    history = idx.function_history(name, since)
+    if not history and (not since or not idx.function_history(name)):
         abort(404, f"no function {name!r} in any profile")
     history = sorted(one_row_each(history, idx.compared(sorted({h["commit"] for h in history})), ("commit", "workload")),
                      key=lambda h: (h["seq"] is None, h["seq"] or 0))
     changes = idx.function_changes(name)
     figures = []
-    found = idx.function_series(name)
+    found = idx.function_series(name, since)
     several = len({wl for wl, _ in found}) < len(found)  # a workload on more than one machine
     for (wl, machine), series in found.items():
         figures.append(plots.function_timeline(f"{name} ({wl}{' on ' + machine if several else ''}): time per run",
                                                series, [c for c in changes if c["workload"] == wl]))
     model = _model_figure(name)
     return render_template("function.html", name=name, history=history[::-1], changes=changes,
-                           figures=figures, model=model,
+                           figures=figures, model=model, since=since, length=length,
                            location=next((h["location"] for h in history if h["location"]), ""))
 
 
