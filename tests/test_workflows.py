@@ -255,16 +255,21 @@ def test_a_history_collected_at_defaults_flags_the_slowdown_and_nothing_else(tmp
         assert r.returncode == 0, (c, r.stderr[-2000:])
 
     verdicts = {c: run_cli(root, "check", c, "--json") for c in commits[1:]}
+    # what each check found, for the assertion messages: the history's cause is what to read when one fails
+    found = {c[:8] + (" (slowdown)" if c == slow else ""): (r.returncode, [
+        (x["function"], x["type"], f"{x['relative']:+.0%}", f"{x['confidence']:.4f}", x["noise"], x["method"])
+        for x in json.loads(r.stdout or '{"changes": []}')["changes"] if x["type"] != "no-change"])
+        for c, r in verdicts.items()}
     flagged = [c for c, r in verdicts.items() if r.returncode == 1]
-    assert flagged == [slow], {c[:8]: (r.returncode, json.loads(r.stdout or "{}").get("result")) for c, r in verdicts.items()}
-    assert all(r.returncode in (0, 3) for c, r in verdicts.items() if c != slow)
+    assert flagged == [slow], found
+    assert all(r.returncode in (0, 3) for c, r in verdicts.items() if c != slow), found
     assert json.loads(verdicts[slow].stdout)["result"] == "degradation"
     assert run_cli(root, "report", slow).returncode == 1
     client = create_app(root).test_client()
     regressions = client.get("/api/regressions").get_json()
-    assert {r["commit"] for r in regressions} == {slow}, regressions
+    assert {r["commit"] for r in regressions} == {slow}, (regressions, found)
     page = client.get("/").get_data(as_text=True)
     fig = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
     seq = {r["sha"]: r["seq"] for r in client.get("/api/commits").get_json()}
     marked = [x for t in fig["data"] if t.get("mode") == "markers" for x in t["x"]]
-    assert marked == [seq[slow]], (marked, seq[slow])
+    assert marked == [seq[slow]], (marked, seq[slow], found)
