@@ -401,3 +401,31 @@ def test_replicate_spreads_of_many_functions_are_each_ones():
         sds, df = inference.pooled_replicate_sigmas(a, b)
         each = [inference.pooled_replicate_sigma([list(x), list(y)]) for x, y in zip(a, b)]
         assert np.allclose(sds, [e.sigma for e in each]) and all(df == pytest.approx(e.df) for e in each)
+
+
+def test_a_history_in_two_modes_reads_their_spread_and_one_real_step_is_still_ignored():
+    """A VM whose vCPUs run a program at 24 or at 30 ms: Qn of the successive differences of a history
+    whose sessions mostly fall in one mode reads the noise within the mode, and the next session in
+    the other mode was an "optimization".  The classical spread without the largest difference sees
+    the modes; one real +50% step in a steady history still reads as the steady noise."""
+    rng = np.random.default_rng(3)
+    jitter = lambda n: np.exp(rng.normal(0, 0.005, n))  # noqa: E731
+    modes = np.array([24, 24, 30, 24, 24, 24, 24, 30, 24, 24.0]) * jitter(10)
+    diffs = np.diff(np.log(modes))
+    assert inference.qn_scale(diffs) / math.sqrt(2) < 0.04  # (what the check read before)
+    two = inference.history_sigma(list(modes), 4)
+    assert two.sigma > 0.08, two  # (the modes 22% apart, two sessions in ten in the other)
+    step = np.array([30.0] * 4 + [45.0] * 5) * jitter(9)
+    assert inference.history_sigma(list(step), 4).sigma < 0.03
+    assert inference.history_sigma([1.0, 2.0, 3.0], 4) is None
+
+
+def test_a_pair_is_called_noisier_than_its_history_only_beyond_the_luck_of_a_few_functions():
+    """The pair's residual spread is a MAD over its 10-20 big functions: 1.5-2x the history's typical
+    one by luck about as often as not.  Only what exceeds its 95% quantile widens the tests."""
+    from gitperf.checks.compare import _pair_scale
+    assert _pair_scale(0.15, 13, 0.1, 13 * 6) == 1.0
+    assert _pair_scale(0.5, 13, 0.1, 13 * 6) > 2.5  # a busy pair: 5x its history
+    assert _pair_scale(0.5, 13, 0.0, 13 * 6) == 1.0
+    # the same ratio from many functions is no luck
+    assert _pair_scale(0.15, 200, 0.1, 200 * 6) > 1.3
