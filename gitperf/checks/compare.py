@@ -477,10 +477,10 @@ def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float], runs: in
 
 # The history's few sessions can all have fallen in one of a machine's modes: on a VM whose vCPUs ran
 # the demo at 24 or at 30 ms, six sessions in the slow mode read ±3%, and the next session's three
-# runs in the fast one were a -24% "optimization" (bench/resample.py: 17 of 3,000 resampled A/A checks
-# of the demo's sessions, the run's own).  Its runs show the modes the sessions missed (sessions of
+# runs in the fast one were a -24% "optimization" (bench/resample.py: 23 of 3,000 resampled A/A checks
+# of the demo's sessions, the run's own; Lua's, 40 or 70 ms a run, 99).  Its runs show the modes the sessions missed (sessions of
 # [23.3, 30.3, 29.0] ms): their classical spread, over the pair's and the history's sessions, weighs as
-# two degrees of freedom in the history's estimate (2 of 3,000; the slowdowns as often flagged).  A
+# two degrees of freedom in the history's estimate (2 of 3,000, Lua 0; the slowdowns as often flagged).  A
 # quiet machine's runs spread little, and cost its root test nothing.
 ROOT_PRIOR_DF = 2
 
@@ -603,7 +603,7 @@ def _pair_scale(spread_now: float, n_now: int, typical: float, n_typical: int) -
     """How much noisier this pair is than the history (MADs of residuals): the part of the ratio
     beyond its 95% quantile for a pair of the same noise, at least 1.  (The whole ratio widened the
     demo's tests by 1.5-3.8x in a third of resampled checks of its 2.5x checksum slowdown, which then
-    went unflagged: 192 of 300 flagged at six history sessions, 260 with this.)"""
+    went unflagged: 192 of 300 flagged at four history sessions, 260 with this.)"""
     if typical <= 0:
         return 1.0
     q = special.fdtri(MAD_EFFICIENCY * max(n_now - 1, 1), MAD_EFFICIENCY * max(n_typical - 1, 1), 0.95)
