@@ -43,18 +43,9 @@ from gitperf.checks import verdict  # noqa: E402
 from gitperf.checks.change import DEGRADATION, OPTIMIZATION  # noqa: E402
 from gitperf.checks.compare import Sides  # noqa: E402
 from gitperf.core import config  # noqa: E402
+from gitperf.core.model import ROOT as MAIN  # noqa: E402
 from gitperf.git import sourcediff  # noqa: E402
 from gitperf.store.notes import NotesStore  # noqa: E402
-
-DEMO_CONFIG = """\
-[build]
-command = "make -s"
-binary = "wordstat"
-
-[[workload]]
-name = "gate"
-command = "./wordstat 100000 20"
-"""
 
 
 def demo_project() -> aa.Project:
@@ -63,7 +54,7 @@ def demo_project() -> aa.Project:
         repo.mkdir(parents=True)
         aa.git(repo, "init", "-q", "-b", "main")
         make_history.copy_sources(repo)
-        (repo / ".gitperf.toml").write_text(DEMO_CONFIG)
+        (repo / ".gitperf.toml").write_text(make_history.DEFAULTS_CONFIG)
         (repo / ".gitignore").write_text("*.o\nwordstat\n")
         aa.git(repo, "add", "-A")
         aa.git(repo, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "base")
@@ -135,7 +126,7 @@ def draws(s: dict, h: int, count: int, slowed: bool, seed: int = 1) -> dict[str,
             out["located"] += any(c.type == DEGRADATION and c.function in changed for c in moved)
         else:
             out["false"] += bool(moved)
-            out["root"] += any(c.function == "main" for c in moved)
+            out["root"] += any(c.function == MAIN for c in moved)
     return out
 
 

@@ -203,21 +203,6 @@ def test_the_hook_builds_with_the_working_trees_configuration_not_the_pushed_com
     assert "not as a pushed commit's own .gitperf.toml" in r.stderr and not marker.exists(), r.stderr
 
 
-DEFAULTS_CONFIG = """\
-[build]
-command = "make -s"
-binary = "wordstat"
-
-[[workload]]
-name = "gate"
-command = "./wordstat 100000 20"
-"""
-# (100,000 words, ~40 ms: at 10,000 the 3-5 ms run left checksum_block 3-4 stack samples a run at the
-# 5% budget, and on a VM whose vCPUs ran 1.5x faster at some moments than at others the slowdown was
-# missed in 3 of 3 histories; at 40,000, ~17 ms, in 1 of 3 (CI): the small functions' residuals spread
-# ±50-85% in one pair, widening every test of it)
-
-
 @pytest.mark.ebpf
 def test_a_history_collected_at_defaults_flags_the_slowdown_and_nothing_else(tmp_path):
     """Issue #34's everyday flow on a small C program: ten commits each `git perf collect`ed with no
@@ -230,7 +215,7 @@ def test_a_history_collected_at_defaults_flags_the_slowdown_and_nothing_else(tmp
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     make_history.copy_sources(root)
-    (root / ".gitperf.toml").write_text(DEFAULTS_CONFIG)
+    (root / ".gitperf.toml").write_text(make_history.DEFAULTS_CONFIG)
     (root / ".gitignore").write_text("*.o\nwordstat\n")
 
     def commit(subject: str) -> str:

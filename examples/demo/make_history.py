@@ -128,6 +128,23 @@ void report_summary(""")
          "    report_top(entries, unique, 5);\n    report_lengths(entries, unique);\n")
 
 
+# One workload, nothing else set: what `collect` does at defaults (tests/test_workflows.py's history
+# at defaults, bench/resample.py's demo sessions)
+DEFAULTS_CONFIG = """\
+[build]
+command = "make -s"
+binary = "wordstat"
+
+[[workload]]
+name = "gate"
+command = "./wordstat 100000 20"
+"""
+# (100,000 words, ~40 ms: at 10,000 the 3-5 ms run left checksum_block 3-4 stack samples a run at the
+# 5% budget, and on a VM whose vCPUs ran 1.5x faster at some moments than at others the slowdown was
+# missed in 3 of 3 histories; at 40,000, ~17 ms, in 1 of 3 (CI): the small functions' residuals spread
+# ±50-85% in one pair, widening every test of it)
+
+
 HISTORY = [
     ("wordstat: text statistics with hashing, sorting and expressions", None),
     ("hashtab: document the FNV-1a hash (comment only)", comment_only),

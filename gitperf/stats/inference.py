@@ -222,7 +222,8 @@ def history_sigma(values: Sequence[float], min_points: int) -> Noise | None:
     still yields the noise level rather than the regression's size.  Qn alone also ignores noise that
     comes in two modes, which is what a check then meets: on a VM whose vCPUs ran the demo at 24 or at
     30 ms, a history of six sessions that happened to fall in one mode read ±3.5% and the next session
-    in the other mode was a -21% "optimization" (6 of 3,000 resampled A/A checks; 1 with the other)."""
+    in the other mode was a -21% "optimization" (resampled sessions of a demo history: 6 of 3,000 A/A
+    checks; 1 with the trimmed spread beside Qn)."""
     if len(values) < min_points:
         return None
     diffs = np.diff(np.log(np.maximum(np.asarray(values, float), 1.0)))
