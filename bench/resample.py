@@ -9,6 +9,8 @@ draw takes a target, a base and H history sessions without replacement and judge
 check` judges a commit from stored profiles (`checks.verdict.judge`; the diff's changed set: none
 between harmless sessions, the slowed function's for a slowed target).  A/A draws: any degradation or
 optimization is false.  Slowdown draws: flagged (any degradation), located (the slowed function's).
+Beside them, each slowdown session against the last harmless sessions before it, as consecutive
+commits are (collected minutes apart, not across the hour).
 
 Drawing across an hour of collections mixes the machine's quiet and busy spells, and its speeds (the
 2-vCPU VM here runs the demo at 24 or 30 ms by which vCPU and when): harsher than consecutive commits.
@@ -101,17 +103,31 @@ def collected(p: aa.Project, work: Path, n: int, k: int) -> dict:
     return out
 
 
-def draws(s: dict, h: int, count: int, slowed: bool, seed: int = 1) -> dict[str, int]:
-    """`count` draws of (target, base, h history sessions): how many found what (see the docstring)."""
+def sessions(s: dict) -> tuple[list, list, frozenset[str], object]:
+    """The harmless sessions' and the slowdown's runs, what the slowdown's diff changed (as `check`
+    asks it: the functions its target's profiles locate) and the check's configuration."""
     repo = pygit2.Repository(s["repo"])
     store = NotesStore(repo)
-    cfg = config.load(s["repo"]).check
     good = [store.read(c)[0] for c in s["good"]]
     slow = [store.read(c)[0] for c in s["slow"]]
-    # what the slowdown's diff changed, as `check` asks it (the functions its target's profiles locate)
     locations = {f.name: f.location for sp in slow[0] for f in sp.profile.functions if f.location}
     changed = verdict.changed([sp.profile for sp in slow[0]], lambda: sourcediff.changed_functions(
         repo, s["good"][0], s["slow"][0], locations))
+    return good, slow, changed, config.load(s["repo"]).check
+
+
+def adjacent(s: dict, h: int) -> tuple[int, int, int]:
+    """Each slowdown session against the last harmless ones collected before it (base, then h history),
+    as consecutive commits are: (flagged, located, sessions)."""
+    good, slow, changed, cfg = sessions(s)
+    found = [{c.function for c in verdict.judge(Sides("bench", t, good[-1], good[-2:-h - 2:-1]), cfg, changed, False)
+              if c.type == DEGRADATION} for t in slow]
+    return sum(bool(f) for f in found), sum(bool(f & changed) for f in found), len(found)
+
+
+def draws(s: dict, h: int, count: int, slowed: bool, seed: int = 1) -> dict[str, int]:
+    """`count` draws of (target, base, h history sessions): how many found what (see the docstring)."""
+    good, slow, changed, cfg = sessions(s)
     rng = random.Random(seed)
     out = {"draws": 0, "false": 0, "root": 0, "flagged": 0, "located": 0}
     for _ in range(count):
@@ -147,11 +163,13 @@ def main() -> None:
         for h in map(int, a.histories.split(",")):
             aa_ = draws(s, h, a.draws, False)
             sd = draws(s, h, max(a.draws // 3, 1), True)
+            flagged, located, n = adjacent(s, h)
             rows.append([h, aa.wilson(aa_["false"], aa_["draws"]), aa_["root"], aa.wilson(sd["flagged"], sd["draws"]),
-                         aa.wilson(sd["located"], sd["draws"])])
+                         aa.wilson(sd["located"], sd["draws"]), f"{flagged}/{n}, located {located}"])
         print(f"\n{name}: {len(s['good'])} harmless sessions, {len(s['slow'])} of the slowdown ({s['slowdown']}), "
               f"collected at defaults in {s['collect_s']:.0f} s; {work / name}")
-        print(table(["history", "A/A draws with a finding", "of them the run's", "slowdown flagged", "located"], rows))
+        print(table(["history", "A/A draws with a finding", "of them the run's", "slowdown flagged", "located",
+                     "slowdown after the last harmless"], rows))
 
 
 if __name__ == "__main__":
