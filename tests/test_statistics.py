@@ -419,13 +419,3 @@ def test_a_history_in_two_modes_reads_their_spread_and_one_real_step_is_still_ig
     assert inference.history_sigma(list(step), 4).sigma < 0.03
     assert inference.history_sigma([1.0, 2.0, 3.0], 4) is None
 
-
-def test_a_pair_is_called_noisier_than_its_history_only_beyond_the_luck_of_a_few_functions():
-    """The pair's residual spread is a MAD over its 10-20 big functions: 1.5-2x the history's typical
-    one by luck about as often as not.  Only what exceeds its 95% quantile widens the tests."""
-    from gitperf.checks.compare import _pair_scale
-    assert _pair_scale(0.15, 13, 0.1, 13 * 6) == 1.0
-    assert _pair_scale(0.5, 13, 0.1, 13 * 6) > 2.5  # a busy pair: 5x its history
-    assert _pair_scale(0.5, 13, 0.0, 13 * 6) == 1.0
-    # the same ratio from many functions is no luck
-    assert _pair_scale(0.15, 200, 0.1, 200 * 6) > 1.3

@@ -56,7 +56,6 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import special
 
 from gitperf.checks.change import DEGRADATION, NEW, NO_CHANGE, OPTIMIZATION, REMOVED, UNKNOWN, Change
 from gitperf.core.config import CheckConfig
@@ -590,24 +589,7 @@ def _sessions(levels: list[dict[str, float]], big: list[str], now: list[float], 
         var, df = prior[n].moderate(sd ** 2, df) if n in prior else (sd ** 2, df)
         noise[n] = inference.Noise(math.sqrt(var / 2), df, "history (moderated)" if n in prior else "history")
     spread_now = float(np.median(np.abs(np.asarray(now) - np.median(now))))
-    return _Sessions(noise, _pair_scale(spread_now, len(now), typical, len(at) * len(diffs)), runs)
-
-
-# A MAD has 37% of a classical SD's degrees of freedom at the normal.  A pair's spread is a MAD over
-# its 10-20 big functions: ~4 degrees of freedom on a small program, so its ratio to the history's
-# typical spread is 1.5-2x in a pair no noisier than the others about as often as not.
-MAD_EFFICIENCY = 0.37
-
-
-def _pair_scale(spread_now: float, n_now: int, typical: float, n_typical: int) -> float:
-    """How much noisier this pair is than the history (MADs of residuals): the part of the ratio
-    beyond its 95% quantile for a pair of the same noise, at least 1.  (The whole ratio widened the
-    demo's tests by 1.5-3.8x in a third of resampled checks of its 2.5x checksum slowdown, which then
-    went unflagged: 192 of 300 flagged at four history sessions, 260 with this.)"""
-    if typical <= 0:
-        return 1.0
-    q = special.fdtri(MAD_EFFICIENCY * max(n_now - 1, 1), MAD_EFFICIENCY * max(n_typical - 1, 1), 0.95)
-    return max(1.0, spread_now / typical / math.sqrt(q))
+    return _Sessions(noise, max(1.0, spread_now / typical) if typical > 0 else 1.0, runs)
 
 
 def rounds(profiles: list[StoredProfile]) -> dict[int, StoredProfile] | None:
