@@ -85,7 +85,8 @@ def collected(p: aa.Project, work: Path, n: int, k: int) -> dict:
         p.cases["comment"](repo)
         good.append(commit(repo, f"bench resample: comment {i + 1}"))
     aa.git(repo, "checkout", "-q", "-b", "slowed", base)
-    label, change = ("checksum_block 2-3x", make_history.slowdown) if p.name == "demo" else history.slowdown(p, repo, work)
+    demo = ("checksum_block 2-3x", make_history.slowdown)
+    label, change = demo if p.name == "demo" else history.slowdown(p, repo, work)
     change(repo)
     slow = [commit(repo, f"bench resample: {label}")]
     for i in range(k - 1):

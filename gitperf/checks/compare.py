@@ -477,10 +477,10 @@ def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float], runs: in
 # The history's few sessions can all have fallen in one of a machine's modes: on a VM whose vCPUs ran
 # the demo at 24 or at 30 ms, six sessions in the slow mode read ±3%, and the next session's three
 # runs in the fast one were a -24% "optimization" (bench/resample.py: 23 of 3,000 resampled A/A checks
-# of the demo's sessions, the run's own; Lua's, 40 or 70 ms a run, 99).  Its runs show the modes the sessions missed (sessions of
-# [23.3, 30.3, 29.0] ms): their classical spread, over the pair's and the history's sessions, weighs as
-# two degrees of freedom in the history's estimate (2 of 3,000, Lua 0; the slowdowns as often flagged).  A
-# quiet machine's runs spread little, and cost its root test nothing.
+# of the demo's sessions, the run's own; of Lua's, 40 or 70 ms a run, 99).  Its runs show the modes
+# the sessions missed (sessions of [23.3, 30.3, 29.0] ms): their classical spread, over the pair's and
+# the history's sessions, weighs as two degrees of freedom in the history's estimate (2 of 3,000, Lua
+# 0; the slowdowns as often flagged).  A quiet machine's runs spread little: its root test loses nothing.
 ROOT_PRIOR_DF = 2
 
 
@@ -488,8 +488,8 @@ def _root_runs(sides: Sides, t: _Side) -> inference.Noise | None:
     """The workload total's run-to-run spread (log, classical: the modes are the minority a robust
     one leaves out), pooled over this pair's sessions and the history's."""
     times = lambda ps: [float(v) for p in ps if (v := p.profile.times(t.native).get(ROOT))]  # noqa: E731
-    groups = [np.log(np.maximum(g, 1.0)) for g in [t.totals, times(sides.base)] + [times(h) for h in sides.history]
-              if len(g) >= 2]
+    sessions = [t.totals, times(sides.base)] + [times(h) for h in sides.history]
+    groups = [np.log(np.maximum(g, 1.0)) for g in sessions if len(g) >= 2]
     df = sum(len(g) - 1 for g in groups)
     if df < 2:
         return None
