@@ -484,16 +484,11 @@ def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float], runs: in
 ROOT_PRIOR_DF = 2
 
 
-def _root_runs(sides: Sides, t: _Side) -> inference.Noise | None:
+def _root_runs(sides: Sides, t: _Side, b: _Side) -> inference.Noise | None:
     """The workload total's run-to-run spread (log, classical: the modes are the minority a robust
     one leaves out), pooled over this pair's sessions and the history's."""
     times = lambda ps: [float(v) for p in ps if (v := p.profile.times(t.native).get(ROOT))]  # noqa: E731
-    sessions = [t.totals, times(sides.base)] + [times(h) for h in sides.history]
-    groups = [np.log(np.maximum(g, 1.0)) for g in sessions if len(g) >= 2]
-    df = sum(len(g) - 1 for g in groups)
-    if df < 2:
-        return None
-    return inference.Noise(math.sqrt(sum(float(np.sum((g - g.mean()) ** 2)) for g in groups) / df), df, "runs")
+    return inference.pooled_classical_sigma([t.totals, b.totals] + [times(h) for h in sides.history], "runs")
 
 
 def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, session: _Sessions | None) -> Tested:
@@ -858,7 +853,7 @@ def _tests(sh: _Shared, both: dict[str, tuple[_Side, _Side]], changed: frozenset
     pooled, s0 = _pooled(sh.sides, sh.rounds, both, changed), _s0(sh, both)
     run = {"pooled": lambda n, t, b: pooled[n],
            "paired": lambda n, t, b: _test_paired(n, sh.paired[n], s0[t.sampled or b.sampled], t, b),
-           "session": lambda n, t, b: _test_root(t, b, sh.shift, sh.values(n), _root_runs(sh.sides, t)),
+           "session": lambda n, t, b: _test_root(t, b, sh.shift, sh.values(n), _root_runs(sh.sides, t, b)),
            "residual": lambda n, t, b: _test_function(n, t, b, sh.shift, sh.sessions)}
     out = [run[DESIGN[n in pooled, n in sh.paired, n == ROOT]](n, t, b) for n, (t, b) in both.items()]
     return out + _call_tests(sh.rounds, both, changed)

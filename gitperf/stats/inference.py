@@ -200,8 +200,18 @@ def pooled_replicate_sigma(groups: Sequence[Sequence[float]]) -> Noise | None:
     if all(len(g) >= 3 for g in logs):
         pairs = [abs(a - b) for g in logs for a, b in itertools.combinations(g, 2)]
         return Noise(_pairs_sd(pairs), PAIRS_EFFICIENCY * df, "replicates")
+    return pooled_classical_sigma(groups, "replicates")
+
+
+def pooled_classical_sigma(groups: Sequence[Sequence[float]], source: str) -> Noise | None:
+    """The pooled classical SD of log(value) within groups (of two values or more): every value
+    counts, the minority a robust spread leaves out included."""
+    logs = [[math.log(max(float(x), 1.0)) for x in g] for g in groups if len(g) >= 2]
+    df = sum(len(g) - 1 for g in logs)
+    if df < 2:
+        return None
     ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in logs)
-    return Noise(math.sqrt(ss / df), df, "replicates")
+    return Noise(math.sqrt(ss / df), df, source)
 
 
 def pooled_replicate_sigmas(a, b) -> tuple[np.ndarray, float]:
