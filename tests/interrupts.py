@@ -45,15 +45,28 @@ def tick_repo(tmp_path, ticks: str = "for(;;)") -> Path:
     return repo
 
 
-def running(name: str) -> list[int]:
+OWNER = "GITPERF_TEST_REPO"  # what the processes of one test's repository carry in their environment
+
+
+def env_for(repo: Path) -> dict[str, str]:
+    """ENV with the repository named: git perf and the workloads it starts inherit it, so `running`
+    tells this test's `./s` from a parallel test's (pytest -n: it waited 15 s for another's to end)."""
+    return dict(ENV, **{OWNER: str(repo)})
+
+
+def running(name: str, repo: Path | None = None) -> list[int]:
+    """The processes whose program (or script: argv[1]) ends with `name`; of `repo`'s (`env_for`) when given."""
     out = []
     for p in Path("/proc").glob("[0-9]*"):
         try:
             argv = (p / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            if not any(a.decode(errors="replace").endswith(name) for a in argv[:2]):
+                continue
+            if repo is not None and f"\0{OWNER}={repo}\0".encode() not in b"\0" + (p / "environ").read_bytes():
+                continue
+        except OSError:  # (ended meanwhile, or another user's)
             continue
-        if any(a.decode(errors="replace").endswith(name) for a in argv[:2]):  # argv[1]: a script's name
-            out.append(int(p.name))
+        out.append(int(p.name))
     return out
 
 
@@ -83,12 +96,12 @@ STOPPED = {"SIGINT": (130, -2), "SIGTERM": (130, 143, -15), "SIGKILL": (-9,)}
 
 def check_until(repo: Path, moment: str, git_perf: list[str]) -> subprocess.Popen:
     """`git perf check HEAD --collect` started in its own session, returned once it reaches `moment`."""
-    proc = subprocess.Popen([*git_perf, "check", "HEAD", "--collect"], cwd=repo, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen([*git_perf, "check", "HEAD", "--collect"], cwd=repo, env=env_for(repo),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     said: list[str] = []
     threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()
     pattern = MOMENTS[moment]
-    wait_for(lambda: (any(pattern in s for s in said) if pattern else bool(running("/s")))
+    wait_for(lambda: (any(pattern in s for s in said) if pattern else bool(running("/s", repo)))
              or proc.poll() is not None, f"the check reaching {moment}", 120)
     assert proc.poll() is None, f"the check ended before {moment}: {''.join(said)[-2000:]}"
     return proc
@@ -109,9 +122,9 @@ def interrupt_at(repo: Path, moment: str, sig: str, git_perf: list[str]) -> None
     # in the check's last moments, after the collection (-2 is what a shell reports as 130)
     assert proc.returncode in STOPPED[sig], (moment, proc.returncode)
     r = subprocess.run([*git_perf, "collect", "--binary", "./s", "--no-build", "--", "./s", "quick"], cwd=repo,
-                       env=ENV, capture_output=True, text=True, timeout=600)
+                       env=env_for(repo), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    wait_for(lambda: not running("/s"), f"no workload left ({moment})", 15)
+    wait_for(lambda: not running("/s", repo), f"no workload left ({moment})", 15)
     assert not our_cgroups(proc.pid), moment
     assert "gitperf-wt-" not in git(repo, "worktree", "list"), moment
     store = NotesStore(open_repo(repo))

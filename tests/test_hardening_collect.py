@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
-from interrupts import ENV, GIT_PERF, interrupt_at, our_cgroups, running, tick_repo, wait_for
+from interrupts import GIT_PERF, env_for, interrupt_at, our_cgroups, running, tick_repo, wait_for
 
 from gitperf.engine.bpflink import uprobe_multi_links
 from gitperf.git.repo import open_repo
@@ -22,21 +22,21 @@ pytestmark = [pytest.mark.ebpf, pytest.mark.slow]
 def test_sigkill_leftovers_are_swept_by_the_next_collection(tmp_path):
     repo = tick_repo(tmp_path)
     before = set(uprobe_multi_links())
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "git-perf"), "collect", "HEAD~1"], cwd=repo, env=ENV,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_for(lambda: set(uprobe_multi_links()) != before and running("/s"), "the workload under probes")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "git-perf"), "collect", "HEAD~1"], cwd=repo,
+                            env=env_for(repo), stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(lambda: set(uprobe_multi_links()) != before and running("/s", repo), "the workload under probes")
     proc.kill()  # SIGKILL: no handler runs
     proc.wait(30)
     worktrees = git(repo, "worktree", "list")
     # what the kill left: the temporary worktree, the workload (a grandchild) and its cgroup
-    assert "gitperf-wt-" in worktrees and running("/s") and our_cgroups(proc.pid), worktrees
+    assert "gitperf-wt-" in worktrees and running("/s", repo) and our_cgroups(proc.pid), worktrees
     wait_for(lambda: set(uprobe_multi_links()) == before, "the kernel freeing the probes of the dead process", 30)
     subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)
     r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", "./s", "quick")
     assert r.returncode == 0, r.stderr
     assert "the worktree of a collection that was killed" in r.stderr
     assert "gitperf-wt-" not in git(repo, "worktree", "list")
-    wait_for(lambda: not running("/s"), "the orphaned workload being killed", 10)
+    wait_for(lambda: not running("/s", repo), "the orphaned workload being killed", 10)
     assert not our_cgroups(proc.pid)
     assert {p.profile.header.workload for p in NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]} \
         == {"adhoc"}  # the killed collection stored nothing
@@ -45,12 +45,13 @@ def test_sigkill_leftovers_are_swept_by_the_next_collection(tmp_path):
 def test_a_killed_git_takes_its_collector_along_and_nothing_is_stored(tmp_path):
     repo = tick_repo(tmp_path, ticks="for (int i = 0; i < 4000; i++)")  # ~5 s a run
     before = set(uprobe_multi_links())
-    git_proc = subprocess.Popen(["git", "perf", "collect"], cwd=repo, env=ENV, stderr=subprocess.DEVNULL,
+    git_proc = subprocess.Popen(["git", "perf", "collect"], cwd=repo, env=env_for(repo), stderr=subprocess.DEVNULL,
                                 start_new_session=True)
-    wait_for(lambda: set(uprobe_multi_links()) != before and running("/s"), "the workload under probes")
+    wait_for(lambda: set(uprobe_multi_links()) != before and running("/s", repo), "the workload under probes")
     git_proc.kill()  # what `kill -9` of the shell's job hits: git, not its child
     git_proc.wait(30)
-    wait_for(lambda: not running("git-perf") and not running("/s"), "the collector and its workload ending", 30)
+    wait_for(lambda: not running("git-perf", repo) and not running("/s", repo), "the collector and its workload ending",
+             30)
     assert NotesStore(open_repo(repo)).commits() == []
     assert set(uprobe_multi_links()) == before
 
