@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,9 +69,11 @@ def slowdown(p: aa.Project, repo: Path, work: Path) -> tuple[str, Callable[[Path
 
 
 def run_gain(p: aa.Project, repo: Path, work: Path, iterations: int, runs: int = 21) -> float:
-    """The run's relative gain from `iterations` of the busy loop in `p.hot`: the fastest of `runs`
-    plain runs of each build, alternated (on this 2-vCPU VM a run takes 42 or 70 ms by which vCPU it
-    gets and when: a neighbour's time is only ever added, so the fastest run is each build's own)."""
+    """The run's relative gain from `iterations` of the busy loop in `p.hot`: the median ratio of
+    `runs` pairs of plain runs, one of each build next to each other (which goes first alternates).
+    On this 2-vCPU VM a run takes 40 or 70 ms by the moment, in phases of seconds on either vCPU: the
+    fastest run of each build was either's luck (59.4 -> 47.0 ms at 26 iterations, the slowed build
+    the faster), while two runs next to each other mostly share a phase."""
     import shlex
     import tomllib
     cmd = tomllib.loads((repo / ".gitperf.toml").read_text())["build"]["command"]
@@ -85,15 +88,19 @@ def run_gain(p: aa.Project, repo: Path, work: Path, iterations: int, runs: int =
     aa.git(repo, "checkout", "--", p.hot_file)
     subprocess.run(cmd, shell=True, cwd=repo, check=True, capture_output=True)
     argv = aa.workload_argv(repo, p)
-    best = {label: float("inf") for label in exes}
-    for _ in range(runs):
-        for label, exe in exes.items():
+    ratios = []
+    for i in range(runs):
+        took = {}
+        for label in (("base", "slowed") if i % 2 else ("slowed", "base")):
             t0 = time.perf_counter()
-            subprocess.run([str(exe), *argv[1:]], cwd=repo, check=True, capture_output=True)
-            best[label] = min(best[label], time.perf_counter() - t0)
-    print(f"  sizing {p.hot}: {iterations} iterations, fastest runs {best['base'] * 1e3:.1f} -> "
-          f"{best['slowed'] * 1e3:.1f} ms ({shlex.join(argv)})", file=sys.stderr)
-    return best["slowed"] / best["base"] - 1
+            subprocess.run([str(exes[label]), *argv[1:]], cwd=repo, check=True, capture_output=True)
+            took[label] = time.perf_counter() - t0
+        ratios.append(took["slowed"] / took["base"])
+    gain = statistics.median(ratios) - 1
+    print(f"  sizing {p.hot}: {iterations} iterations, the run {gain:+.1%} (median of {runs} pairs of runs, "
+          f"quartiles {statistics.quantiles(ratios)[0] - 1:+.1%} to {statistics.quantiles(ratios)[2] - 1:+.1%}; "
+          f"{shlex.join(argv)})", file=sys.stderr)
+    return gain
 
 
 def history(p: aa.Project, repo: Path, work: Path, comments: int) -> list[tuple[str, str]]:

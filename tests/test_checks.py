@@ -53,6 +53,18 @@ def test_no_change_exits_0_and_small_changes_stay_below_the_threshold(empty_repo
     assert r.returncode == 0 and json.loads(r.stdout)["result"] == "no-change", r.stdout
 
 
+def test_no_significant_change_says_what_the_run_could_hide_and_every_view_says_the_same(empty_repo):
+    """"No significant change" from a noisy history is not a measured zero: the terminal and the
+    markdown report give the run's estimate and interval, the JSON's numbers."""
+    history(empty_repo, 3, slow_at=2, factor=1.02)
+    out = json.loads(run_cli(empty_repo, "check", "--json", "--all").stdout)
+    run = next(c for c in out["changes"] if c["function"] == "main")
+    assert out["result"] == run["type"] == "no-change" and run["ci_low"] < run["relative"] < run["ci_high"], run
+    said = f"he run {run['relative']:+.1%} [{run['ci_low']:+.0%}, {run['ci_high']:+.0%}], not significant (noise: "
+    assert f"w: t{said}" in run_cli(empty_repo, "check").stdout
+    assert f"T{said}" in run_cli(empty_repo, "report", "--format", "markdown").stdout
+
+
 def test_base_option_diff_and_partial_profiles(empty_repo):
     commits = history(empty_repo, 3, slow_at=1)
     # commit 2 vs commit 1: the slowdown is in both, so nothing changed

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -182,6 +183,20 @@ def test_change_points_locate_a_level_shift_and_ignore_noise():
     cps = inference.change_points(step)
     assert [c.index for c in cps] == [12]
     assert cps[0].after / cps[0].before == pytest.approx(1.3, rel=0.05)
+
+
+def test_welch_p_is_scipys_welch_test():
+    """change_points' test without scipy.stats (its import is a second in each index worker)."""
+    from scipy import stats
+    rng = np.random.default_rng(12)
+    for na, nb, shift, scale in [(5, 5, 0.0, 1.0), (5, 2, 0.5, 3.0), (3, 5, -2.0, 0.1), (4, 4, 1.0, 1.0)]:
+        a, b = rng.normal(0, 1, na), rng.normal(shift, scale, nb)
+        assert inference.welch_p(a, b) == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue, rel=1e-9)
+    a = np.array([1.0, 1.0, 1.0])  # one side constant (scipy warns of its variance's precision: it is 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = stats.ttest_ind([1.5, 2.0], a, equal_var=False).pvalue
+    assert inference.welch_p(a, np.array([1.5, 2.0])) == pytest.approx(expected, rel=1e-9)
 
 
 def test_robust_z_ignores_an_outlier_in_the_history():

@@ -8,6 +8,7 @@ import math
 from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
 from gitperf.checks.check import ELSEWHERE, faster_runs
 from gitperf.core.fmt import fmt_confidence, fmt_ns, table
+from gitperf.core.model import ROOT
 from gitperf.core.names import short
 
 HEADLINE = {
@@ -63,6 +64,17 @@ def _line(c: Change) -> str:
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
+def within_noise(r: CheckResult, workload: str) -> str:
+    """A workload's run when its change is not significant, with the interval that says how large a
+    change this check could have missed: "the run +22.0% [-20%, +86%], not significant (noise: ...)"
+    (a "no significant change" from a noisy history is not the same as a measured zero)."""
+    run = next((c for c in r.changes if c.workload == workload and c.function == ROOT and c.type == NO_CHANGE), None)
+    if run is None or math.isnan(run.ci_low):
+        return ""
+    noise = f" (noise: {run.noise})" if run.noise else ""
+    return f"the run {_pct(run.relative)} {_interval(run)}, not significant{noise}"
+
+
 def _inside(r: CheckResult) -> str:
     """What the first line adds when functions got slower inside a run that got faster."""
     faster = faster_runs(list(r.changes))
@@ -88,6 +100,8 @@ def check_text(r: CheckResult, limit: int = 20) -> str:
         elif p.base_commit:
             lines.append(f"  {p.workload}: {p.target_profiles} run(s) vs {p.base_profiles} of {p.base_commit[:12]}, "
                          f"{p.history_commits} earlier commit(s)" + (f"; noise from {p.noise_source}" if p.noise_source else ""))
+            if run := within_noise(r, p.workload):
+                lines.append(f"  {p.workload}: {run}")
         for n in p.notes:
             lines.append(f"  {p.workload}: note: {n}")
     notable = r.notable()
@@ -132,9 +146,10 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
         if p.base_commit and not p.target_profiles:
             out.append(f"- **{_md(p.workload)}**: against {p.base_commit[:12]}, nothing measured.")
         elif p.base_commit:
+            run = within_noise(r, p.workload)
             out.append(f"- **{_md(p.workload)}**: {p.target_profiles} run(s) against {p.base_profiles} of "
                        f"{p.base_commit[:12]}, {p.history_commits} earlier commit(s) of history; run-to-run noise "
-                       f"estimated from {p.noise_source}.")
+                       f"estimated from {p.noise_source}." + (f" {_md(run[0].upper() + run[1:])}." if run else ""))
         out += [f"- {_md(p.workload)}: {_md(n)}" for n in p.notes]
     out.append("- Each row's change, interval, before and after are one estimate of what its *measured as* says "
                "(after = before x (1 + change)); traced times are measured under eBPF probes, sampled ones are shares "
