@@ -54,15 +54,17 @@ def test_no_change_exits_0_and_small_changes_stay_below_the_threshold(empty_repo
 
 
 def test_no_significant_change_says_what_the_run_could_hide_and_every_view_says_the_same(empty_repo):
-    """"No significant change" from a noisy history is not a measured zero: the terminal and the
-    markdown report give the run's estimate and interval, the JSON's numbers."""
-    history(empty_repo, 3, slow_at=2, factor=1.02)
+    """"No significant change" from a noisy history is not a measured zero: the terminal, the
+    markdown report and the dashboard's commit page give the run's estimate and interval, the JSON's."""
+    from gitperf.web import create_app
+    commits = history(empty_repo, 3, slow_at=2, factor=1.02)
     out = json.loads(run_cli(empty_repo, "check", "--json", "--all").stdout)
     run = next(c for c in out["changes"] if c["function"] == "main")
     assert out["result"] == run["type"] == "no-change" and run["ci_low"] < run["relative"] < run["ci_high"], run
     said = f"he run {run['relative']:+.1%} [{run['ci_low']:+.0%}, {run['ci_high']:+.0%}], not significant (noise: "
     assert f"w: t{said}" in run_cli(empty_repo, "check").stdout
     assert f"T{said}" in run_cli(empty_repo, "report", "--format", "markdown").stdout
+    assert f"; t{said}" in create_app(empty_repo).test_client().get(f"/commit/{commits[2]}").get_data(as_text=True)
 
 
 def test_base_option_diff_and_partial_profiles(empty_repo):

@@ -64,15 +64,20 @@ def _line(c: Change) -> str:
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
-def within_noise(r: CheckResult, workload: str) -> str:
-    """A workload's run when its change is not significant, with the interval that says how large a
-    change this check could have missed: "the run +22.0% [-20%, +86%], not significant (noise: ...)"
-    (a "no significant change" from a noisy history is not the same as a measured zero)."""
-    run = next((c for c in r.changes if c.workload == workload and c.function == ROOT and c.type == NO_CHANGE), None)
-    if run is None or math.isnan(run.ci_low):
+def not_significant(relative: float, low: float | None, high: float | None, noise: str) -> str:
+    """A run's change that is not significant, with the interval that says how large a change the
+    check could have missed: "the run +22.0% [-20%, +86%], not significant (noise: ...)" (a "no
+    significant change" from a noisy history is not a measured zero).  The CLI, the report and the
+    dashboard's commit page say it alike."""
+    if low is None or high is None or math.isnan(low):
         return ""
-    noise = f" (noise: {run.noise})" if run.noise else ""
-    return f"the run {_pct(run.relative)} {_interval(run)}, not significant{noise}"
+    said = f" (noise: {noise})" if noise else ""
+    return f"the run {_pct(relative)} [{low:+.0%}, {high:+.0%}], not significant{said}"
+
+
+def _within_noise(r: CheckResult, workload: str) -> str:
+    run = next((c for c in r.changes if c.workload == workload and c.function == ROOT and c.type == NO_CHANGE), None)
+    return not_significant(run.relative, run.ci_low, run.ci_high, run.noise) if run else ""
 
 
 def _inside(r: CheckResult) -> str:
@@ -100,7 +105,7 @@ def check_text(r: CheckResult, limit: int = 20) -> str:
         elif p.base_commit:
             lines.append(f"  {p.workload}: {p.target_profiles} run(s) vs {p.base_profiles} of {p.base_commit[:12]}, "
                          f"{p.history_commits} earlier commit(s)" + (f"; noise from {p.noise_source}" if p.noise_source else ""))
-            if run := within_noise(r, p.workload):
+            if run := _within_noise(r, p.workload):
                 lines.append(f"  {p.workload}: {run}")
         for n in p.notes:
             lines.append(f"  {p.workload}: note: {n}")
@@ -146,7 +151,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
         if p.base_commit and not p.target_profiles:
             out.append(f"- **{_md(p.workload)}**: against {p.base_commit[:12]}, nothing measured.")
         elif p.base_commit:
-            run = within_noise(r, p.workload)
+            run = _within_noise(r, p.workload)
             out.append(f"- **{_md(p.workload)}**: {p.target_profiles} run(s) against {p.base_profiles} of "
                        f"{p.base_commit[:12]}, {p.history_commits} earlier commit(s) of history; run-to-run noise "
                        f"estimated from {p.noise_source}." + (f" {_md(run[0].upper() + run[1:])}." if run else ""))

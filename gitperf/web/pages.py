@@ -16,6 +16,7 @@ from gitperf import checks
 from gitperf.core.model import ROOT
 from gitperf.stats import models
 from gitperf.store.notes import NotesStore
+from gitperf.views.report import not_significant
 from gitperf.web import plots
 from gitperf.web.db import get_index
 
@@ -132,8 +133,10 @@ def commit(sha: str):
         figures.append(plots.exclusive_bars(f"{wl}: where the time goes (exclusive time)",
                                             [f for f in functions if f["workload"] == wl], types))
     notable = [c for c in changes if c["type"] not in (checks.NO_CHANGE,)]
+    runs = {c["workload"]: not_significant(c["relative"], c["ci_low"], c["ci_high"], c["noise"])  # (as the CLI says)
+            for c in changes if c["function"] == ROOT and c["type"] == checks.NO_CHANGE}
     flames = flame_figures(sha, check["base"] if check else None, frozenset(diff_traced))
-    return render_template("commit.html", info=info, check=check, notable=notable, functions=functions,
+    return render_template("commit.html", info=info, check=check, notable=notable, functions=functions, runs=runs,
                            profiles=profiles, diff_traced=diff_traced, figures=figures, flames=flames,
                            unreadable=idx.bad_lines(sha), more=idx.function_count(sha) - len(functions))
 
