@@ -67,6 +67,16 @@ def test_no_significant_change_says_what_the_run_could_hide_and_every_view_says_
     assert f"; t{said}" in create_app(empty_repo).test_client().get(f"/commit/{commits[2]}").get_data(as_text=True)
 
 
+def test_a_workloads_noise_line_names_each_kind_once():
+    """The workload's line names where the noise came from, not every function's figures (the demo's
+    paired check listed nine "pooled samples N -> M (inclusive),," before)."""
+    from gitperf.checks.check import noise_kind
+    labels = ["pooled samples 14 -> 13 (inclusive), ±4% between builds", "pooled samples 9 -> 6 (inclusive)",
+              "history (moderated) ±8.0%", "samples (beside history (moderated)) ±30.1%", "replicates ±2.0%; probed time"]
+    assert sorted({noise_kind(x) for x in labels}) == ["history (moderated)", "pooled samples", "replicates",
+                                                      "samples (beside history (moderated))"]
+
+
 def test_base_option_diff_and_partial_profiles(empty_repo):
     commits = history(empty_repo, 3, slow_at=1)
     # commit 2 vs commit 1: the slowdown is in both, so nothing changed

@@ -6,6 +6,7 @@ diff touched); the statistics are `compare.compare_workload`'s.  Profiles are pa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 import pygit2
@@ -187,10 +188,17 @@ def check_workload(req: Request, key: str, target: list[StoredProfile], base: Ba
         req.repo, base.commit, req.commit, locations))
     sides = Sides(workload, target, base.profiles, base.history, base.history_commits)
     found = verdict.judge(sides, req.cfg, changed, req.cfg.votes)
-    sources = sorted({c.noise.split(" ±")[0].split(";")[0] for c in found if c.noise})
+    sources = sorted({noise_kind(c.noise) for c in found if c.noise})
     pair = WorkloadPair(workload, key, len(target), base.commit, len(base.profiles), len(base.history),
                         ", ".join(sources) or "-", _notes(target, base.profiles))
     return pair, found
+
+
+def noise_kind(label: str) -> str:
+    """What a function's noise label says it came from, without its figures: "pooled samples 14 -> 13
+    (inclusive), ±4% between builds" is "pooled samples" (a workload's line listed every function's
+    sample counts once, each with a trailing comma)."""
+    return re.split(r"\s*(?:±|;|\d)", label, maxsplit=1)[0].rstrip(" ,")
 
 
 def faster_runs(changes: list[Change]) -> set[str]:
