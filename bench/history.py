@@ -96,10 +96,9 @@ def run_gain(p: aa.Project, repo: Path, work: Path, iterations: int, runs: int =
             subprocess.run([str(exes[label]), *argv[1:]], cwd=repo, check=True, capture_output=True)
             took[label] = time.perf_counter() - t0
         ratios.append(took["slowed"] / took["base"])
-    gain = statistics.median(ratios) - 1
+    gain, (q1, _, q3) = statistics.median(ratios) - 1, statistics.quantiles(ratios)
     print(f"  sizing {p.hot}: {iterations} iterations, the run {gain:+.1%} (median of {runs} pairs of runs, "
-          f"quartiles {statistics.quantiles(ratios)[0] - 1:+.1%} to {statistics.quantiles(ratios)[2] - 1:+.1%}; "
-          f"{shlex.join(argv)})", file=sys.stderr)
+          f"quartiles {q1 - 1:+.1%} to {q3 - 1:+.1%}; {shlex.join(argv)})", file=sys.stderr)
     return gain
 
 
