@@ -30,6 +30,7 @@ import random
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aa
@@ -104,9 +105,19 @@ def collected(p: aa.Project, work: Path, n: int, k: int) -> dict:
     return out
 
 
-def sessions(s: dict) -> tuple[list, list, frozenset[str], object]:
-    """The harmless sessions' and the slowdown's runs, what the slowdown's diff changed (as `check`
-    asks it: the functions its target's profiles locate) and the check's configuration."""
+@dataclass(frozen=True)
+class Sessions:
+    """A project's collected sessions, read once: the harmless ones' and the slowdown's runs, what the
+    slowdown's diff changed (as `check` asks it: the functions its target's profiles locate) and the
+    check's configuration."""
+
+    good: list
+    slow: list
+    changed: frozenset[str]
+    cfg: object
+
+
+def sessions(s: dict) -> Sessions:
     repo = pygit2.Repository(s["repo"])
     store = NotesStore(repo)
     good = [store.read(c)[0] for c in s["good"]]
@@ -114,27 +125,27 @@ def sessions(s: dict) -> tuple[list, list, frozenset[str], object]:
     locations = {f.name: f.location for sp in slow[0] for f in sp.profile.functions if f.location}
     changed = verdict.changed([sp.profile for sp in slow[0]], lambda: sourcediff.changed_functions(
         repo, s["good"][0], s["slow"][0], locations))
-    return good, slow, changed, config.load(s["repo"]).check
+    return Sessions(good, slow, changed, config.load(s["repo"]).check)
 
 
-def adjacent(s: dict, h: int) -> tuple[int, int, int]:
+def adjacent(ss: Sessions, h: int) -> tuple[int, int, int]:
     """Each slowdown session against the last harmless ones collected before it (base, then h history),
     as consecutive commits are: (flagged, located, sessions)."""
-    good, slow, changed, cfg = sessions(s)
-    found = [{c.function for c in verdict.judge(Sides("bench", t, good[-1], good[-2:-h - 2:-1]), cfg, changed, False)
-              if c.type == DEGRADATION} for t in slow]
-    return sum(bool(f) for f in found), sum(bool(f & changed) for f in found), len(found)
+    good = ss.good
+    found = [{c.function for c in verdict.judge(Sides("bench", t, good[-1], good[-2:-h - 2:-1]), ss.cfg, ss.changed,
+                                                False) if c.type == DEGRADATION} for t in ss.slow]
+    return sum(bool(f) for f in found), sum(bool(f & ss.changed) for f in found), len(found)
 
 
-def draws(s: dict, h: int, count: int, slowed: bool, seed: int = 1) -> dict[str, int]:
+def draws(ss: Sessions, h: int, count: int, slowed: bool, seed: int = 1) -> dict[str, int]:
     """`count` draws of (target, base, h history sessions): how many found what (see the docstring)."""
-    good, slow, changed, cfg = sessions(s)
+    good, changed = ss.good, ss.changed
     rng = random.Random(seed)
     out = {"draws": 0, "false": 0, "root": 0, "flagged": 0, "located": 0}
     for _ in range(count):
         pick = rng.sample(range(len(good)), h + 2)
-        target = rng.choice(slow) if slowed else good[pick.pop()]
-        found = verdict.judge(Sides("bench", target, good[pick[0]], [good[i] for i in pick[1:h + 1]]), cfg,
+        target = rng.choice(ss.slow) if slowed else good[pick.pop()]
+        found = verdict.judge(Sides("bench", target, good[pick[0]], [good[i] for i in pick[1:h + 1]]), ss.cfg,
                               changed if slowed else frozenset(), False)
         moved = [c for c in found if c.type in (DEGRADATION, OPTIMIZATION)]
         out["draws"] += 1
@@ -160,11 +171,12 @@ def main() -> None:
     makers = {"demo": demo_project, "lua": aa.lua, "indexer": aa.indexer}
     for name in a.projects.split(","):
         s = collected(makers[name](), work, a.sessions, a.slowed)
+        ss = sessions(s)  # (read once: each draw judges the same sessions)
         rows = []
         for h in map(int, a.histories.split(",")):
-            aa_ = draws(s, h, a.draws, False)
-            sd = draws(s, h, max(a.draws // 3, 1), True)
-            flagged, located, n = adjacent(s, h)
+            aa_ = draws(ss, h, a.draws, False)
+            sd = draws(ss, h, max(a.draws // 3, 1), True)
+            flagged, located, n = adjacent(ss, h)
             rows.append([h, aa.wilson(aa_["false"], aa_["draws"]), aa_["root"], aa.wilson(sd["flagged"], sd["draws"]),
                          aa.wilson(sd["located"], sd["draws"]), f"{flagged}/{n}, located {located}"])
         print(f"\n{name}: {len(s['good'])} harmless sessions, {len(s['slow'])} of the slowdown ({s['slowdown']}), "
