@@ -107,9 +107,11 @@ def test_improvement_is_an_optimization_and_never_a_degradation():
 
 
 def test_one_disturbed_run_among_five_does_not_hide_a_real_change():
-    """Medians ignore a run that another process slowed 2.5x; the noise estimate must ignore it too.
-    At 8% run noise (the demo's `text_generate` under full tracing), f5's 45% speed-up is found in
-    ~98% of pairs with the robust spread and in ~24% with the classical SD of the runs."""
+    """Medians ignore a run that another process slowed 2.5x; the noise estimate must not let it hide
+    a real change.  At 8% run noise (the demo's `text_generate` under full tracing), f5's 45% speed-up
+    is found in ~98% of pairs with the robust spread alone, in ~24% with the classical SD of the runs,
+    and in 78% beside the resampled centers (`inference.center_diff_sds`), which count that a run like
+    it may come again: 1 run in 10 puts a median of five there ~1% of the time."""
     rng = np.random.default_rng(6)
     noise = dict(MACHINE, run_sd=0.08)
     base_ns = np.geomspace(5e8, 1e6, N_FUNCTIONS)
@@ -124,7 +126,7 @@ def test_one_disturbed_run_among_five_does_not_hide_a_real_change():
             slow.profile.header, slow.profile.metrics, slow.profile.plan, funcs))
         r = {c.function: c for c in checks.compare_workload(checks.Sides("w", b, a), CheckConfig(), frozenset({"f5"}))}
         found += r["f5"].type == checks.OPTIMIZATION
-    assert found >= 93, found
+    assert found >= 70, found
 
 
 def test_a_global_slowdown_shows_in_the_workload_total_not_in_every_function():
@@ -434,3 +436,27 @@ def test_a_history_in_two_modes_reads_their_spread_and_one_real_step_is_still_ig
     assert inference.history_sigma(list(step), 4).sigma < 0.03
     assert inference.history_sigma([1.0, 2.0, 3.0], 4) is None
 
+
+
+def test_resampled_centers_spread_as_medians_do_and_see_a_minority_of_slow_runs():
+    """Normal runs: the SD of a difference of two medians of five, resampled, is the normal theory's
+    (sigma x sqrt(2 x center_var(5))).  Runs slow by 4x in a third of them (the demo's
+    `text_free_words`): medians of five jump between the modes, which the robust spread of the runs
+    does not see and the resampled centers do; the same runs give the same answer."""
+    rng = np.random.default_rng(8)
+    normal = [rng.normal(0, 0.1, (50, 5)) for _ in range(4)]
+    sds = inference.center_diff_sds(normal, 5, 5)
+    theory = 0.1 * math.sqrt(2 * inference.center_var(5))
+    assert 0.75 * theory < float(np.median(sds)) < 1.25 * theory
+    slow = [np.log(np.where(rng.random((50, 5)) < 1 / 3, 4.0, 1.0) * np.exp(rng.normal(0, 0.05, (50, 5))))
+            for _ in range(4)]
+    robust, _df = inference.pooled_replicate_sigmas(np.exp(slow[0]), np.exp(slow[1]))
+    resampled = inference.center_diff_sds(slow, 5, 5)
+    # two sessions' medians of five, drawn again: how far apart they really fall
+    medians = np.median(np.log(np.where(rng.random((20000, 2, 5)) < 1 / 3, 4.0, 1.0)), axis=2)
+    truth = float(np.std(medians[:, 0] - medians[:, 1]))
+    # (simulated, 200 functions of two to four sessions: 0.9-1.1x the truth for normal and t3 runs,
+    # 0.65-0.8x for two modes; each function here has only its 20 runs)
+    assert float(np.median(resampled)) > 0.55 * truth
+    assert float(np.median(robust)) * math.sqrt(2 * inference.center_var(5)) < 0.5 * truth
+    assert np.array_equal(resampled, inference.center_diff_sds(slow, 5, 5))

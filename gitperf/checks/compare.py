@@ -69,9 +69,13 @@ HISTORY_Z = 3.5  # Iglewicz & Hoaglin's outlier cut-off for the modified z-score
 NOISE_FLOOR = 0.01  # 1%: timer and scheduling jitter never allow a tighter estimate
 # Session-to-session SD of a workload's log total when there is no history to measure it: on these
 # shared machines `main` of the demo had a CV of 5.3% over 8 collections of `default` and 6 of
-# `small` one hour, and 9.7% over 10 of `small` the next; 0.12 keeps the noisier hour's A/A checks
-# free of false alarms.  Four commits of history replace it with a measurement.
-PRIOR_SESSION_SIGMA = 0.12
+# `small` one hour, and 9.7% over 10 of `small` the next.  On a 2-vCPU VM whose speed moves between
+# two modes a session can fall wholly in either: 24 sessions of Lua at defaults (40 or 66 ms a run)
+# spread 0.21 (the demo's 0.11), and at 0.12 the run was a finding in 9-11% of resampled A/A checks
+# with under four commits of history, as often as in the checks of a real +21% slowdown
+# (bench/resample.py --histories 0,1,2): no information.  Four commits of history replace it with a
+# measurement.
+PRIOR_SESSION_SIGMA = 0.20
 MODERATION_DF = 4  # weight (in degrees of freedom) of the all-function spread in each function's noise
 CHANGED_SHARE = 0.5  # of the error budget left after the root, for the functions the commit changed
 ROOT_SHARE = 0.25  # of the error budget, for the workload total
@@ -148,6 +152,9 @@ class _Shift:
     within: dict[str, inference.Noise | None]  # per function: its replicate spread
     replicates: dict[str, inference.Prior]  # per function: its replicate variance's prior (unpaired runs; {} paired)
     big: list[str]  # the functions (not the root) above min_absolute_ns on both sides: the common shift's
+    # per function: the SE of its difference of centers, resampled from the runs (`center_spreads`:
+    # unpaired runs, where the test reads it)
+    centers: dict[str, inference.Noise] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -460,17 +467,16 @@ def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float], runs: in
         df_h += ROOT_PRIOR_DF
         history_noise = inference.Noise(math.sqrt(var), df_h, "history (moderated)")
     noise = history_noise or inference.Noise(PRIOR_SESSION_SIGMA, math.inf, "prior")
-    w = shift.within[ROOT]
     session_se = max(noise.sigma, NOISE_FLOOR) * math.sqrt(2)
-    rep_se = w.sigma * _scale(t, b) if w else 0.0
-    if session_se >= rep_se:
+    w = _replicates(ROOT, t, b, shift)
+    if session_se >= w.sigma:
         se, df, label = session_se, noise.df, f"{noise.source} ±{noise.sigma * 100:.1f}%"
     elif history_noise is not None:
         df = df_h + w.df
-        se = math.sqrt((df_h * session_se ** 2 + w.df * rep_se ** 2) / df)
-        label = f"history and replicates ±{se * 100:.1f}%"
+        se = math.sqrt((df_h * session_se ** 2 + w.df * w.sigma ** 2) / df)
+        label = f"history and {w.source} ±{se * 100:.1f}%"
     else:
-        se, df, label = rep_se, w.df, f"replicates ±{rep_se * 100:.1f}%"
+        se, df, label = w.sigma, w.df, f"{w.source} ±{w.sigma * 100:.1f}%"
     return Tested(ROOT, shift.log_ratio[ROOT], math.sqrt(se ** 2 + _extra_var(t, b)), df, label)
 
 
@@ -491,27 +497,65 @@ def _root_runs(sides: Sides, t: _Side, b: _Side) -> inference.Noise | None:
     return inference.pooled_classical_sigma([t.totals, b.totals] + [times(h) for h in sides.history], "runs")
 
 
+def center_spreads(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise]:
+    """Each function's SD of the difference of the two sides' centers, resampled from its runs'
+    deviations in this pair's sessions and the history's (`inference.center_diff_sds`), with the
+    degrees of freedom of those deviations; the functions whose sessions hold as many of its runs at
+    once."""
+    shapes: dict[tuple[int, ...], list[str]] = {}
+    runs: dict[str, list[list[float]]] = {}
+    for n, (t, b) in both.items():
+        runs[n] = [t.totals, b.totals] + [[float(v) for p in h if (v := p.profile.times(t.native).get(n)) is not None]
+                                          for h in sides.history]
+        shapes.setdefault(tuple(map(len, runs[n])), []).append(n)
+    out: dict[str, inference.Noise] = {}
+    for shape, names in shapes.items():
+        df = sum(k - 1 for k in shape if k >= 2)
+        if shape[0] and shape[1] and df >= 2:
+            logs = [np.log(np.maximum([runs[n][i] for n in names], 1.0)) for i, k in enumerate(shape) if k >= 2]
+            sds = inference.center_diff_sds(logs, shape[0], shape[1])
+            out.update((n, inference.Noise(float(sd), df, "runs resampled")) for n, sd in zip(names, sds))
+    return out
+
+
+def _alike(t: _Side, b: _Side, session: _Sessions) -> bool:
+    """Whether the history's sessions had as many runs as this pair: their spread holds its noise."""
+    return len(t.totals) + len(b.totals) >= 2 * session.runs
+
+
+def _replicates(n: str, t: _Side, b: _Side, shift: _Shift) -> inference.Noise:
+    """The standard error of a function's difference of centers from the runs of the sessions (the
+    larger of the two estimates): its runs' robust spread (moderated towards functions of its size,
+    but for the root) scaled to the centers, or the resampled centers (`center_spreads`), which a
+    heavy-tailed or two-moded function needs."""
+    w, out = shift.within[n], inference.Noise(0.0, math.inf, "replicates")
+    if w and n == ROOT:
+        out = inference.Noise(w.sigma * _scale(t, b), w.df, "replicates")
+    elif w and n in shift.replicates:
+        var, df = shift.replicates[n].moderate(w.sigma ** 2, w.df)
+        out = inference.Noise(math.sqrt(var) * _scale(t, b), df, "replicates")
+    resampled = shift.centers.get(n)
+    return resampled if resampled and resampled.sigma > out.sigma else out
+
+
 def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, session: _Sessions | None) -> Tested:
     """A function: its residual against its session-to-session spread in the history (`_sessions`:
     moderated, scaled to this pair), which holds the run-to-run noise of sessions of as many runs;
     else (too little history, or fewer runs than its sessions had) also its moderated replicate
     spread, or the cross-section spread of this pair's residuals."""
     scale = _scale(t, b)
-    w = shift.within[n]
-    se_rep, df_rep = 0.0, math.inf
-    if w and n in shift.replicates:
-        var, df_rep = shift.replicates[n].moderate(w.sigma ** 2, w.df)
-        se_rep = math.sqrt(var) * scale
+    rep = _replicates(n, t, b, shift)
+    se_rep, df_rep = rep.sigma, rep.df
     noise = session.noise.get(n) if session else None
     alike = False  # whether the history's sessions had as many runs: their spread holds this pair's noise
     if noise is not None:  # two sessions' luck, as for the root, scaled to this pair's
         se_s, df_s, label = noise.sigma * math.sqrt(2) * session.pair_scale, noise.df, noise.source
-        if alike := len(t.totals) + len(b.totals) >= 2 * session.runs:
+        if alike := _alike(t, b, session):
             se_rep = 0.0
     else:
         se_s, df_s, label = (shift.cross.sigma, shift.cross.df, "cross-section") if shift.cross else (0.0, 0.0, "")
     se = max(se_rep, se_s, NOISE_FLOOR * scale)
-    df, label = ((df_rep, "replicates") if se == se_rep else (df_s, label) if se == se_s else (math.inf, "floor"))
+    df, label = ((df_rep, rep.source) if se == se_rep else (df_s, label) if se == se_s else (math.inf, "floor"))
     # The samples' own error is in the history's spread already when its sessions were sampled alike:
     # added again, a periodic sampler's near-constant counts read as Poisson (the demo's checksum_block,
     # 3-4 samples a run in every run: ±34% from its intervals on top of its ±13% between sessions,
@@ -827,9 +871,14 @@ def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig
     history = {n: [(c, lv[n]) for c, lv in zip(commits, levels[1:]) if n in lv] for n in both}
     rs = Rounds.of(sides)
     shift = _shift(both, cfg, None if rs else levels[0])  # (paired rounds test no replicate spreads)
+    sessions = None
+    if not rs:
+        sessions = _sessions(levels, shift.big, [shift.log_ratio[n] - shift.common for n in shift.big],
+                             statistics.median([len(h) for h in sides.history] or [0]))
+        held = {n for n, v in both.items() if sessions and n in sessions.noise and _alike(*v, sessions)} - {ROOT}
+        shift = replace(shift, centers=center_spreads(sides, {n: v for n, v in both.items() if n not in held}))
     return _Shared(sides, cfg, rs, shift, history, _paired_diffs(rs, both), 1 if cfg.direction == "lower" else -1,
-                   opinions, None if rs else _sessions(levels, shift.big, [shift.log_ratio[n] - shift.common for n in shift.big],
-                                                       statistics.median([len(h) for h in sides.history] or [0])))
+                   opinions, sessions)
 
 
 def _s0(sh: _Shared, both: dict[str, tuple[_Side, _Side]]) -> dict[bool, float | None]:

@@ -215,6 +215,32 @@ def pooled_classical_sigma(groups: Sequence[Sequence[float]], source: str) -> No
     return Noise(math.sqrt(ss / df), df, source)
 
 
+CENTER_DRAWS = 1000  # resamples of `center_diff_sds`: its SD's own error is ~1/sqrt(2 x 1000) = 2%
+
+
+def center_diff_sds(sessions: list[np.ndarray], n_target: int, n_base: int) -> np.ndarray:
+    """Per function, the SD of center(n_target runs) - center(n_base runs) when both sides' runs are
+    drawn from its pooled within-session deviations (`sessions`: one matrix per session, functions x
+    its runs, of log values; each session's center taken out, scaled by sqrt(k / (k - 1)) for its k
+    runs: a mean would spread one disturbed run over its session's other runs).  What a difference of two medians really spreads by when a function's runs are heavy-tailed
+    or two-moded, which the robust spread of its runs (`pooled_replicate_sigma`) reads as its typical
+    run: the demo's `text_free_words` ran 200-300 us, and 400-1150 us in a third of the runs, so two
+    sessions' medians of five often fell in different modes, +151% at a robust ±12.8% (a finding in
+    7% of A/A checks of the five-run histories the tests collect; bench/shorthistory.py).  A seeded
+    resample: the same runs give the same answer."""
+    dev = np.concatenate([(g - _centers(g)[:, None]) * math.sqrt(g.shape[1] / (g.shape[1] - 1))
+                          for g in sessions if g.shape[1] >= 2], axis=1)
+    rng = np.random.default_rng(0)
+    picks = [rng.integers(0, dev.shape[1], (CENTER_DRAWS, n)) for n in (n_target, n_base)]
+    t, b = (_centers(dev[:, p]) for p in picks)
+    return np.std(t - b, axis=1, ddof=1)
+
+
+def _centers(v: np.ndarray) -> np.ndarray:
+    """`center` along the last axis."""
+    return v.mean(axis=-1) if v.shape[-1] < 3 else np.median(v, axis=-1)
+
+
 def pooled_replicate_sigmas(a, b) -> tuple[np.ndarray, float]:
     """`pooled_replicate_sigma` of the two groups (row i of `a`, row i of `b`) of many functions at
     once, every group of three runs or more (matrices: functions x runs)."""
