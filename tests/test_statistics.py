@@ -437,7 +437,6 @@ def test_a_history_in_two_modes_reads_their_spread_and_one_real_step_is_still_ig
     assert inference.history_sigma([1.0, 2.0, 3.0], 4) is None
 
 
-
 def test_resampled_centers_spread_as_medians_do_and_see_a_minority_of_slow_runs():
     """Normal runs: the SD of a difference of two medians of five, resampled, is the normal theory's
     (sigma x sqrt(2 x center_var(5))).  Runs slow by 4x in a third of them (the demo's
