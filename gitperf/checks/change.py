@@ -77,7 +77,7 @@ class Change:
     base_calls: float = 0.0
     target_calls: float = 0.0
     noise: str = ""  # where the run-to-run spread came from, and its size
-    history_z: float | None = None
+    history_z: float | None = None  # robust z-score against the history (with the other methods' votes)
     since: str | None = None  # commit where a level shift in the history began (change-point)
     votes: dict[str, str] = field(default_factory=dict)  # other methods' verdicts
     changed: bool = False  # the commit's diff touches this function

@@ -468,7 +468,7 @@ def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float], runs: in
         history_noise = inference.Noise(math.sqrt(var), df_h, "history (moderated)")
     noise = history_noise or inference.Noise(PRIOR_SESSION_SIGMA, math.inf, "prior")
     session_se = max(noise.sigma, NOISE_FLOOR) * math.sqrt(2)
-    w = _replicates(ROOT, t, b, shift)
+    w = _replicates(ROOT, _scale(t, b), shift)
     if session_se >= w.sigma:
         se, df, label = session_se, noise.df, f"{noise.source} ±{noise.sigma * 100:.1f}%"
     elif history_noise is not None:
@@ -523,17 +523,20 @@ def _alike(t: _Side, b: _Side, session: _Sessions) -> bool:
     return len(t.totals) + len(b.totals) >= 2 * session.runs
 
 
-def _replicates(n: str, t: _Side, b: _Side, shift: _Shift) -> inference.Noise:
+_NO_REPLICATES = inference.Noise(0.0, math.inf, "replicates")
+
+
+def _replicates(n: str, scale: float, shift: _Shift) -> inference.Noise:
     """The standard error of a function's difference of centers from the runs of the sessions (the
     larger of the two estimates): its runs' robust spread (moderated towards functions of its size,
-    but for the root) scaled to the centers, or the resampled centers (`center_spreads`), which a
-    heavy-tailed or two-moded function needs."""
-    w, out = shift.within[n], inference.Noise(0.0, math.inf, "replicates")
+    but for the root) scaled to the centers (`scale`: `_scale` of its sides), or the resampled
+    centers (`center_spreads`), which a heavy-tailed or two-moded function needs."""
+    w, out = shift.within[n], _NO_REPLICATES
     if w and n == ROOT:
-        out = inference.Noise(w.sigma * _scale(t, b), w.df, "replicates")
+        out = inference.Noise(w.sigma * scale, w.df, "replicates")
     elif w and n in shift.replicates:
         var, df = shift.replicates[n].moderate(w.sigma ** 2, w.df)
-        out = inference.Noise(math.sqrt(var) * _scale(t, b), df, "replicates")
+        out = inference.Noise(math.sqrt(var) * scale, df, "replicates")
     resampled = shift.centers.get(n)
     return resampled if resampled and resampled.sigma > out.sigma else out
 
@@ -544,7 +547,7 @@ def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, session: _Sessions
     else (too little history, or fewer runs than its sessions had) also its moderated replicate
     spread, or the cross-section spread of this pair's residuals."""
     scale = _scale(t, b)
-    rep = _replicates(n, t, b, shift)
+    rep = _replicates(n, scale, shift)
     se_rep, df_rep = rep.sigma, rep.df
     noise = session.noise.get(n) if session else None
     alike = False  # whether the history's sessions had as many runs: their spread holds this pair's noise
@@ -838,9 +841,12 @@ class _Shared:
         return [v for _, v in self.history[n]]
 
 
-def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]]) -> dict[str, float]:
-    """Each function's center over one history commit's runs, in its sides' measure."""
+def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]], native: bool | None) -> dict[str, float]:
+    """Each function's center over one history commit's runs, in its sides' measure (`native`: the
+    one of all of them, None where they differ)."""
     levels = _commit_levels(_Runs(p.profile for p in profiles))
+    if native is not None and (lv := levels[native]).keys() <= both.keys():
+        return lv  # (no function besides: the commit's own, as it is; most history checks)
     return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := levels[t.native])}
 
 
@@ -867,7 +873,8 @@ def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig
     # a function is missing from is skipped in its series, so each value keeps its commit for `since`
     commits = sides.history_commits + [""] * (len(sides.history) - len(sides.history_commits))
     levels = [_sizes(both)]
-    levels += [_levels(h, both) for h in sides.history]
+    native = {t.native for t, _b in both.values()}
+    levels += [_levels(h, both, next(iter(native)) if len(native) == 1 else None) for h in sides.history]
     history = {n: [(c, lv[n]) for c, lv in zip(commits, levels[1:]) if n in lv] for n in both}
     rs = Rounds.of(sides)
     shift = _shift(both, cfg, None if rs else levels[0])  # (paired rounds test no replicate spreads)
@@ -935,8 +942,9 @@ def _decide(tested: list[Tested], changed: frozenset[str], cfg: CheckConfig, sig
     twice (time a run, median call) keeps the test with the smaller p-value — the median call's only
     where it agrees with the time a run (`_agrees`; `run_ns`: each function's base time a run)."""
     weights, total = error_budget([x.name for x in tested], changed)
-    worse = inference.holm([inference.p_slower(sign * x.statistic, x.se, x.df) for x in tested], weights, total)
-    better = inference.holm([inference.p_slower(-sign * x.statistic, x.se, x.df) for x in tested], weights, total)
+    stats, ses, dfs = [sign * x.statistic for x in tested], [x.se for x in tested], [x.df for x in tested]
+    worse = inference.holm(inference.p_slowers(stats, ses, dfs), weights, total)
+    better = inference.holm(inference.p_slowers([-x for x in stats], ses, dfs), weights, total)
     results = [Result(x, pw, pb, inference.interval(x.statistic, x.se, x.df, cfg.confidence))
                for x, pw, pb in zip(tested, worse, better)]
     per_run = {r.tested.name: r for r in results if r.tested.per_call is None}
@@ -1023,7 +1031,7 @@ def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, cha
     mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else b.total
     mt = mb * math.exp(x.statistic)
     kind, conf = _verdict(r, mb, sh.cfg, sh.sign)
-    h = sh.values(x.name)
+    h = sh.values(x.name) if sh.opinions else []  # (the z-score is an opinion; the index asks for none)
     z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
     votes, per_call = _opinions(t, b, z, sh.cfg, sh.sign) if sh.opinions else ({}, None)
     since = _since(sh.history[x.name], run_t, 1 - sh.cfg.confidence, sh.sign) if kind == DEGRADATION else None

@@ -155,6 +155,16 @@ def p_slower(stat: float, se: float, df: float) -> float:
     return float(special.ndtr(-z) if math.isinf(df) else special.stdtr(df, -z))
 
 
+def p_slowers(stats: Sequence[float], ses: Sequence[float], dfs: Sequence[float]) -> list[float]:
+    """`p_slower` of many statistics at once (a check's ~200 functions, twice: scipy's functions
+    cost ~1 us a call, the same on an array of them)."""
+    stat, se, df = (np.asarray(x, float) for x in (stats, ses, dfs))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se != 0, stat / np.where(se != 0, se, 1.0), np.copysign(np.inf, stat))
+    normal = np.isinf(df)
+    return np.where(normal, special.ndtr(-z), special.stdtr(np.where(normal, 1.0, df), -z)).tolist()
+
+
 def interval(d: float, se: float, df: float, confidence: float) -> tuple[float, float]:
     """Two-sided interval of the relative change exp(d) - 1."""
     q = _quantile(df, 0.5 + confidence / 2)
@@ -433,3 +443,23 @@ def center_interval(totals: list[float], confidence: float = 0.95) -> tuple[floa
     c = math.log(max(center(totals), 1.0))
     lo, hi = interval(c, sigma * math.sqrt(center_var(n)), df, confidence)
     return (lo + 1), (hi + 1)
+
+
+def center_intervals(rows: np.ndarray, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`center` and `center_interval` of every row of a matrix (sessions of as many runs) at once:
+    the index derives them for every function of every commit (two of a commit's ~30 ms at 200
+    functions, row by row).  The bounds are NaN with one run."""
+    n = rows.shape[1]
+    centers = np.median(rows, axis=1)
+    if n < 2:
+        return centers, np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    logs = np.log(np.maximum(rows, 1.0))
+    if n >= 3:
+        i, j = np.triu_indices(n, 1)
+        sigma, df = np.median(np.abs(logs[:, i] - logs[:, j]), axis=1) / (math.sqrt(2) * NORMAL_Q3), PAIRS_EFFICIENCY * (n - 1)
+    else:
+        sigma, df = np.abs(logs[:, 0] - logs[:, 1]) / math.sqrt(2), 1
+    half = _quantile(df, 0.5 + confidence / 2) * (sigma * math.sqrt(center_var(n)))
+    c = np.log(np.maximum(centers, 1.0))
+    with np.errstate(over="ignore"):  # (an interval as wide as a float holds is infinite, as `interval`'s)
+        return centers, np.expm1(c - half) + 1, np.expm1(c + half) + 1

@@ -7,9 +7,11 @@ its check (one row per function's change).  Pure functions of stored profiles an
 from __future__ import annotations
 
 import json
+import math
 import operator
 from dataclasses import replace
 
+import numpy as np
 import pygit2
 
 from gitperf import checks
@@ -60,19 +62,32 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
         for p in ps:
             for f in p.profile.functions:
                 names.setdefault(f.name, []).append(f)
-        for name, fs in names.items():
-            totals = [float(f.total_ns) for f in fs]
-            lo, hi = inference.center_interval(totals)
+        totals = [[float(f.total_ns) for f in fs] for fs in names.values()]
+        for (name, fs), runs, (center, lo, hi) in zip(names.items(), totals, centered(totals)):
             rows.append({
                 "commit": commit, "config_key": key, "workload": ps[0].profile.header.workload, "name": name,
                 "plan": ps[0].profile.plan.describe(),
-                "runs": len(fs), "count": inference.center([f.count for f in fs]), "total_ns": inference.center(totals),
-                "total_min": min(totals), "total_max": max(totals), "ci_low": lo, "ci_high": hi,
+                "runs": len(fs), "count": inference.center([f.count for f in fs]), "total_ns": center,
+                "total_min": min(runs), "total_max": max(runs), "ci_low": lo, "ci_high": hi,
                 "exclusive_ns": inference.center([float(f.exclusive_ns) for f in fs]),
                 "sampled": int(any(f.sampled for f in fs)),
                 "location": next((f.location for f in fs if f.location), ""),
             })
     return rows
+
+
+def centered(sessions: list[list[float]]) -> list[tuple[float, float | None, float | None]]:
+    """Each session's center and its interval (`inference.center_interval`; None with one run), the
+    sessions of as many runs at once (`inference.center_intervals`)."""
+    out: list = [None] * len(sessions)
+    by_runs: dict[int, list[int]] = {}
+    for i, s in enumerate(sessions):
+        by_runs.setdefault(len(s), []).append(i)
+    for at in by_runs.values():
+        centers, low, high = inference.center_intervals(np.array([sessions[i] for i in at], float))
+        for i, c, lo, hi in zip(at, centers.tolist(), low.tolist(), high.tolist()):
+            out[i] = (c, None if math.isnan(lo) else lo, None if math.isnan(hi) else hi)
+    return out
 
 
 def profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
@@ -179,12 +194,9 @@ def function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[dic
                 by.setdefault((h.workload, h.machine, f.name, SAMPLED), []).append(float(f.total_ns))
             elif f.count and f.correctable:
                 by.setdefault((h.workload, h.machine, f.name, TRACED), []).append(float(f.native_ns))
-    rows = []
-    for (wl, machine, name, kind), values in by.items():
-        lo, hi = inference.center_interval(values)
-        rows.append({"commit": commit, "workload": wl, "machine": machine, "name": name, "kind": kind,
-                     "runs": len(values), "total_ns": inference.center(values), "ci_low": lo, "ci_high": hi})
-    return rows
+    return [{"commit": commit, "workload": wl, "machine": machine, "name": name, "kind": kind, "runs": len(values),
+             "total_ns": center, "ci_low": lo, "ci_high": hi}
+            for ((wl, machine, name, kind), values), (center, lo, hi) in zip(by.items(), centered(list(by.values())))]
 
 
 def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
