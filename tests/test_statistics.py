@@ -459,3 +459,22 @@ def test_resampled_centers_spread_as_medians_do_and_see_a_minority_of_slow_runs(
     assert float(np.median(resampled)) > 0.55 * truth
     assert float(np.median(robust)) * math.sqrt(2 * inference.center_var(5)) < 0.5 * truth
     assert np.array_equal(resampled, inference.center_diff_sds(slow, 5, 5))
+
+
+def test_the_vectorized_centers_and_p_values_are_the_plain_ones():
+    """`center_intervals` and `p_slowers` (the index's, over all functions at once) give what
+    `center`, `center_interval` and `p_slower` give one at a time, bounds infinite or undefined alike."""
+    rng = np.random.default_rng(3)
+    for n in range(1, 7):
+        rows = np.exp(rng.normal(10, rng.choice([0.01, 0.5, 40.0], size=(40, 1)), size=(40, n)))
+        rows[0] = 0.0  # (a function absent from every run)
+        centers, lo, hi = inference.center_intervals(rows)
+        for row, c, low, high in zip(rows.tolist(), centers, lo, hi):
+            assert c == pytest.approx(inference.center(row), rel=1e-12)
+            got, want = tuple(None if math.isnan(x) else x for x in (low, high)), inference.center_interval(row)
+            assert got == (want if n == 1 else pytest.approx(want, rel=1e-9))
+    stats = rng.normal(0, 1, 50).tolist() + [0.0, 1.0, -1.0]
+    ses = rng.uniform(0.01, 1, 50).tolist() + [0.0, 0.0, 0.0]
+    dfs = rng.choice([1.5, 4.0, 30.0, math.inf], 53).tolist()
+    assert inference.p_slowers(stats, ses, dfs) == pytest.approx(
+        [inference.p_slower(s, e, d) for s, e, d in zip(stats, ses, dfs)], rel=1e-12)

@@ -461,5 +461,5 @@ def center_intervals(rows: np.ndarray, confidence: float = 0.95) -> tuple[np.nda
         sigma, df = np.abs(logs[:, 0] - logs[:, 1]) / math.sqrt(2), 1
     half = _quantile(df, 0.5 + confidence / 2) * (sigma * math.sqrt(center_var(n)))
     c = np.log(np.maximum(centers, 1.0))
-    with np.errstate(over="ignore"):  # (an interval as wide as a float holds is infinite, as `interval`'s)
-        return centers, np.expm1(c - half) + 1, np.expm1(c + half) + 1
+    bound = lambda x: np.where(x < 700, np.expm1(np.minimum(x, 700)), np.inf) + 1  # noqa: E731  (`_expm1`'s)
+    return centers, bound(c - half), bound(c + half)
