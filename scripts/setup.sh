@@ -3,8 +3,8 @@
 #
 #   1. Debian packages: Python 3.11 (every user can run it), bcc (+ its Python module), kernel headers,
 #      C and C++ compilers, make and cmake (the test projects; `init` recognises CMake), chromium and
-#      chromedriver (dashboard tests), valgrind and uftrace (benchmarks), perl with its standard modules
-#      (the tests render folded stacks with the vendored flamegraph.pl)
+#      chromedriver (dashboard tests), valgrind, uftrace and hyperfine (benchmarks' peers), perl with its
+#      standard modules (the tests render folded stacks with the vendored flamegraph.pl)
 #   2. /lib/modules/$(uname -r)/{build,source} -> installed headers when the running kernel has none
 #   3. .venv with the pinned Python dependencies and the project (editable)
 #   4. Debian's bcc Python module made importable inside .venv
@@ -18,7 +18,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.gitperf-setup-stamp"
-DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc g++ make cmake ccache chromium chromium-driver valgrind uftrace perl nodejs)
+DEBS=(python3.11 python3.11-venv python3-bpfcc libbpfcc linux-headers-amd64 gcc g++ make cmake ccache chromium chromium-driver valgrind uftrace hyperfine perl nodejs)
 SKIPPED=()
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -490,11 +490,16 @@ def _test_root(t: _Side, b: _Side, shift: _Shift, history: list[float], runs: in
 ROOT_PRIOR_DF = 2
 
 
+def _runs_of(session: list[StoredProfile], name: str, native: bool) -> list[float]:
+    """A function's time in each run of a history session that measured it (`Profile.times`)."""
+    return [float(v) for p in session if (v := p.profile.times(native).get(name)) is not None]
+
+
 def _root_runs(sides: Sides, t: _Side, b: _Side) -> inference.Noise | None:
     """The workload total's run-to-run spread (log, classical: the modes are the minority a robust
     one leaves out), pooled over this pair's sessions and the history's."""
-    times = lambda ps: [float(v) for p in ps if (v := p.profile.times(t.native).get(ROOT))]  # noqa: E731
-    return inference.pooled_classical_sigma([t.totals, b.totals] + [times(h) for h in sides.history], "runs")
+    history = [[v for v in _runs_of(h, ROOT, t.native) if v] for h in sides.history]
+    return inference.pooled_classical_sigma([t.totals, b.totals] + history, "runs")
 
 
 def center_spreads(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise]:
@@ -505,8 +510,7 @@ def center_spreads(sides: Sides, both: dict[str, tuple[_Side, _Side]]) -> dict[s
     shapes: dict[tuple[int, ...], list[str]] = {}
     runs: dict[str, list[list[float]]] = {}
     for n, (t, b) in both.items():
-        runs[n] = [t.totals, b.totals] + [[float(v) for p in h if (v := p.profile.times(t.native).get(n)) is not None]
-                                          for h in sides.history]
+        runs[n] = [t.totals, b.totals] + [_runs_of(h, n, t.native) for h in sides.history]
         shapes.setdefault(tuple(map(len, runs[n])), []).append(n)
     out: dict[str, inference.Noise] = {}
     for shape, names in shapes.items():
@@ -841,7 +845,8 @@ class _Shared:
         return [v for _, v in self.history[n]]
 
 
-def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]], native: bool | None) -> dict[str, float]:
+def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]],
+            native: bool | None) -> dict[str, float]:
     """Each function's center over one history commit's runs, in its sides' measure (`native`: the
     one of all of them, None where they differ)."""
     levels = _commit_levels(_Runs(p.profile for p in profiles))

@@ -237,7 +237,8 @@ def _function(w, i: int) -> FunctionStats:
 
 
 # FunctionStats's fields that `_function` sets only when the line has them, at their defaults
-_FUNCTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(FunctionStats) if f.name in ("series", "ci_low", "ci_high")}
+_FUNCTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(FunctionStats)
+                      if f.name in ("series", "ci_low", "ci_high")}
 
 
 def _plan(plan: PlanRecord) -> PlanRecord:

@@ -456,10 +456,15 @@ def center_intervals(rows: np.ndarray, confidence: float = 0.95) -> tuple[np.nda
     logs = np.log(np.maximum(rows, 1.0))
     if n >= 3:
         i, j = np.triu_indices(n, 1)
-        sigma, df = np.median(np.abs(logs[:, i] - logs[:, j]), axis=1) / (math.sqrt(2) * NORMAL_Q3), PAIRS_EFFICIENCY * (n - 1)
+        sigma = np.median(np.abs(logs[:, i] - logs[:, j]), axis=1) / (math.sqrt(2) * NORMAL_Q3)
+        df = PAIRS_EFFICIENCY * (n - 1)
     else:
         sigma, df = np.abs(logs[:, 0] - logs[:, 1]) / math.sqrt(2), 1
     half = _quantile(df, 0.5 + confidence / 2) * (sigma * math.sqrt(center_var(n)))
     c = np.log(np.maximum(centers, 1.0))
-    bound = lambda x: np.where(x < 700, np.expm1(np.minimum(x, 700)), np.inf) + 1  # noqa: E731  (`_expm1`'s)
-    return centers, bound(c - half), bound(c + half)
+    return centers, _expm1s(c - half) + 1, _expm1s(c + half) + 1
+
+
+def _expm1s(x: np.ndarray) -> np.ndarray:
+    """`_expm1` of every element."""
+    return np.where(x < 700, np.expm1(np.minimum(x, 700)), np.inf)

@@ -63,7 +63,7 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
             for f in p.profile.functions:
                 names.setdefault(f.name, []).append(f)
         totals = [[float(f.total_ns) for f in fs] for fs in names.values()]
-        for (name, fs), runs, (center, lo, hi) in zip(names.items(), totals, centered(totals)):
+        for (name, fs), runs, (center, lo, hi) in zip(names.items(), totals, _centered(totals)):
             rows.append({
                 "commit": commit, "config_key": key, "workload": ps[0].profile.header.workload, "name": name,
                 "plan": ps[0].profile.plan.describe(),
@@ -76,7 +76,7 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     return rows
 
 
-def centered(sessions: list[list[float]]) -> list[tuple[float, float | None, float | None]]:
+def _centered(sessions: list[list[float]]) -> list[tuple[float, float | None, float | None]]:
     """Each session's center and its interval (`inference.center_interval`; None with one run), the
     sessions of as many runs at once (`inference.center_intervals`)."""
     out: list = [None] * len(sessions)
@@ -196,7 +196,7 @@ def function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[dic
                 by.setdefault((h.workload, h.machine, f.name, TRACED), []).append(float(f.native_ns))
     return [{"commit": commit, "workload": wl, "machine": machine, "name": name, "kind": kind, "runs": len(values),
              "total_ns": center, "ci_low": lo, "ci_high": hi}
-            for ((wl, machine, name, kind), values), (center, lo, hi) in zip(by.items(), centered(list(by.values())))]
+            for ((wl, machine, name, kind), values), (center, lo, hi) in zip(by.items(), _centered([*by.values()]))]
 
 
 def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""What one commit costs the dashboard's index, in instructions (callgrind): reading its note, deriving
+its rows and checking it against its parent and history, as a full build's workers do
+(`views.index_build`), on `bench/dashboard.py`'s generated history.  Instructions rather than seconds:
+a VM whose speed moves by the moment (this one's by 1.5x, in phases of seconds) moves a 20% change of
+a build's time out of sight, and callgrind's count of the same work does not move.
+
+    .venv/bin/python bench/indexcost.py [--functions 200] [--commits 30] [--tree PATH ...]
+
+Each `--tree` (a checkout of git perf: another commit's, to compare) is measured on the same history;
+the default is this one.  ~1.5 min a tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import ROOT, table
+
+WARM = 20  # commits derived before the measured ones: the history a check reads, the imports' caches
+
+CHILD = """
+import gc, sys
+import pygit2
+from gitperf.core.config import CheckConfig
+from gitperf.store.notes import NOTES_REF
+from gitperf.views import index_build as ib
+from gitperf.views.index import _COMPACT
+repo = pygit2.Repository(sys.argv[1])
+ids = {str(n.annotated_id): str(n.id) for n in repo.notes(NOTES_REF)}
+line = [str(c.id) for c in repo.walk(repo.head.target, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE)]
+source = ib.Source(repo.path, ids, CheckConfig(), {t: s["ns"] for t, s in _COMPACT.items()})
+gc.set_threshold(*ib.FEW_COLLECTIONS)
+ib._Deriver(source)([ib.Job(c, ids[c], True) for c in line[:int(sys.argv[2])]])
+print(ib.__file__)
+"""
+
+
+def instructions(tree: Path, repo: Path, commits: int) -> int:
+    """Callgrind's count of the whole child process deriving the first `commits` commits (run in the
+    history's directory: `python -c` looks for modules in its working directory first)."""
+    r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
+                        str(repo), str(commits)], capture_output=True, text=True, cwd=repo.parent,
+                       env=dict(os.environ, PYTHONPATH=str(tree)))
+    m = re.search(r"Collected : (\d+)", r.stderr)
+    if r.returncode or not m:
+        raise SystemExit(f"callgrind failed under {tree}: {r.stderr[-2000:]}")
+    if not Path(r.stdout.strip()).is_relative_to(tree.resolve()):
+        raise SystemExit(f"the child imported git perf from {r.stdout.strip()}, not from {tree}")
+    return int(m[1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--functions", type=int, default=200)
+    ap.add_argument("--commits", type=int, default=30, help="commits measured (after the first 20)")
+    ap.add_argument("--tree", type=Path, action="append", help="a checkout of git perf (default: this one)")
+    a = ap.parse_args()
+    from dashboard import generate  # (sets sys.path as the bench's scripts do)
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        generate(repo, WARM + a.commits, a.functions, 3)
+        rows = []
+        for tree in a.tree or [ROOT]:
+            per = (instructions(tree, repo, WARM + a.commits) - instructions(tree, repo, WARM)) / a.commits
+            rows.append([str(tree), f"{per / 1e6:.1f}"])
+    print(f"history: bench/dashboard.py's, {a.functions} functions x 3 runs; {a.commits} commits measured after {WARM}")
+    print(table(["git perf tree", "M instructions a commit"], rows))
+
+
+if __name__ == "__main__":
+    main()
