@@ -8,7 +8,7 @@ a build's time out of sight, and callgrind's count of the same work does not mov
     .venv/bin/python bench/indexcost.py [--functions 200] [--commits 30] [--tree PATH ...]
 
 Each `--tree` (a checkout of git perf: another commit's, to compare) is measured on the same history;
-the default is this one.  ~1.5 min a tree.
+the default is this one.  ~3 min a tree (two processes under callgrind).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def measure(p: aa.Project, work: Path, collections: int, runs: int) -> tuple[lis
     argv = aa.workload_argv(repo, p)
     rows, every, ours_all, seen = [], [], [], 0
     for i in range(collections):
-        first = i % 2 == 1 and i > 0  # hyperfine first in every other collection (never before the first build)
+        first = i % 2 == 1  # hyperfine first in every other collection (after the first: it builds the binary)
         peer = hyperfine(repo, argv, runs) if first else []
         r = cli(repo, "collect", "HEAD", "-q")
         if r.returncode:
