@@ -434,7 +434,7 @@ def center_interval(totals: list[float], confidence: float = 0.95) -> tuple[floa
     n = len(totals)
     if n < 2:
         return None, None
-    if n >= 3:  # (pooled_replicate_sigma of one group, inline: the index asks 400,000 times at 1,000 x 200)
+    if n >= 3:  # (pooled_replicate_sigma of one group, inline; the index takes all its rows at once: center_intervals)
         logs = [math.log(max(float(x), 1.0)) for x in totals]
         sigma, df = _pairs_sd([abs(a - b) for a, b in itertools.combinations(logs, 2)]), PAIRS_EFFICIENCY * (n - 1)
     else:
