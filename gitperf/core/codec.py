@@ -236,7 +236,8 @@ def _function(w, i: int) -> FunctionStats:
     return f
 
 
-# FunctionStats's fields that `_function` sets only when the line has them, at their defaults
+# FunctionStats's fields that `_function` sets only when the line has them, at their defaults (every other
+# field has a key on the wire: test_codec.test_every_field_of_a_function_survives_the_note)
 _FUNCTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(FunctionStats)
                       if f.name in ("series", "ci_low", "ci_high")}
 
