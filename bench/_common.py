@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# this checkout's git perf, after any that PYTHONPATH names (to judge the same data with another tree)
+sys.path.insert(1 + len([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]), str(ROOT))
 
 from gitperf.analysis import elf
 from gitperf.collect.context import machine_fingerprint  # noqa: E402
