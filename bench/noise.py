@@ -57,9 +57,8 @@ def judge(work: Path) -> None:
         repo = pygit2.Repository(s["repo"])
         good, _ = NotesStore(repo).read(str(repo.head.target))
         runs = [sp.profile for sp in good if sp.profile.header.workload == s["workload"]]
-        per = len(runs) // (len(s["neighbours"]) * s["sessions"])  # (runs a session: what the pilot afforded)
-        for i, hood in enumerate(s["neighbours"]):
-            mine = runs[i * s["sessions"] * per:(i + 1) * s["sessions"] * per]
+        for hood, per in zip(s["neighbours"], s["runs"]):  # (runs a session: what the pilot afforded beside it)
+            mine, runs = runs[:s["sessions"] * per], runs[s["sessions"] * per:]
             r = analyse(s["workload"], [mine[k * per:(k + 1) * per] for k in range(s["sessions"])],
                         config.load(s["repo"]).check)
             rows.append([name, hood, f"{r.pairs_with_false_alarm}/{r.pairs}",
@@ -91,10 +90,11 @@ def main() -> None:
         p = makers[name]()
         repo = p.make(work)
         kept[name] = {"repo": str(repo), "workload": p.workload, "sessions": a.sessions,
-                      "neighbours": a.neighbours.split(",")}
+                      "neighbours": a.neighbours.split(","), "runs": []}
         for hood in a.neighbours.split(","):
             with aa.neighbour(hood):
                 r, seconds = noise(repo, p.workload, a.sessions)
+            kept[name]["runs"].append(r["runs_per_session"])
             loud = sorted((f for f in r["functions"] if f["false_alarms"]), key=lambda f: -f["false_alarms"])
             rows.append([name, hood, f"{r['pairs_with_false_alarm']}/{r['pairs']}",
                          f"{r['consecutive_with_false_alarm']}/{r['consecutive_checks']}", len(r["functions"]),

@@ -41,7 +41,6 @@ def test_roundtrip_is_exact():
         replace(now, plan=replace(now.plan, spec="0123456789")))
 
 
-
 def test_every_field_of_a_function_survives_the_note():
     """The reader builds FunctionStats without its __init__ (a third of the cost, for the index): a
     field the wire left out would read as its default.  Every field set away from its default comes
@@ -58,6 +57,7 @@ def test_every_field_of_a_function_survives_the_note():
     p = make_profile("c" * 40, n_functions=1)
     [back] = codec.decode(codec.encode(replace(p, functions=(f,)))).functions
     assert back == f and vars(back) == vars(f)
+
 
 def test_a_paired_checks_round_and_pairing_are_fields_and_older_notes_keep_them():
     """Issue #35: notes written before the fields kept a paired check's round (a float) and pairing
