@@ -821,9 +821,9 @@ def _sampled_session(commit: str, counts: dict[str, list[int]]) -> list[StoredPr
 
 def test_a_pair_is_not_called_noisier_from_the_few_samples_of_its_small_functions():
     """The CI history at defaults that missed the demo's slowdown: `checksum_block` ±3% over six
-    sessions, then 2.6x; its dozen small neighbours (1-40 samples a run) spread their residuals ±36%
-    in that one pair against ±10% in the history's pairs.  Read as a busy machine, that widened every
-    test 3.5x and the 2.6x went unflagged.  Counts this few say nothing about the machine: only
+    sessions, then 2.6x; its small neighbours (most of them 1-7 samples a run) spread their
+    residuals ±36% in that one pair against ±10% in the history's pairs.  Read as a busy machine,
+    that widened every test 3.5x and the 2.6x went unflagged.  Counts this few say nothing about the machine: only
     exactly measured functions (`compare._exact`) tell a noisier pair."""
     small = {f"f{j}": 4 + j % 5 for j in range(12)}
 
