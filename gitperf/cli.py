@@ -178,20 +178,22 @@ def main():
 def init(binary, build, command, force, with_hooks):
     """Write a commented .gitperf.toml at the repository root, for the build system it finds there
     (CMake, Meson, autotools, make)."""
-    from gitperf.core.adopt import recognise
+    from gitperf.core.adopt import program_of, recognise
 
     repo = _repo()
     path = Path(repo.workdir) / config.FILENAME
     if path.exists() and not force:
         raise GitPerfError(f"{path} exists; use --force to overwrite it")
     found = recognise(Path(repo.workdir))
-    binary, build = binary or found.binary, build or found.command
+    runs = command and not binary and program_of(command)
+    binary, build = binary or runs or found.binary, build or found.command
     todo = "" if command else f"set [[workload]] command to the run you want measured (now `./{binary}`), "
     command = command or f"./{binary}"
     text = config.template(binary, command, build)
     config.parse(text, str(path))  # the template must always be valid
     path.write_text(text)
-    where = (f" (from {found.found})" if found.found else ": a placeholder, edit it") if binary == found.binary else ""
+    where = (f" (from {found.found})" if found.found else ": a placeholder, edit it") if binary == found.binary else \
+        " (the program --command runs)" if binary == runs else ""
     _echo(f"wrote {path}\n"
           + (f"recognised {found.system}: " if found.system else
              "no CMakeLists.txt, meson.build, configure or Makefile at the root: edit ")

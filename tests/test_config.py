@@ -1,7 +1,7 @@
 import pytest
 from conftest import git, run_cli
 
-from gitperf.core import config
+from gitperf.core import adopt, config
 from gitperf.core.errors import ConfigError
 
 
@@ -74,6 +74,20 @@ def test_init_writes_file_and_refuses_to_overwrite(empty_repo):
     assert cfg.build.binary == "out/prog" and cfg.collect.max_overhead == 5.0
     r = run_cli(empty_repo, "init")
     assert r.returncode == 2 and "--force" in r.stderr
+
+
+def test_init_probes_the_program_the_command_runs(empty_repo):
+    """lz4's Makefile names `lz4` first (a copy of programs/lz4 it makes): `init --command
+    "./programs/lz4 ..."` probes the file the workload runs, not the copy.  A command that runs an
+    interpreter, a script or a program on PATH leaves the build files' choice."""
+    (empty_repo / "Makefile").write_text("all: lz4\nlz4:\n\t$(MAKE) -C programs lz4 && cp programs/lz4 .\n")
+    r = run_cli(empty_repo, "init", "--command", "./programs/lz4 -d -c data.lz4")
+    assert r.returncode == 0, r.stderr
+    assert config.load(empty_repo).build.binary == "programs/lz4"
+    assert "build.binary = programs/lz4 (the program --command runs)" in r.stdout, r.stdout
+    assert [adopt.program_of(c) for c in ("./build/app 10", "build/app", "./bench.sh 3", "python3 run.py",
+                                          "/usr/bin/time ./app", "sh -c './app'", "app", "")] == \
+        ["build/app", "build/app", "", "", "", "", "", ""]
 
 
 def test_broken_config_exits_2_naming_file_and_key(demo_repo):

@@ -589,3 +589,18 @@ def test_a_commit_dated_beyond_pythons_calendar_has_a_page_and_exports(empty_rep
     assert "out-of-range date" in client.get(f"/commit/{far}").get_data(as_text=True)
     r = run_cli(empty_repo, "report", far, "--format", "html", "-o", str(tmp_path / "site"))
     assert r.returncode in (0, 1, 3) and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_the_programs_a_command_runs_instead_of_the_binary_are_named(tmp_path):
+    """What `never_ran` names when a workload never ran the binary: the ELF files in the work tree its
+    command names other than the binary (a copy the build made), not scripts, the binary itself or
+    programs outside the tree."""
+    from gitperf.collect.collection import other_programs
+    (tmp_path / "bin").mkdir()
+    for name in ("app", "bin/app"):
+        shutil.copy("/bin/true", tmp_path / name)
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n./app\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    command = "./bin/app -x && ./run.sh && ./app && /bin/true && ./missing 'unbalanced"
+    assert other_programs(command, tmp_path, tmp_path / "app") == ["bin/app"]
+    assert other_programs("./app", tmp_path, tmp_path / "app") == []

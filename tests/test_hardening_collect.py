@@ -1,5 +1,5 @@
 """Issue #18 under real eBPF: a collection killed with SIGKILL leaves nothing the next one does not
-sweep; a killed `git` takes its collector along; a workload that never runs the binary stores nothing;
+sweep; a killed `git` takes its collector along; a workload that never runs the binary (or runs a copy of it) stores nothing;
 a check interrupted while its probes are live leaves none.  What does not depend on the engine (a
 failing workload, interrupts at every moment of a check) is tested without root in test_orchestration."""
 
@@ -65,6 +65,27 @@ def test_a_workload_that_never_runs_the_binary_stores_nothing_exit_2(tmp_path, c
     subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)
     r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", command)
     assert r.returncode == 2 and words in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert NotesStore(open_repo(repo)).commits() == []
+
+
+@pytest.mark.parametrize("args", [("collect",), ("check", "HEAD", "--collect")])
+def test_a_workload_that_runs_a_copy_of_the_binary_is_told_so_and_stores_nothing(tmp_path, args):
+    """lz4's Makefile builds programs/lz4 and copies it to ./lz4, and `init` took ./lz4 for the binary
+    while the workload ran programs/lz4: a uprobe is on one file, so nothing was measured, and `check
+    --collect` said "no significant change", exit 0 (its counting run read the changed function's 0
+    calls as a workload that does not reach it).  Both commands now stop, name the file the command
+    runs, and store nothing."""
+    repo = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")  # ~25 ms a run
+    (repo / ".gitperf.toml").write_text('[build]\ncommand = "cc -O2 -g -o s s.c && mkdir -p bin && cp s bin/s"\n'
+                                        'binary = "s"\n[[workload]]\nname = "w"\ncommand = "./bin/s"\n')
+    git(repo, "commit", "-qam", "the workload runs the build's copy")
+    (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(999)", "usleep(998)"))
+    git(repo, "commit", "-qam", "three")  # (a change of machine code: the check counts its calls)
+    if args[0] == "collect":
+        subprocess.run(["sh", "-c", "cc -O2 -g -o s s.c && mkdir -p bin && cp s bin/s"], cwd=repo, check=True)
+    r = run_cli(repo, *args, timeout=600)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "never ran s's main()" in r.stderr and "it runs bin/s" in r.stderr and "nothing was stored" in r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
 
 

@@ -12,7 +12,7 @@ from gitperf.collect.pilot import PILOT_HZ, run_pilot
 from gitperf.core.config import Workload
 from gitperf.core.errors import GitPerfError
 from gitperf.core.fmt import names
-from gitperf.core.model import Mode
+from gitperf.core.model import ROOT, Mode
 from gitperf.engine.base import RunWorkload
 from gitperf.git import sourcediff
 from gitperf.git.repo import resolve_commit
@@ -30,6 +30,10 @@ class Counted:
     calls: dict[str, float]
     why: dict[str, str]
     probe_share: dict[str, float]
+    # whether the binary's root function ran (a run stopped early may not have reached it yet), and
+    # the workload's exit status
+    ran: bool = True
+    exit_status: int | None = 0
 
 
 def count_pass(ctx: CollectContext, plan: ProbePlan, names: tuple[str, ...], run: RunWorkload,
@@ -46,7 +50,8 @@ def count_pass(ctx: CollectContext, plan: ProbePlan, names: tuple[str, ...], run
         inside = inside_costs(plan, ctx.cost_ns)
         shares = {f.name: (r.probe_ns + r.outer * inside[f.name]) / r.total_ns
                   for f, r in zip(count_plan.functions, raw.functions) if f.name in names and r.total_ns}
-        return Counted(settled, {}, shares)
+        root = [r.count for f, r in zip(count_plan.functions, raw.functions) if f.name == ROOT]
+        return Counted(settled, {}, shares, not root or bool(root[0]), raw.run.exit_status)
     stopped = f"the counting pass ended early ({raw.run.partial}) after {raw.run.wall_s:.2f} s"
     why = {n: f"tracing costs at least {settled[n] * per_call[n] / 1e6:.3g} ms ({stopped} at {settled[n]:.0f} "
               f"calls), more than the {budget_ns / 1e6:.3g} ms budget" if n in settled

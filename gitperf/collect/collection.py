@@ -6,6 +6,8 @@ interrupted collection writes nothing."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -209,17 +211,45 @@ def _plan_for(ctx: CollectContext, wl: Workload) -> Optimized:
     return replace(opt, plan=replace(opt.plan, probe_cost=call_costs(opt.plan, ctx.cost_ns)), oo=opt.oo + made)
 
 
-def _check_it_ran(p: Profile, wl: Workload) -> None:
+def _check_it_ran(p: Profile, wl: Workload, ctx: CollectContext) -> None:
     """A run in which the binary's root function never ran measured nothing: a mistyped command, a
     command that runs another program, or one that failed first.  Storing it would hide that."""
     root = p.function(ROOT)
     if (root and root.count) or p.header.partial.startswith(("timeout", "crashed")) or p.plan.mode == Mode.BURSTY:
         return  # a crash or a timeout is kept as a partial profile: that is a finding (bursts may miss main)
-    status = p.header.exit_status
+    raise never_ran(wl, ctx, p.header.exit_status)
+
+
+def never_ran(wl: Workload, ctx: CollectContext, status: int | None) -> InputError:
+    """The error of a workload that never ran the binary's root function (`collect`'s runs, `check
+    --collect`'s counting run), naming the programs it runs instead where it names them."""
     why = (" (exit status 127: command not found)" if status == 127 else
            f" (exit status {status})" if status else "")
-    raise InputError(f"workload {wl.name}: `{wl.command}` never ran {p.header.binary}'s {ROOT}(){why}; nothing "
-                     "was stored: check the workload's command")
+    binary = os.path.relpath(ctx.binary.path, ctx.root)
+    others = other_programs(wl.command, ctx.root, Path(ctx.binary.path))
+    hint = (f"; it runs {', '.join(others)}, another file than build.binary ({binary}): probes attach to that "
+            f"file only, so set build.binary to the program the workload runs" if others else
+            "; check the workload's command")
+    return InputError(f"workload {wl.name}: `{wl.command}` never ran {binary}'s {ROOT}(){why}; nothing was "
+                      f"stored{hint}")
+
+
+def other_programs(command: str, root: Path, binary: Path) -> list[str]:
+    """The ELF files in the work tree other than `binary` that a workload's command names (a copy the
+    build made, `./lz4` beside `programs/lz4`, is another file to a uprobe)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # (unbalanced quotes: the shell would fail too)
+        words = command.split()
+    out = []
+    for w in words:
+        path = (root / w).resolve()
+        if ("/" in w and path.is_relative_to(root.resolve()) and path.is_file() and path != binary.resolve()
+                and os.access(path, os.X_OK)):
+            with open(path, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    out.append(os.path.relpath(path, root.resolve()))
+    return out
 
 
 # A workload without a `repeat` of its own runs AUTO_RUNS times where that many runs take at most
@@ -246,7 +276,7 @@ def _run_workloads(ctx: CollectContext) -> list[Profile]:
     for k, (wl, i) in enumerate(runs_of, start=1):
         ctx.progress(f"[{k}/{len(runs_of)}] workload {wl.name} (run {i + 1}): {wl.command}")
         p = profile_run(ctx, plans[wl.name], wl)
-        _check_it_ran(p, wl)
+        _check_it_ran(p, wl, ctx)
         if p.header.partial:
             ctx.progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
         out.append(p)

@@ -36,7 +36,7 @@ import pygit2
 
 from gitperf.analysis.bindiff import BinDiff
 from gitperf.collect.budgeted import count_pass
-from gitperf.collect.collection import built
+from gitperf.collect.collection import built, never_ran
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.pilot import run_pilot
 from gitperf.collect.profile import profile_run
@@ -137,6 +137,8 @@ def measure(ctx: CollectContext, wl: Workload, cands: Candidates, base_per_call:
     deadline = min(native_s + 2 * budget / 1e9 + 0.2, wl.timeout)
     names = tuple(n for n in cands.in_order if n != ROOT)
     counted = count_pass(ctx, plan, names, ctx.runner(wl, deadline), budget)
+    if not counted.ran:  # (else "no change": a command running another program measured nothing)
+        raise never_ran(wl, ctx, counted.exit_status)
     return Costs(counted.calls, own, counted.probe_share, call_costs(plan, ctx.cost_ns), inside_costs(plan, ctx.cost_ns),
                  base_per_call, native_s * 1e9, budget, counted.why)
 

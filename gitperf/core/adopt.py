@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,3 +70,17 @@ def recognise(root: Path) -> Adoption:
             name = _program(targets, root)
             return Adoption("make", MAKE, name or "app", f"the first program target of {makefile}" if name else "")
     return Adoption("", "make", "build/app", "")
+
+
+def program_of(command: str) -> str:
+    """The program a workload's command runs when it names one in the work tree (`./programs/lz4 -d
+    ...`: programs/lz4): the binary to probe, whatever the build files' first target is (lz4's
+    Makefile also copies it to ./lz4, another file to a uprobe).  "" for a command that starts with
+    anything else (an interpreter, a script through the shell, a program on PATH)."""
+    try:
+        first = shlex.split(command)[0] if command.strip() else ""
+    except ValueError:
+        return ""
+    if "/" not in first or os.path.isabs(first) or first.endswith((".sh", ".py", ".pl", ".lua")):
+        return ""
+    return os.path.normpath(first)
