@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import git, run_cli
 
@@ -99,6 +100,29 @@ def test_bisect_finds_the_slowdown_collecting_fewer_commits_than_the_range(demo_
     out = json.loads(r.stdout)
     assert out["first_bad"] == commits[3]
     assert len(out["collected"]) < out["range"] + 1  # the range holds 5 commits after GOOD, plus GOOD
+
+
+def test_collect_range_and_bisect_collect_the_commits_a_paired_check_measured(empty_repo):
+    """A paired check's rounds (padded builds, its shared plan) compare with nothing `collect
+    --range` collects: on lz4 the range skipped the two commits `check --collect` had measured, the
+    change and its parent, as "already profiled".  Only collected profiles count."""
+    from dataclasses import replace
+
+    from conftest import commit_line, profile
+
+    from gitperf.checks.bisect import metric
+    from gitperf.collect.range import has_profiles
+    rng = np.random.default_rng(0)
+    checked, collected, partial = commit_line(empty_repo, 3)
+    store = NotesStore(open_repo(empty_repo))
+    p = profile(checked, rng)
+    store.add(checked, replace(p, plan=replace(p.plan, pairing="c0ffee", round=0)))
+    store.add(collected, profile(collected, rng))
+    store.add(partial, profile(partial, rng, partial="timeout"))
+    assert [has_profiles(store, c, ()) for c in (checked, collected, partial)] == [False, True, False]
+    assert not has_profiles(store, collected, ("w", "other"))
+    # bisect's levels likewise: from collections only (it collects the commits that have none)
+    assert [metric(store, c, "w", "main") is not None for c in (checked, collected)] == [False, True]
 
 
 @pytest.mark.ebpf
