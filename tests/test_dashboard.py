@@ -167,6 +167,15 @@ def test_paired_ratios_chain_from_the_parents_measured_time_and_break_where_a_co
     assert text[2].startswith("-20.0% [-21.0%, -19.0%] vs its parent")
 
 
+def test_the_functions_log_axis_labels_every_tick_in_full():
+    """lz4's top functions ran 0.2 to 30 ms: plotly labelled 0.2, 2 and 20 ms each "2"."""
+    from gitperf.web.plots import functions_timeline
+    rows = lambda ms: [{"seq": 1, "commit": "a" * 40, "subject": "s", "exclusive_ns": ms * 1e6}]  # noqa: E731
+    axis = functions_timeline("t", {"f": rows(0.21), "g": rows(29.0)})["layout"]["yaxis"]
+    assert axis["ticktext"] == ["0.2", "0.5", "1", "2", "5", "10", "20", "50"]
+    assert axis["tickvals"] == pytest.approx([0.2, 0.5, 1, 2, 5, 10, 20, 50])
+
+
 def test_every_page_and_api_route_answers_with_the_data(synthetic):
     root, commits = synthetic
     client = create_app(root).test_client()

@@ -10,6 +10,7 @@ names hold `<` and `>`.
 from __future__ import annotations
 
 import hashlib
+import math
 from html import escape
 
 from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION
@@ -165,7 +166,19 @@ def functions_timeline(title: str, series: dict[str, list[dict]]) -> dict:
             for name, rows in series.items() if rows]
     layout = _layout(title, "exclusive time per run (ms, log)", log=True, height=420)
     _commit_ticks(layout, [r for rows in series.values() for r in rows])
+    _log_ticks(layout, [y for t in data for y in t["y"]])
     return {"data": data, "layout": layout}
+
+
+def _log_ticks(layout: dict, ys: list[float]) -> None:
+    """y ticks of a log axis at 1, 2 and 5 times a power of ten (only the powers beyond four
+    decades), each labelled in full: plotly's own labels a 0.2 and a 20 alike, "2"."""
+    if not ys:
+        return
+    low, high = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    steps = (1, 2, 5) if high - low <= 4 else (1,)
+    vals = [k * 10.0 ** e for e in range(low, high + 1) for k in steps if min(ys) / 2 <= k * 10.0 ** e <= max(ys) * 2]
+    layout["yaxis"].update(tickvals=vals, ticktext=[f"{v:g}" for v in vals])
 
 
 def function_timeline(title: str, series: dict[str, list[dict]], changes: list[dict]) -> dict:
