@@ -211,6 +211,7 @@ def test_every_page_and_api_route_answers_with_the_data(synthetic):
 
     page = client.get(f"/commit/{slowed[:10]}").get_data(as_text=True)  # a unique prefix works too
     assert "degradation" in page and "src/file1.c:11" in page and "parse" in page
+    assert "decided by time" in page  # (no instruction counts: what the CLI line says too, report.decided_by)
     assert f'href="/compare/{commits[3]}/{slowed}"' in page and 'class="sortable functions"' in page
 
     page = client.get("/function/parse").get_data(as_text=True)

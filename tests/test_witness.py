@@ -164,6 +164,31 @@ def test_fewer_instructions_taking_more_time_by_more_is_a_slowdown_not_a_conflic
                               _change("main", checks.DEGRADATION, relative=0.12)], target, base)
     assert [c.type for c in found] == [checks.DEGRADATION, checks.DEGRADATION]
     assert "by less than the time moved" in found[0].method and "-7.2%" in found[0].method
+    assert found[0].decided == "time; instructions -7.2% the other way, by less: each instruction took longer"
+
+
+def test_every_time_verdict_says_what_decided_it_in_the_cli_report_and_dashboard_alike():
+    """lz4's prefix-mode decoding (ec487d32): the run -9.6% in time with +10.2% instructions.  Time
+    decides, as the rule says, but the CLI line showed "-9.6% ... instructions +10.2%" and no word of
+    why, and the method said each instruction took *longer*.  Each time verdict now says what decided
+    it (`Change.decided`): time alone, time and instructions, or time and why the counts did not
+    overrule it; every view prints the same words (`report.decided_by`)."""
+    from gitperf.views import report
+    base = _side([{"main": 506_763_374, "dec": 1_000_000, "same": 1_000_000}] * 2)
+    target = _side([{"main": 558_440_061, "dec": 1_300_000, "same": 1_000_000}])
+    faster, cause, beyond = witness.annotate(
+        [_change("main", checks.OPTIMIZATION, relative=-0.096, ci=(-0.15, -0.04)),
+         _change("dec", checks.DEGRADATION, relative=0.25, ci=(0.2, 0.3)),
+         _change("same", checks.DEGRADATION, relative=0.8, ci=(0.6, 1.0), changed=True)], target, base)
+    assert faster.decided == "time; instructions +10.2% the other way, by less: each instruction took less time"
+    assert "each instruction took less time" in faster.method
+    assert cause.decided == "time and instructions (a cause)" and cause.cause
+    assert beyond.decided.startswith("time; the same instructions, but the diff changed it")
+    assert report.decided_by(_change("x", checks.DEGRADATION, relative=0.5)) == "time"  # no counts: time alone
+    assert faster.decided in report._line(faster)
+    result = checks.CheckResult("t", "b", checks.OPTIMIZATION, (faster,), ())
+    assert f"| {faster.decided} |" in report.check_markdown(result)
+    assert checks.Change.from_dict(faster.to_dict()).decided == faster.decided  # stored with the check
 
 
 def test_without_counts_on_both_sides_the_check_is_time_only_and_says_why():

@@ -89,6 +89,10 @@ class Change:
     # its inclusive instructions moved beyond their A/A spread the way its time did (checks.witness):
     # named as a cause, ranked before time verdicts the instructions do not back
     cause: bool = False
+    # what decided a time verdict where the instruction witness ran, in a few words (checks.witness:
+    # "time and instructions (a cause)", or time and why the instructions did not overrule it); ""
+    # where there were no counts: time alone
+    decided: str = ""
     # a removed function's caller in the base, and the removed functions told on this one row with it
     # (this one first): what a change stopped calling (checks.gone)
     caller: str = ""

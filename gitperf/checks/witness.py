@@ -131,7 +131,12 @@ def _conflict(c: Change, b: float, t: float, spread: float, allow: tuple[float, 
                        f"memory or branches explain ({MAX_PER_INSTRUCTION_SHIFT:g}x): no verdict in time's "
                        f"direction; {c.method}")
     return replace(c, method=f"{c.method}; {figures}, by less than the time moved: each instruction took "
-                   "longer (memory, cache, branches), time decides")
+                   f"{_per_instruction(c)} (memory, cache, branches), time decides")
+
+
+def _per_instruction(c: Change) -> str:
+    """How the time of an instruction moved when time and instructions moved opposite ways."""
+    return "longer" if c.type == DEGRADATION else "less time"
 
 
 # The placement spread of a check is measured on the functions whose instructions did not move in it
@@ -199,7 +204,9 @@ def annotate(changes: list[Change], target: list[StoredProfile], base: list[Stor
         else:
             unwitnessed[c.function] = replace(c, method=f"{c.method}; its instructions do not witness its time "
                                               f"({b / total:.2%} of the run's, callgrind, for {c.base_ns / run_ns:.0%} "
-                                              "of its time: it mostly waits, for threads, I/O or locks)")
+                                              "of its time: it mostly waits, for threads, I/O or locks)",
+                                              decided="time; its instructions do not witness it (it mostly waits)"
+                                              if _timed(c) else "")
     allow = placement(list(counted.values()))
     out = []
     for c in changes:
@@ -212,8 +219,18 @@ def annotate(changes: list[Change], target: list[StoredProfile], base: list[Stor
             # instructions locate, time confirms (ranked first: Change.severity)
             c = replace(c, cause=True, method=f"{c.method}; inclusive instructions {t / b - 1:+.1%} the same way "
                                               "(callgrind): a cause")
-        out.append(c)
+        out.append(replace(c, decided=_decided(c, b, t, spread, allow)) if _timed(c) else c)
     return out
+
+
+def _decided(c: Change, b: float, t: float, spread: float, allow: tuple[float, str]) -> str:
+    """What decided a time verdict that met the counts, in a few words (`Change.decided`)."""
+    if c.cause:
+        return "time and instructions (a cause)"
+    if _moved(t, b, spread):
+        return (f"time; instructions {t / b - 1:+.1%} the other way, by less: each instruction took "
+                f"{_per_instruction(c)}")
+    return f"time; the same instructions, but the diff changed it and its interval lies beyond placement (±{allow[0]:.0%})"
 
 
 def note(target: list[StoredProfile], base: list[StoredProfile]) -> str:

@@ -40,7 +40,7 @@ from gitperf.views import index_build as build
 from gitperf.views import index_rows as rows
 from gitperf.views.index_query import IndexQuery, connect
 
-SCHEMA = 13  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 14  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ _CHANGES = {
                 "ci_high": float, "confidence": float, "absolute_ns": float, "base_ns": float, "target_ns": float,
                 "exclusive_delta_ns": float, "method": str, "noise": str, "changed": int, "since": str,
                 "location": str, "measure": str, "rank": int, "instr_base": float, "instr_target": float,
-                "share": float},
+                "share": float, "decided": str},
     "key": ("commit", "workload", "function"), "by": [("function",), ("type",)],
     # (most rows are no-change, which no query looks up by type: a query names `type != 'no-change'`
     # for sqlite to use the index)

@@ -209,7 +209,8 @@ def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
 
 
 CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
-                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share")
+                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share",
+                  "decided")
 
 _change_columns = operator.attrgetter(*CHANGE_COLUMNS)
 

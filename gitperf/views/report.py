@@ -37,6 +37,11 @@ def _instructions(c: Change) -> str:
     return f"  instructions {_pct(t / b - 1) if b else 'new'} ({b:,.0f} -> {t:,.0f})"
 
 
+def decided_by(c: Change) -> str:
+    """What decided a time verdict (`Change.decided`; time alone where no instructions were counted)."""
+    return c.decided or "time"
+
+
 def amount(absolute_ns: float | None, share: float | None = None) -> str:
     """What a time verdict adds to a run, and its share of the run's change: "+1.20 ms a run, 27% of
     the run's slowdown" (`Change.absolute_ns`, `Change.share`; the same words in the CLI, markdown and
@@ -60,7 +65,7 @@ def _line(c: Change) -> str:
         return (f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {_pct(c.relative)} {_interval(c)}: "
                 f"{amount(c.absolute_ns, c.share)}  ({fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} {c.measure or 'per run'}; "
                 f"exclusive {fmt_ns(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}"
-                f"{_instructions(c)}")
+                f"{_instructions(c)}  decided by {decided_by(c)}")
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
@@ -135,13 +140,13 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
             continue
         out += ["", f"### {title}", "",
                 "| workload | function | change | a run | interval | before | after | measured as | confidence "
-                "| instructions | source |", "|---|---|---:|---|---|---:|---:|---|---:|---:|---|"]
+                "| instructions | decided by | source |", "|---|---|---:|---|---|---:|---:|---|---:|---:|---|---|"]
         for c in group:
             flag = " *(changed in this commit)*" if c.changed else ""
             instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
             out.append(f"| {_md(c.workload)} | {_code(short(c.function, 80))}{flag} | **{_pct(c.relative)}** "
                        f"| {amount(c.absolute_ns, c.share)} | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
-                       f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | "
+                       f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | {_md(decided_by(c))} | "
                        f"{_md(c.location) or '-'} |")
     if other:
         out += ["", "### Other", ""]
