@@ -15,7 +15,7 @@ from conftest import git, init_repo
 
 from gitperf.analysis import elf
 from gitperf.core.config import BuildConfig
-from gitperf.git import buildcache
+from gitperf.git import buildcache, pad
 from gitperf.git.repo import open_repo
 from gitperf.git.worktree import Built, run_build
 
@@ -46,7 +46,7 @@ def _build(repo, commit: str, build: BuildConfig, cache: Path) -> tuple[Path, Bu
         return kept.root, kept.built
 
 
-def test_a_finished_build_is_reused_for_the_same_key_only(tmp_path):
+def test_a_finished_build_is_reused_for_the_same_key_only(tmp_path, monkeypatch):
     root, commits, build = _repo(tmp_path)
     repo, cache = open_repo(root), tmp_path / "perf"
     first, done = _build(repo, commits[1], build, cache)
@@ -60,6 +60,10 @@ def test_a_finished_build_is_reused_for_the_same_key_only(tmp_path):
               buildcache.key(commits[1], replace(build, command="make")),
               buildcache.key(commits[1], build, env={"PATH": "/usr/bin", "CFLAGS": "-O0"})}
     assert len(others) == 5 and buildcache.key(commits[1], build) not in others
+    # and the wrappers' own flags: a build kept by a git perf that added other ones is not reused
+    before = buildcache.key(commits[1], build)
+    monkeypatch.setattr(pad, "DEBUG_INFO", "-g3")
+    assert buildcache.key(commits[1], build) != before
     _build(repo, commits[0], build, cache)
     assert _runs(tmp_path) == 2
 

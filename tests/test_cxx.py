@@ -94,6 +94,29 @@ def test_the_wrapper_builds_shared_libraries_and_one_step_programs_without_gprof
     assert pad._padded_entry(tmp_path / "t")
 
 
+def test_the_wrapper_adds_source_locations_and_changes_no_generated_code(tmp_path):
+    """lz4 builds with -O3 and no -g: its check's *source* column was "-" throughout.  The wrappers
+    add -g (`pad.DEBUG_INFO`), and the program's machine code is byte for byte what the same flags
+    without it compile."""
+    real = shutil.which("cc") or pytest.skip("no C compiler (scripts/setup.sh installs gcc)")
+    (tmp_path / "p.c").write_text("static int sq(int x) { return x * x; }\n"
+                                  "int main(int argc, char **argv) { (void)argv; int s = 0;\n"
+                                  "  for (int i = 0; i < argc * 1000; i++) s += sq(i) % 7;\n  return s & 1; }\n")
+    shim = tmp_path / "cc"
+    shim.write_text(pad.shim(real, pad.PATCHABLE))
+    shim.chmod(0o755)
+    subprocess.run([str(shim), "-O3", "-o", "with", "p.c"], cwd=tmp_path, check=True)
+    subprocess.run([real, *pad.PATCHABLE.compile, pad.FRAME_POINTERS, "-O3", "-o", "without", "p.c"], cwd=tmp_path,
+                   check=True)
+    assert elf.source_locations(str(tmp_path / "with"), str(tmp_path)).get("main", "").startswith("p.c:")
+    assert not elf.source_locations(str(tmp_path / "without"), str(tmp_path))
+
+    def text(exe: str) -> bytes:
+        return subprocess.run(["objcopy", "-O", "binary", "--only-section=.text", exe, "/dev/stdout"], cwd=tmp_path,
+                              capture_output=True, check=True).stdout
+    assert text("with") == text("without") and len(text("with")) > 0
+
+
 def _repo(tmp_path: Path) -> tuple[Path, list[str]]:
     root = tmp_path / "widget"
     return root, cxxproj.build(root)

@@ -31,6 +31,7 @@ import pygit2
 
 from gitperf.core.config import BuildConfig
 from gitperf.core.errors import BuildError
+from gitperf.git import pad
 from gitperf.git.worktree import COMPILERS, KEPT, Built
 
 KEEP = 6  # kept builds: both sides of three checks (ninja's: ~60 MB each)
@@ -50,8 +51,10 @@ def key(commit: str, build: BuildConfig, env: dict[str, str] | None = None) -> s
         if real:
             st = os.stat(real)
             compilers.append(f"{name}={os.path.realpath(real)}|{st.st_size}|{st.st_mtime_ns}")
+    # (the wrappers' own flags too: a build kept by a git perf that added others is not this one's)
+    flags = pad.always(build.align_functions) if build.probe_pad else ""
     parts = [commit, build.command, build.binary, f"pad={build.probe_pad}", f"align={build.align_functions}",
-             *compilers, *(f"{k}={env.get(k, '')}" for k in ENV)]
+             f"flags={flags}", *compilers, *(f"{k}={env.get(k, '')}" for k in ENV)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 

@@ -32,6 +32,11 @@ from pathlib import Path
 # Frame pointers with every padding, so that a stack sample's walk reaches `main` (stored call
 # stacks, flame graphs; ARCHITECTURE.md §5).  Our flags go first: a build's own flags still win.
 FRAME_POINTERS = "-fno-omit-frame-pointer"
+# Debug information, for the source locations a report gives each function: lz4's Makefile builds
+# with -O3 and no -g, and its check's *source* column was "-" throughout.  -g changes no generated
+# code (GCC checks that with -fcompare-debug; Clang holds to it too), so both sides still run the
+# code the build's own flags make; a build's own -g0 still wins.
+DEBUG_INFO = "-g"
 _PROBE_TIMEOUT_S = 60.0
 
 
@@ -64,9 +69,10 @@ _ENDBR64 = b"\xf3\x0f\x1e\xfa"
 
 
 def always(align: int = 0) -> str:
-    """The flags every wrapped invocation gets, padded or not: frame pointers, and with `align` every
-    function starting on an `align`-byte boundary (`check.align_functions`, ARCHITECTURE.md §10e)."""
-    return FRAME_POINTERS + (f" -falign-functions={align}" if align else "")
+    """The flags every wrapped invocation gets, padded or not: frame pointers, debug information, and
+    with `align` every function starting on an `align`-byte boundary (`check.align_functions`,
+    ARCHITECTURE.md §10e)."""
+    return f"{FRAME_POINTERS} {DEBUG_INFO}" + (f" -falign-functions={align}" if align else "")
 
 
 # The work tree a wrapped build runs in (set by `git.worktree`): its path in the DWARF is mapped to
