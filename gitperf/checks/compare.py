@@ -150,11 +150,20 @@ class _Shift:
     common: float  # the median log ratio of the functions above min_absolute_ns
     cross: inference.Noise | None  # the cross-section spread of the residuals
     within: dict[str, inference.Noise | None]  # per function: its replicate spread
-    replicates: dict[str, inference.Prior]  # per function: its replicate variance's prior (unpaired runs; {} paired)
+    sizes: dict[str, float] | None  # per function: its base center (unpaired runs; None paired): `replicates`
     big: list[str]  # the functions (not the root) above min_absolute_ns on both sides: the common shift's
     # per function: the SE of its difference of centers, resampled from the runs (`center_spreads`:
     # unpaired runs, where the test reads it)
     centers: dict[str, inference.Noise] = field(default_factory=dict)
+
+    @functools.cached_property
+    def replicates(self) -> dict[str, inference.Prior]:
+        """Per function: its replicate variance's prior (unpaired runs; {} paired), fitted when a test
+        first asks: none does where the history's sessions hold every function's noise (`_alike`),
+        which is most of the index's checks."""
+        if not self.sizes:
+            return {}
+        return _priors(list(self.within), {n: (w.sigma, w.df) for n, w in self.within.items() if w}, self.sizes)
 
 
 @dataclass(frozen=True)
@@ -404,16 +413,14 @@ def _within(both: dict[str, tuple[_Side, _Side]]) -> dict[str, inference.Noise |
 
 def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, sizes: dict[str, float] | None) -> _Shift:
     """The pair's common shift and spreads; with `sizes` (each function's base center: unpaired runs,
-    whose tests read the replicate spreads) also the replicate spreads' priors."""
+    whose tests read the replicate spreads) also the replicate spreads' priors (`_Shift.replicates`)."""
     centers = {n: (t.total, b.total) for n, (t, b) in both.items()}
     # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
     d = {n: math.log(max(ct, 1.0) / max(cb, 1.0)) for n, (ct, cb) in centers.items()}
     big = [n for n, (ct, cb) in centers.items() if n != ROOT and min(ct, cb) >= cfg.min_absolute_ns]
     common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0
-    within = _within(both)
     return _Shift(log_ratio=d, common=common, cross=inference.cross_section_sigma([d[n] - common for n in big]),
-                  within=within, big=big, replicates=_priors(
-                      list(within), {n: (w.sigma, w.df) for n, w in within.items() if w}, sizes) if sizes else {})
+                  within=_within(both), sizes=sizes, big=big)
 
 
 def _extra_var(t: _Side, b: _Side, sampling: bool = True) -> float:
@@ -551,14 +558,13 @@ def _test_function(n: str, t: _Side, b: _Side, shift: _Shift, session: _Sessions
     else (too little history, or fewer runs than its sessions had) also its moderated replicate
     spread, or the cross-section spread of this pair's residuals."""
     scale = _scale(t, b)
-    rep = _replicates(n, scale, shift)
-    se_rep, df_rep = rep.sigma, rep.df
     noise = session.noise.get(n) if session else None
-    alike = False  # whether the history's sessions had as many runs: their spread holds this pair's noise
+    # whether the history's sessions had as many runs: their spread holds this pair's noise, replicates' too
+    alike = noise is not None and _alike(t, b, session)
+    rep = _NO_REPLICATES if alike else _replicates(n, scale, shift)
+    se_rep, df_rep = rep.sigma, rep.df
     if noise is not None:  # two sessions' luck, as for the root, scaled to this pair's
         se_s, df_s, label = noise.sigma * math.sqrt(2) * session.pair_scale, noise.df, noise.source
-        if alike := _alike(t, b, session):
-            se_rep = 0.0
     else:
         se_s, df_s, label = (shift.cross.sigma, shift.cross.df, "cross-section") if shift.cross else (0.0, 0.0, "")
     se = max(se_rep, se_s, NOISE_FLOOR * scale)
@@ -861,14 +867,21 @@ class _Shared:
     cfg: CheckConfig
     rounds: Rounds | None
     shift: _Shift
-    history: dict[str, list[tuple[str, float]]]  # per function: (commit, center) of the history, nearest first
+    # the history's commits and each one's center per function, nearest first (a function's series is
+    # read for the root's test, opinions and degradations only: `history`)
+    levels: list[tuple[str, dict[str, float]]]
     paired: dict[str, list[float]]  # per function: its per-round log ratios (paired rounds)
     sign: int  # 1: lower is better ("higher": a larger value is better)
     opinions: bool
     sessions: _Sessions | None  # the residuals' session-to-session noise in the history (unpaired tests)
 
+    def history(self, n: str) -> list[tuple[str, float]]:
+        """(commit, center) of function `n` in the history, nearest first; a commit it is missing from
+        is skipped, so that each value keeps its commit for `since`."""
+        return [(c, lv[n]) for c, lv in self.levels if n in lv]
+
     def values(self, n: str) -> list[float]:
-        return [v for _, v in self.history[n]]
+        return [v for _, v in self.history(n)]
 
 
 def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]],
@@ -900,13 +913,11 @@ def _commit_levels(runs: _Runs) -> dict[bool, dict[str, float]]:
 
 
 def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, opinions: bool) -> _Shared:
-    # the history enters only through each commit's center (noise, robust z, change points); a commit
-    # a function is missing from is skipped in its series, so each value keeps its commit for `since`
+    # the history enters only through each commit's center (noise, robust z, change points)
     commits = sides.history_commits + [""] * (len(sides.history) - len(sides.history_commits))
     levels = [_sizes(both)]
     native = {t.native for t, _b in both.values()}
     levels += [_levels(h, both, next(iter(native)) if len(native) == 1 else None) for h in sides.history]
-    history = {n: [(c, lv[n]) for c, lv in zip(commits, levels[1:]) if n in lv] for n in both}
     rs = Rounds.of(sides)
     shift = _shift(both, cfg, None if rs else levels[0])  # (paired rounds test no replicate spreads)
     sessions = None
@@ -915,8 +926,8 @@ def _shared(sides: Sides, both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig
         sessions = _sessions(levels, shift.big, exact, statistics.median([len(h) for h in sides.history] or [0]))
         held = {n for n, v in both.items() if sessions and n in sessions.noise and _alike(*v, sessions)} - {ROOT}
         shift = replace(shift, centers=center_spreads(sides, {n: v for n, v in both.items() if n not in held}))
-    return _Shared(sides, cfg, rs, shift, history, _paired_diffs(rs, both), 1 if cfg.direction == "lower" else -1,
-                   opinions, sessions)
+    return _Shared(sides, cfg, rs, shift, list(zip(commits, levels[1:])), _paired_diffs(rs, both),
+                   1 if cfg.direction == "lower" else -1, opinions, sessions)
 
 
 def _s0(sh: _Shared, both: dict[str, tuple[_Side, _Side]]) -> dict[bool, float | None]:
@@ -1065,7 +1076,7 @@ def _change(sh: _Shared, sides: tuple[_Side, _Side], r: Result, method: str, cha
     h = sh.values(x.name) if sh.opinions else []  # (the z-score is an opinion; the index asks for none)
     z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
     votes, per_call = _opinions(t, b, z, sh.cfg, sh.sign) if sh.opinions else ({}, None)
-    since = _since(sh.history[x.name], run_t, 1 - sh.cfg.confidence, sh.sign) if kind == DEGRADATION else None
+    since = _since(sh.history(x.name), run_t, 1 - sh.cfg.confidence, sh.sign) if kind == DEGRADATION else None
     return Change(
         workload=sh.sides.workload, function=x.name, type=kind, relative=math.expm1(x.statistic),
         absolute_ns=mt - mb, measure=x.measure or _measure(sh, t, b, x),

@@ -213,7 +213,7 @@ class PlanRecord:
     round: Count | None = None
     pairing: str = ""
 
-    @property
+    @cached_property  # (asked for every profile of a check's base and history: the index asks ~40 a commit)
     def fingerprint(self) -> str:
         """Which functions were probed and how: two profiles are comparable only with the same
         fingerprint (ARCHITECTURE.md §5).  A traced call costs microseconds, far more than most

@@ -247,7 +247,11 @@ def center_diff_sds(sessions: list[np.ndarray], n_target: int, n_base: int) -> n
 
 
 def _centers(v: np.ndarray) -> np.ndarray:
-    """`center` along the last axis."""
+    """`center` along the last axis (of three: the middle one by min and max, the same value as
+    np.median's partition at a sixth of its cost; `center_diff_sds` takes 2 x 1,000 of them a function)."""
+    if v.shape[-1] == 3:
+        a, b, c = v[..., 0], v[..., 1], v[..., 2]
+        return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
     return v.mean(axis=-1) if v.shape[-1] < 3 else np.median(v, axis=-1)
 
 
@@ -450,13 +454,13 @@ def center_intervals(rows: np.ndarray, confidence: float = 0.95) -> tuple[np.nda
     the index derives them for every function of every commit (two of a commit's ~30 ms at 200
     functions, row by row).  The bounds are NaN with one run."""
     n = rows.shape[1]
-    centers = np.median(rows, axis=1)
+    centers = _centers(rows)
     if n < 2:
         return centers, np.full(len(rows), np.nan), np.full(len(rows), np.nan)
     logs = np.log(np.maximum(rows, 1.0))
     if n >= 3:
         i, j = np.triu_indices(n, 1)
-        sigma = np.median(np.abs(logs[:, i] - logs[:, j]), axis=1) / (math.sqrt(2) * NORMAL_Q3)
+        sigma = _centers(np.abs(logs[:, i] - logs[:, j])) / (math.sqrt(2) * NORMAL_Q3)  # (their median)
         df = PAIRS_EFFICIENCY * (n - 1)
     else:
         sigma, df = np.abs(logs[:, 0] - logs[:, 1]) / math.sqrt(2), 1

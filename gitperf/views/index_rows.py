@@ -63,10 +63,10 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
             for f in p.profile.functions:
                 names.setdefault(f.name, []).append(f)
         totals = [[float(f.total_ns) for f in fs] for fs in names.values()]
+        workload, plan = ps[0].profile.header.workload, ps[0].profile.plan.describe()
         for (name, fs), runs, (center, lo, hi) in zip(names.items(), totals, _centered(totals)):
             rows.append({
-                "commit": commit, "config_key": key, "workload": ps[0].profile.header.workload, "name": name,
-                "plan": ps[0].profile.plan.describe(),
+                "commit": commit, "config_key": key, "workload": workload, "name": name, "plan": plan,
                 "runs": len(fs), "count": inference.center([f.count for f in fs]), "total_ns": center,
                 "total_min": min(runs), "total_max": max(runs), "ci_low": lo, "ci_high": hi,
                 "exclusive_ns": inference.center([float(f.exclusive_ns) for f in fs]),
