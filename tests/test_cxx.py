@@ -8,6 +8,7 @@ GCC 12's `-fpatchable-function-entry` cannot link.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -115,6 +116,13 @@ def test_the_wrapper_adds_source_locations_and_changes_no_generated_code(tmp_pat
         return subprocess.run(["objcopy", "-O", "binary", "--only-section=.text", exe, "/dev/stdout"], cwd=tmp_path,
                               capture_output=True, check=True).stdout
     assert text("with") == text("without") and len(text("with")) > 0
+    # compiled in a subdirectory of the work tree (lz4's `make -C lib`): the file under its directory
+    # once, not `lib/lib/p.c` (binutils joined a mapped `./lib` compilation directory with itself)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "p.c").rename(tmp_path / "lib" / "p.c")
+    subprocess.run([str(shim), "-O3", "-o", "../sub", "p.c"], cwd=tmp_path / "lib", check=True,
+                   env={**os.environ, pad.TREE_VAR: str(tmp_path)})
+    assert elf.source_locations(str(tmp_path / "sub")).get("main", "").startswith("lib/p.c:")
 
 
 def _repo(tmp_path: Path) -> tuple[Path, list[str]]:

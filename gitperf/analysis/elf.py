@@ -237,6 +237,13 @@ def _symbol_name(die) -> str | None:
 NM_TIMEOUT_S = 120  # nm -l on a large C++ binary with full debug info takes seconds, never minutes
 
 
+# Where a wrapped build's debug information puts its work tree (`git.pad` maps the tree there, so that
+# two worktrees of one commit compile alike).  An absolute path: mapped to `.`, a build that compiles
+# in a subdirectory (lz4's `make -C lib`) has the relative `./lib` as both its compilation directory
+# and its line table's first directory, and binutils joins them: `./lib/./lib/lz4frame.c`.
+MAPPED_TREE = "/gitperf-tree"
+
+
 def source_locations(path: str | os.PathLike, root: str = "") -> dict[str, str]:
     """Symbol -> "file:line" where its code starts, from the DWARF line table through binutils' `nm
     -l` (empty without debug info); the file relative to `root` when under it.  `nm` reads the line
@@ -247,14 +254,14 @@ def source_locations(path: str | os.PathLike, root: str = "") -> dict[str, str]:
                              text=True, errors="replace", timeout=NM_TIMEOUT_S).stdout
     except (OSError, subprocess.SubprocessError):
         return {}  # locations are a convenience: without binutils a collection still runs
-    prefix = root.rstrip("/") + "/" if root else ""
+    prefixes = [p for p in (root.rstrip("/") + "/" if root else "", MAPPED_TREE + "/") if p]
     found = {}
     for line in out.splitlines():
         symbol, _, where = line.partition("\t")
         parts = symbol.split(" ", 2)
         if where and len(parts) == 3 and parts[1] in "tTwW":
-            # a wrapped build maps its tree to `.` (git.pad.TREE_VAR): `././src/a.cc` is `src/a.cc`
-            found[parts[2]] = os.path.normpath(where[len(prefix):] if prefix and where.startswith(prefix) else where)
+            prefix = next((p for p in prefixes if where.startswith(p)), "")
+            found[parts[2]] = os.path.normpath(where[len(prefix):])
     return found
 
 

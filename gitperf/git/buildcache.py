@@ -52,7 +52,7 @@ def key(commit: str, build: BuildConfig, env: dict[str, str] | None = None) -> s
             st = os.stat(real)
             compilers.append(f"{name}={os.path.realpath(real)}|{st.st_size}|{st.st_mtime_ns}")
     # (the wrappers' own flags too: a build kept by a git perf that added others is not this one's)
-    flags = pad.always(build.align_functions) if build.probe_pad else ""
+    flags = f"{pad.always(build.align_functions)} {pad.MAPPED_TREE}" if build.probe_pad else ""
     parts = [commit, build.command, build.binary, f"pad={build.probe_pad}", f"align={build.align_functions}",
              f"flags={flags}", *compilers, *(f"{k}={env.get(k, '')}" for k in ENV)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]

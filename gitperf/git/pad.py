@@ -29,6 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitperf.analysis.elf import MAPPED_TREE
+
 # Frame pointers with every padding, so that a stack sample's walk reaches `main` (stored call
 # stacks, flame graphs; ARCHITECTURE.md §5).  Our flags go first: a build's own flags still win.
 FRAME_POINTERS = "-fno-omit-frame-pointer"
@@ -76,8 +78,9 @@ def always(align: int = 0) -> str:
 
 
 # The work tree a wrapped build runs in (set by `git.worktree`): its path in the DWARF is mapped to
-# `.`, so that builds of one commit in two worktrees compile to the same objects and a compiler cache
-# serves the second from the first (CCACHE_BASEDIR does the same for the command lines ccache hashes).
+# `elf.MAPPED_TREE`, so that builds of one commit in two worktrees compile to the same objects and a
+# compiler cache serves the second from the first (CCACHE_BASEDIR does the same for the command lines
+# ccache hashes).
 TREE_VAR = "GITPERF_TREE"
 
 
@@ -86,7 +89,7 @@ def shim(real: str, pad: Pad, align: int = 0, launcher: str = "") -> str:
     through `launcher` (ccache) when given."""
     q, common = (f"{shlex.quote(launcher)} " if launcher else "") + shlex.quote(real), always(align)
     head = (f"#!/bin/sh\n# git perf build.probe_pad: {pad.name or 'no padding links'} (gitperf.git.pad)\n"
-            f'[ -n "${TREE_VAR}" ] && set -- "-fdebug-prefix-map=${TREE_VAR}=." "$@"\n')
+            f'[ -n "${TREE_VAR}" ] && set -- "-fdebug-prefix-map=${TREE_VAR}={MAPPED_TREE}" "$@"\n')
     if pad.compile == pad.link and not (pad.not_with or pad.drop):
         return head + f'exec {q} {" ".join((*pad.compile, common))} "$@"\n'
     lines = []
