@@ -26,6 +26,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
 from gitperf.core.errors import InputError
+from gitperf.git.pad import MAPPED_TREE
 
 # Compiler/runtime scaffolding: never interesting, and some of it runs before main.
 _SCAFFOLDING = {
@@ -235,13 +236,6 @@ def _symbol_name(die) -> str | None:
 
 
 NM_TIMEOUT_S = 120  # nm -l on a large C++ binary with full debug info takes seconds, never minutes
-
-
-# Where a wrapped build's debug information puts its work tree (`git.pad` maps the tree there, so that
-# two worktrees of one commit compile alike).  An absolute path: mapped to `.`, a build that compiles
-# in a subdirectory (lz4's `make -C lib`) has the relative `./lib` as both its compilation directory
-# and its line table's first directory, and binutils joins them: `./lib/./lib/lz4frame.c`.
-MAPPED_TREE = "/gitperf-tree"
 
 
 def source_locations(path: str | os.PathLike, root: str = "") -> dict[str, str]:

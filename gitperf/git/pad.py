@@ -29,8 +29,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitperf.analysis.elf import MAPPED_TREE
-
 # Frame pointers with every padding, so that a stack sample's walk reaches `main` (stored call
 # stacks, flame graphs; ARCHITECTURE.md §5).  Our flags go first: a build's own flags still win.
 FRAME_POINTERS = "-fno-omit-frame-pointer"
@@ -78,10 +76,14 @@ def always(align: int = 0) -> str:
 
 
 # The work tree a wrapped build runs in (set by `git.worktree`): its path in the DWARF is mapped to
-# `elf.MAPPED_TREE`, so that builds of one commit in two worktrees compile to the same objects and a
+# MAPPED_TREE, so that builds of one commit in two worktrees compile to the same objects and a
 # compiler cache serves the second from the first (CCACHE_BASEDIR does the same for the command lines
-# ccache hashes).
+# ccache hashes; `analysis.elf.source_locations` reads paths under it as the tree's).  An absolute
+# path: mapped to `.`, a build that compiles in a subdirectory (lz4's `make -C lib`) has the relative
+# `./lib` as both its compilation directory and its line table's first directory, and binutils joins
+# them: `./lib/./lib/lz4frame.c`.
 TREE_VAR = "GITPERF_TREE"
+MAPPED_TREE = "/gitperf-tree"
 
 
 def shim(real: str, pad: Pad, align: int = 0, launcher: str = "") -> str:
