@@ -231,8 +231,9 @@ def init(binary, build, command, force, with_hooks):
               "count yet (overrides collect.max_overhead, default 5%; replaces --mode).")
 @click.option("--replan", is_flag=True, help="With the overhead budget: choose the plan anew from this commit's pilot "
               "instead of keeping the one of the nearest earlier collection (profiles of two plans never compare).")
-@click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks profiles "
-              "(resumable: an interrupted range continues where it stopped).")
+@click.option("--range", "rev_range", metavar="A..B", help="Every first-parent commit in A..B that lacks collected "
+              "profiles (a paired check's rounds do not count; resumable: an interrupted range continues "
+              "where it stopped).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_JOBS), default=1, show_default=True,
               help="With --range: collections at once (each in its own worktree; timings get noisier).")
 @repeat_option
