@@ -58,6 +58,7 @@ class Run:
 class FakeEngine:
     name: str = "fake"
     fail_at: int | None = None  # raise KeyboardInterrupt at this run (0-based)
+    main_until: int | None = None  # from this run on (0-based) the workload no longer reaches main
     seed: int = 0
     log: list[Run] = field(default_factory=list)
     sessions: int = 0
@@ -110,6 +111,8 @@ class FakeSession:
         if not self.plan.is_traced(name):
             return RawFunction(stack_samples=samples)
         if i == self.plan.root:
+            if self.engine.main_until is not None and len(self.engine.log) > self.engine.main_until:
+                return RawFunction()  # (the run logged before its functions: log[-1] is this one)
             total = round(wall_ns * jitter)
             return RawFunction(count=1, timed=1, outer=1, total_ns=total, exclusive_ns=round(own), min_ns=total,
                                max_ns=total, stack_samples=samples)

@@ -19,10 +19,10 @@ from gitperf.checks import paired as checks_paired
 from gitperf.checks.paired import MAX_ROUNDS, MIN_ROUNDS, PairedOptions, check_collect
 from gitperf.cli import main
 from gitperf.core.config import CheckConfig
-from gitperf.core.errors import CollectionAborted
+from gitperf.core.errors import CollectionAborted, InputError
 from gitperf.engine import callgrind
 from gitperf.git.repo import open_repo
-from gitperf.store.notes import NotesStore
+from gitperf.store.notes import NOTES_REF, NotesStore
 
 
 @pytest.fixture
@@ -142,6 +142,20 @@ def test_a_failing_workload_fails_the_check_and_stores_nothing(repo, fake, exit_
     assert r.exit_code == 2 and f"workload w {words}" in r.stderr and "nothing was stored" in r.stderr, r.stderr
     assert "./s; echo" in r.stderr  # its command, to run by hand
     assert "its stderr ended with:\n  | cannot open input.txt" in r.stderr  # and what it said
+    assert NotesStore(open_repo(repo)).commits() == []
+
+
+def test_a_round_that_never_reached_main_stops_the_check_and_stores_nothing(repo, fake, monkeypatch):
+    """The counting run checks that the workload reaches the binary's main, but a counting run cut at
+    its deadline proves nothing of the runs after it, nor does one run of a flaky workload: a round
+    whose run never reached main measured nothing, and its "no change" would be read as a finding.
+    The check stops at that round, says so, and stores nothing."""
+    _check(repo, fake, rounds=2)
+    first_round = len(fake.log) - 4  # (two rounds of two runs ended the log)
+    engine = install(FakeEngine(main_until=first_round + 1), monkeypatch.setattr)  # round 1's second run
+    git(repo, "update-ref", "-d", NOTES_REF)  # (the first check's rounds: where the rounds begin)
+    with pytest.raises(InputError, match=r"never ran s's main\(\); nothing was stored"):
+        _check(repo, engine, rounds=2)
     assert NotesStore(open_repo(repo)).commits() == []
 
 

@@ -211,9 +211,11 @@ def _plan_for(ctx: CollectContext, wl: Workload) -> Optimized:
     return replace(opt, plan=replace(opt.plan, probe_cost=call_costs(opt.plan, ctx.cost_ns)), oo=opt.oo + made)
 
 
-def _check_it_ran(p: Profile, wl: Workload, ctx: CollectContext) -> None:
+def check_it_ran(p: Profile, wl: Workload, ctx: CollectContext) -> None:
     """A run in which the binary's root function never ran measured nothing: a mistyped command, a
-    command that runs another program, or one that failed first.  Storing it would hide that."""
+    command that runs another program, or one that failed first.  Storing it would hide that
+    (`collect`'s runs, and every round of a paired check: its counting run, cut at a deadline, proves
+    nothing of the runs after it)."""
     root = p.function(ROOT)
     if (root and root.count) or p.header.partial.startswith(("timeout", "crashed")) or p.plan.mode == Mode.BURSTY:
         return  # a crash or a timeout is kept as a partial profile: that is a finding (bursts may miss main)
@@ -276,7 +278,7 @@ def _run_workloads(ctx: CollectContext) -> list[Profile]:
     for k, (wl, i) in enumerate(runs_of, start=1):
         ctx.progress(f"[{k}/{len(runs_of)}] workload {wl.name} (run {i + 1}): {wl.command}")
         p = profile_run(ctx, plans[wl.name], wl)
-        _check_it_ran(p, wl, ctx)
+        check_it_ran(p, wl, ctx)
         if p.header.partial:
             ctx.progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
         out.append(p)

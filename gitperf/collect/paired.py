@@ -36,7 +36,7 @@ import pygit2
 
 from gitperf.analysis.bindiff import BinDiff
 from gitperf.collect.budgeted import count_pass
-from gitperf.collect.collection import built, never_ran
+from gitperf.collect.collection import built, check_it_ran, never_ran
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.pilot import run_pilot
 from gitperf.collect.profile import profile_run
@@ -202,6 +202,7 @@ def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRun
         for side, p in ((pair.base, b), (pair.target, t)):
             if p.header.partial:
                 raise failed(pair.workload, side.ctx.target.commit, p.header.partial, f"round {r + 1}", p.header.stderr)
+            check_it_ran(p, pair.workload, side.ctx)
         runs.base.append(b)
         runs.target.append(t)
         line = f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s"
