@@ -40,10 +40,10 @@ class BisectResult:
 
 
 def metric(store: NotesStore, commit: str, workload: str, function: str) -> float | None:
-    """A function's time per run in a commit's collected profiles (a paired check's rounds, on its
-    padded builds under its own plan, measure it otherwise: `collect.range.has_profiles`)."""
+    """A function's time per run in a commit's collected profiles (`Profile.collected`: a paired
+    check's rounds measure it otherwise)."""
     vals = [float(f.total_ns) for p in store.read(commit)[0]
-            if p.profile.complete and not p.profile.plan.pairing and p.profile.header.workload == workload
+            if p.profile.collected and p.profile.header.workload == workload
             and (f := p.profile.function(function))]
     return inference.center(vals) if vals else None
 

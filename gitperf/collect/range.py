@@ -20,11 +20,9 @@ from gitperf.store.notes import NotesStore
 
 
 def has_profiles(store: NotesStore, commit: str, workloads: tuple[str, ...]) -> bool:
-    """Whether a commit holds complete collected profiles (of each of `workloads`).  A paired check's
-    rounds do not count: they were run on its padded builds under its shared plan, and compare with
-    nothing the range collects (on lz4 the range skipped exactly the commits `check --collect` had
-    checked, leaving holes in the history where the change was)."""
-    have = {p.profile.header.workload for p in store.read(commit)[0] if p.profile.complete and not p.profile.plan.pairing}
+    """Whether a commit holds collected profiles (`Profile.collected`: a paired check's rounds do not
+    count) of each of `workloads`."""
+    have = {p.profile.header.workload for p in store.read(commit)[0] if p.profile.collected}
     return bool(have) and all(w in have for w in workloads)
 
 

@@ -284,6 +284,13 @@ class Profile:
         """Partial runs (crash, timeout) measure a different amount of work: never a baseline or target."""
         return not self.header.partial
 
+    @property
+    def collected(self) -> bool:
+        """A complete run of a collection (`collect`, `--range`, CI), not a round of a paired check:
+        those ran on its padded builds under its shared plan and compare with nothing collected (on
+        lz4, `collect --range` skipped exactly the commits `check --collect` had checked)."""
+        return self.complete and not self.plan.pairing
+
     def function(self, name: str) -> FunctionStats | None:
         return self._by_name.get(name)
 

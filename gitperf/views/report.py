@@ -37,9 +37,10 @@ def _instructions(c: Change) -> str:
     return f"  instructions {_pct(t / b - 1) if b else 'new'} ({b:,.0f} -> {t:,.0f})"
 
 
-def decided_by(c: Change) -> str:
-    """What decided a time verdict (`Change.decided`; time alone where no instructions were counted)."""
-    return c.decided or "time"
+def decided_by(c: Change | dict) -> str:
+    """What decided a time verdict (`Change.decided`, or an index row's; time alone where no
+    instructions were counted): the words the CLI, the markdown report and the dashboard print."""
+    return (c.get("decided") if isinstance(c, dict) else c.decided) or "time"
 
 
 def amount(absolute_ns: float | None, share: float | None = None) -> str:

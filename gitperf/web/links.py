@@ -14,7 +14,7 @@ from werkzeug.routing import PathConverter, ValidationError
 
 from gitperf.core import names
 from gitperf.core.fmt import fmt_confidence, fmt_date, fmt_ns
-from gitperf.views.report import amount
+from gitperf.views.report import amount, decided_by
 
 # endpoint -> path of the exported file (None: not exported, the link is left out)
 EXPORTED = {
@@ -90,6 +90,6 @@ def _amount(change: dict) -> str:
 
 
 FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": fmt_date, "ns": _ns, "short": lambda s: (s or "")[:12],
-           "amount": _amount,
+           "amount": _amount, "decided_by": decided_by,
            # function names: the symbol stays in links and data; people read these (core.names)
            "readable": names.readable, "shortname": lambda s: names.short(s, 70)}
