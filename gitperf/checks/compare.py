@@ -148,19 +148,33 @@ class _Shift:
 
     log_ratio: dict[str, float]  # log(target center / base center) per function
     common: float  # the median log ratio of the functions above min_absolute_ns
-    cross: inference.Noise | None  # the cross-section spread of the residuals
-    within: dict[str, inference.Noise | None]  # per function: its replicate spread
+    both: dict[str, tuple[_Side, _Side]] = field(repr=False)  # the sides the spreads below are read from
     sizes: dict[str, float] | None  # per function: its base center (unpaired runs; None paired): `replicates`
     big: list[str]  # the functions (not the root) above min_absolute_ns on both sides: the common shift's
     # per function: the SE of its difference of centers, resampled from the runs (`center_spreads`:
     # unpaired runs, where the test reads it)
     centers: dict[str, inference.Noise] = field(default_factory=dict)
 
+    # The spreads below are computed when a test first asks: where the history's sessions hold every
+    # function's noise (`_alike`, most of the index's checks) only the root's replicates are read.
+    @functools.cached_property
+    def cross(self) -> inference.Noise | None:
+        """The cross-section spread of the residuals of the `big` functions."""
+        return inference.cross_section_sigma([self.log_ratio[n] - self.common for n in self.big])
+
+    @functools.cached_property
+    def within(self) -> dict[str, inference.Noise | None]:
+        """Per function: its replicate spread (`_within`)."""
+        return _within(self.both)
+
+    def within_of(self, n: str) -> inference.Noise | None:
+        """One function's replicate spread: the root's alone where no other function asked (each
+        function's spread is its own runs': the same alone or among all)."""
+        return _within({n: self.both[n]})[n] if n == ROOT and "within" not in self.__dict__ else self.within[n]
+
     @functools.cached_property
     def replicates(self) -> dict[str, inference.Prior]:
-        """Per function: its replicate variance's prior (unpaired runs; {} paired), fitted when a test
-        first asks: none does where the history's sessions hold every function's noise (`_alike`),
-        which is most of the index's checks."""
+        """Per function: its replicate variance's prior (unpaired runs; {} paired)."""
         if not self.sizes:
             return {}
         return _priors(list(self.within), {n: (w.sigma, w.df) for n, w in self.within.items() if w}, self.sizes)
@@ -419,8 +433,7 @@ def _shift(both: dict[str, tuple[_Side, _Side]], cfg: CheckConfig, sizes: dict[s
     d = {n: math.log(max(ct, 1.0) / max(cb, 1.0)) for n, (ct, cb) in centers.items()}
     big = [n for n, (ct, cb) in centers.items() if n != ROOT and min(ct, cb) >= cfg.min_absolute_ns]
     common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0
-    return _Shift(log_ratio=d, common=common, cross=inference.cross_section_sigma([d[n] - common for n in big]),
-                  within=_within(both), sizes=sizes, big=big)
+    return _Shift(log_ratio=d, common=common, both=both, sizes=sizes, big=big)
 
 
 def _extra_var(t: _Side, b: _Side, sampling: bool = True) -> float:
@@ -542,7 +555,7 @@ def _replicates(n: str, scale: float, shift: _Shift) -> inference.Noise:
     larger of the two estimates): its runs' robust spread (moderated towards functions of its size,
     but for the root) scaled to the centers (`scale`: `_scale` of its sides), or the resampled
     centers (`center_spreads`), which a heavy-tailed or two-moded function needs."""
-    w, out = shift.within[n], _NO_REPLICATES
+    w, out = shift.within_of(n), _NO_REPLICATES
     if w and n == ROOT:
         out = inference.Noise(w.sigma * scale, w.df, "replicates")
     elif w and n in shift.replicates:
