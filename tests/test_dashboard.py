@@ -185,6 +185,10 @@ def test_every_page_and_api_route_answers_with_the_data(synthetic):
     assert "Workload <code>w</code>" in page and 'data-click-commits' in page
     figure = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
     assert {t.get("name") for t in figure["data"]} >= {"run time (median of runs)", "degradations"}
+    band = [t for t in figure["data"] if t.get("legendgroup") == "main" and t.get("hoverinfo") == "skip"]
+    assert "95% interval of the median (runs' spread moderated along the line)" in band[1]["name"]
+    line = next(t for t in figure["data"] if t.get("name") == "run time (median of runs)")
+    assert all(lo < y < hi for hi, lo, y in zip(band[0]["y"], band[1]["y"], line["y"]))  # (around every point)
     marker = next(t for t in figure["data"] if t.get("name") == "degradations")
     shas = json.loads(re.search(r'<script type="application/json" id="shas">(.*?)</script>', page, re.S)[1])
     assert [shas[str(x)] for x in marker["x"]] == [slowed]  # the marker sits on the slowed commit

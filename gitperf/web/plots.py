@@ -45,6 +45,10 @@ def _date(ts) -> str:
     return fmt_date(ts, "%Y-%m-%d") if ts else ""
 
 
+# what the band is (`views.index_query.along`)
+BAND = "95% interval of the median (runs' spread moderated along the line)"
+
+
 def _band(rows: list[dict], name: str, color: str) -> list[dict]:
     """The 95% interval of each commit's center as a shaded band (absent where a commit had one run)."""
     x = [r["seq"] for r in rows]
@@ -53,7 +57,7 @@ def _band(rows: list[dict], name: str, color: str) -> list[dict]:
     common = {"x": x, "mode": "lines", "line": {"width": 0, "color": color}, "hoverinfo": "skip",
               "showlegend": False, "legendgroup": name, "type": "scatter"}
     return [dict(common, y=hi), dict(common, y=lo, fill="tonexty", fillcolor=_alpha(color, 0.18),
-                                     name=f"{escape(name)} 95% interval")]
+                                     name=f"{escape(name)} {BAND}")]
 
 
 def _alpha(hex_color: str, a: float) -> str:
@@ -191,7 +195,7 @@ def function_timeline(title: str, series: dict[str, list[dict]], changes: list[d
         line = next(t for t in one["data"] if t.get("mode") == "lines+markers")
         line.update(name=f"{label} (median of runs)", line={"color": colors[i % 2]})
         band = [dict(t, legendgroup=label, line=dict(t["line"], color=colors[i % 2])) for t in one["data"][:2]]
-        band[1].update(fillcolor=_alpha(colors[i % 2], 0.18), name=f"{label}: 95% interval")
+        band[1].update(fillcolor=_alpha(colors[i % 2], 0.18), name=f"{label}: {BAND}")
         fig["data"] += band + [line] + one["data"][3:]
         fig["layout"] = fig["layout"] or one["layout"]
     return fig
