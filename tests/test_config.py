@@ -86,8 +86,9 @@ def test_init_probes_the_program_the_command_runs(empty_repo):
     assert config.load(empty_repo).build.binary == "programs/lz4"
     assert "build.binary = programs/lz4 (the program --command runs)" in r.stdout, r.stdout
     assert [adopt.program_of(c) for c in ("./build/app 10", "build/app", "./bench.sh 3", "python3 run.py",
-                                          "/usr/bin/time ./app", "sh -c './app'", "app", "")] == \
-        ["build/app", "build/app", "", "", "", "", "", ""]
+                                          "/usr/bin/time ./app", "sh -c './app'", "app", "", "LC_ALL=C ./app x",
+                                          "env A=1 B='2 3' time ./b/app", "A=1", "./a/../app 'unbalanced")] == \
+        ["build/app", "build/app", "", "", "app", "", "", "", "app", "b/app", "", ""]
 
 
 def test_broken_config_exits_2_naming_file_and_key(demo_repo):

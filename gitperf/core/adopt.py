@@ -72,15 +72,24 @@ def recognise(root: Path) -> Adoption:
     return Adoption("", "make", "build/app", "")
 
 
+# Words before the program that only set its environment or time it (`FOO=1 env BAR=2 time ./app`)
+_PREFIXES = {"env", "time", "nice", "/usr/bin/env", "/usr/bin/time", "/usr/bin/nice"}
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
 def program_of(command: str) -> str:
     """The program a workload's command runs when it names one in the work tree (`./programs/lz4 -d
-    ...`: programs/lz4): the binary to probe, whatever the build files' first target is (lz4's
-    Makefile also copies it to ./lz4, another file to a uprobe).  "" for a command that starts with
-    anything else (an interpreter, a script through the shell, a program on PATH)."""
+    ...`: programs/lz4; after variable assignments, `env` or `time`): the binary to probe, whatever the
+    build files' first target is (lz4's Makefile also copies it to ./lz4, another file to a uprobe).
+    "" for a command that starts with anything else (an interpreter, a script through the shell, a
+    program on PATH)."""
     try:
-        first = shlex.split(command)[0] if command.strip() else ""
+        words = shlex.split(command)
     except ValueError:
         return ""
+    while words and (words[0] in _PREFIXES or _ASSIGNMENT.fullmatch(words[0])):
+        words = words[1:]
+    first = words[0] if words else ""
     if "/" not in first or os.path.isabs(first) or first.endswith((".sh", ".py", ".pl", ".lua")):
         return ""
     return os.path.normpath(first)
