@@ -509,6 +509,7 @@ def test_a_timelines_band_borrows_the_lines_spread_and_keeps_its_coverage():
     widths = [math.log(b_hi / b_lo) for b_lo, b_hi in bands]
     assert widths[12] > max(widths[9:12] + widths[13:16])  # (the band follows its neighbours' runs: `squeeze`'s trend)
 
+    assert inference.line_intervals([0.4, 0.0, 2.0], [0.0, 0.0, 2.0], [3, 3, 3])[0][0] > 0  # (rounded whole ns)
     one_run = inference.line_intervals([1e6, 2e6, 3e6], [1.1e6, None, 3.3e6], [3, 1, 2])
     assert one_run[1] == (None, None)
     assert one_run[0] == pytest.approx(inference.center_interval_bounds(math.log(1e6), math.log(1.1) / (

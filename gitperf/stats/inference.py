@@ -470,8 +470,9 @@ def line_intervals(centers: Sequence[float], highs: Sequence[float | None], runs
     q = 0.5 + confidence / 2
     own = {i: (math.log(max(c, 1.0)), n) for i, (c, h, n) in enumerate(zip(centers, highs, runs))
            if h is not None and math.isfinite(h) and n >= 2}
-    # each point's spread back from its own interval: half = t(df) x sigma x sqrt(center_var(n))
-    spread = {i: (math.log(highs[i]) - c) / (_quantile(_center_df(n), q) * math.sqrt(center_var(n)))
+    # each point's spread back from its own interval: half = t(df) x sigma x sqrt(center_var(n)) (bounds
+    # stored as whole nanoseconds may have rounded below the center)
+    spread = {i: max(math.log(max(highs[i], 1.0)) - c, 0.0) / (_quantile(_center_df(n), q) * math.sqrt(center_var(n)))
               for i, (c, n) in own.items()}
     priors = squeeze([s ** 2 for s in spread.values()], [_center_df(own[i][1]) for i in spread], list(spread),
                      LINE_MIN_DF)
