@@ -901,27 +901,27 @@ def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]],
             native: bool | None) -> dict[str, float]:
     """Each function's center over one history commit's runs, in its sides' measure (`native`: the
     one of all of them, None where they differ)."""
-    levels = _commit_levels(_Runs(p.profile for p in profiles))
-    if native is not None and (lv := levels[native]).keys() <= both.keys():
+    runs = _Runs(p.profile for p in profiles)
+    if native is not None and (lv := _commit_levels(runs, native)).keys() <= both.keys():
         return lv  # (no function besides: the commit's own, as it is; most history checks)
-    return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := levels[t.native])}
+    return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := _commit_levels(runs, t.native))}
 
 
 # The index checks its line oldest first and each check reads its ten predecessors' levels: one
 # commit's levels serve the next ten checks (half of the checks' time was this loop at 1,000 x 200).
-@functools.lru_cache(maxsize=64)
-def _commit_levels(runs: _Runs) -> dict[bool, dict[str, float]]:
-    """Every function's center over one commit's runs, in inclusive and in native time; a function a
+# A check reads one measure of them (native, unless a function's probes outweigh it): each is
+# computed when asked.
+@functools.lru_cache(maxsize=128)
+def _commit_levels(runs: _Runs, native: bool) -> dict[str, float]:
+    """Every function's center over one commit's runs, in native (or inclusive) time; a function a
     run lacks counts 0 where that run's plan traced it, and one that is 0 throughout is left out."""
     names = {f.name for p in runs for f in p.functions}
-    out = {}
-    for native in (False, True):
-        times, out[native] = [p.times(native) for p in runs], {}
-        for n in names:
-            v = [float(x) if (x := ts.get(n)) is not None else 0.0
-                 for ts, p in zip(times, runs) if n in ts or _absent_is_zero(p, n)]
-            if any(v):
-                out[native][n] = inference.center(v)
+    times, out = [p.times(native) for p in runs], {}
+    for n in names:
+        v = [float(x) if (x := ts.get(n)) is not None else 0.0
+             for ts, p in zip(times, runs) if n in ts or _absent_is_zero(p, n)]
+        if any(v):
+            out[n] = inference.center(v)
     return out
 
 
