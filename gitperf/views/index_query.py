@@ -12,7 +12,6 @@ from typing import Iterable
 import sqlite_utils
 
 from gitperf.core.model import ROOT
-from gitperf.stats import inference
 
 
 def connect(path: Path) -> sqlite_utils.Database:
@@ -57,7 +56,7 @@ class IndexQuery:
 
     def timeline(self, config_key: str, names: Iterable[str], since: int = 0) -> dict[str, list[dict]]:
         """Per function: its summary on every commit of HEAD's line from position `since` on that has
-        one, in commit order (the intervals `along`)."""
+        one, in commit order."""
         names = list(names)
         if not names:
             return {}
@@ -69,7 +68,7 @@ class IndexQuery:
         out: dict[str, list[dict]] = {n: [] for n in names}
         for r in rows:
             out[r["name"]].append(r)
-        return {n: along(rs) for n, rs in out.items()}
+        return out
 
     def top_functions(self, config_key: str, n: int) -> list[str]:
         """The functions with the most exclusive time in the configuration's newest commit."""
@@ -91,8 +90,8 @@ class IndexQuery:
 
     def native_timeline(self, workload: str, machine: str, since: int = 0) -> list[dict]:
         """A workload's native run time on every commit of HEAD's line from position `since` on that has
-        one, in commit order (as `timeline` rows: total_ns is the native time; the interval `along`)."""
-        return along(self.db.query(
+        one, in commit order (as `timeline` rows: total_ns is the native time)."""
+        return list(self.db.query(
             "select n.[commit], c.seq, c.subject, c.author, c.date, n.runs, n.native_ns as total_ns, n.ci_low, "
             "n.ci_high, n.left_out, n.measured from natives n join commits c on c.sha = n.[commit] "
             "where n.workload = ? and n.machine = ? and n.native_ns is not null and c.seq >= ? order by c.seq",
@@ -156,14 +155,14 @@ class IndexQuery:
 
     def function_series(self, name: str, since: int = 0) -> dict[tuple[str, str], dict[str, list[dict]]]:
         """(workload, machine) -> measure -> the function's rows along HEAD's line from position `since`
-        on, in commit order (the intervals `along`)."""
+        on, in commit order."""
         out: dict[tuple[str, str], dict[str, list[dict]]] = {}
         for r in self.db.query(
                 "select n.*, c.seq, c.subject, c.author, c.date from function_natives n join commits c on "
                 "c.sha = n.[commit] where n.name = ? and c.seq >= ? order by n.workload, n.machine, n.kind, c.seq",
                 [name, since]):
             out.setdefault((r["workload"], r["machine"]), {}).setdefault(r["kind"], []).append(r)
-        return {k: {kind: along(rows) for kind, rows in v.items()} for k, v in out.items()}
+        return out
 
     def compared(self, commits: list[str]) -> dict[tuple[str, str], str]:
         """(commit, workload) -> the comparison key (session) the commit's check compared."""
@@ -241,14 +240,3 @@ class IndexQuery:
             "select s.[commit], s.series from series s left join commits c on c.sha = s.[commit] where s.name = ? "
             "order by c.seq is null, c.seq desc limit 1", [name]))
         return (rows[0]["commit"], [tuple(x) for x in json.loads(rows[0]["series"])]) if rows else None
-
-
-def along(rows: Iterable[dict]) -> list[dict]:
-    """A timeline's rows (in order) with each point's interval (`ci_low`, `ci_high`: its runs' own, as
-    stored) from its runs' spread moderated along the rows (`inference.line_intervals`)."""
-    rows = list(rows)
-    bounds = inference.line_intervals([r["total_ns"] for r in rows], [r["ci_high"] for r in rows],
-                                      [r["runs"] for r in rows])
-    for r, (lo, hi) in zip(rows, bounds):
-        r["ci_low"], r["ci_high"] = lo, hi
-    return rows

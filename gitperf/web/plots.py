@@ -17,6 +17,7 @@ from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION
 from gitperf.core.fmt import fmt_date
 from gitperf.core.model import ROOT
 from gitperf.core.names import labels, readable, short
+from gitperf.stats import inference
 
 RED, GREEN, BLUE, GREY = "#c0392b", "#1e8449", "#1f77b4", "#7f8c8d"
 MS = 1e6
@@ -45,15 +46,18 @@ def _date(ts) -> str:
     return fmt_date(ts, "%Y-%m-%d") if ts else ""
 
 
-# what the band is (`views.index_query.along`)
 BAND = "95% interval of the median (runs' spread moderated along the line)"
 
 
 def _band(rows: list[dict], name: str, color: str) -> list[dict]:
-    """The 95% interval of each commit's center as a shaded band (absent where a commit had one run)."""
+    """The 95% interval of each commit's center as a shaded band (absent where a commit had one run),
+    from its runs' spread moderated along the line (`inference.line_intervals`: each point's own
+    interval, as stored, has the ~1.4 degrees of freedom of three runs)."""
     x = [r["seq"] for r in rows]
-    hi = [r["ci_high"] / MS if r.get("ci_high") else None for r in rows]
-    lo = [r["ci_low"] / MS if r.get("ci_low") else None for r in rows]
+    bounds = inference.line_intervals([r["total_ns"] for r in rows], [r.get("ci_high") for r in rows],
+                                      [r["runs"] for r in rows])
+    hi = [h / MS if h else None for _, h in bounds]
+    lo = [low / MS if low else None for low, _ in bounds]
     common = {"x": x, "mode": "lines", "line": {"width": 0, "color": color}, "hoverinfo": "skip",
               "showlegend": False, "legendgroup": name, "type": "scatter"}
     return [dict(common, y=hi), dict(common, y=lo, fill="tonexty", fillcolor=_alpha(color, 0.18),
