@@ -75,6 +75,7 @@ from _common import ROOT, table  # noqa: F401  (sets sys.path)
 import detection  # noqa: E402  (the busy-loop snippet and its measured costs, Lua's repository)
 
 from gitperf.analysis import elf  # noqa: E402
+from gitperf.core.names import readable  # noqa: E402
 from gitperf.core import stacks  # noqa: E402
 from gitperf.core.config import CollectConfig  # noqa: E402
 from gitperf.engine import callgrind, workload  # noqa: E402
@@ -592,7 +593,7 @@ def main() -> None:
         if {"slow30", "slow2x"} & set(cases):
             calls, per_call, native_s, how = inclusive_per_call(p, repo)
             costs = detection.loop_costs(work, 2 * per_call)
-            print(f"# {name}: {p.hot} {calls:,.0f} calls a run, {per_call:.0f} ns inclusive a call (from {how}), "
+            print(f"# {name}: {readable(p.hot)} {calls:,.0f} calls a run, {per_call:.0f} ns inclusive a call (from {how}), "
                   f"run {native_s * 1e3:.0f} ms natively", flush=True)
             for c, m in (("slow30", 0.3), ("slow2x", 1.0)):
                 if c in cases:
