@@ -40,7 +40,7 @@ from gitperf.views import index_build as build
 from gitperf.views import index_rows as rows
 from gitperf.views.index_query import IndexQuery, connect
 
-SCHEMA = 14  # bump when the tables change: an index of another schema is rebuilt from scratch
+SCHEMA = 15  # bump when the tables change: an index of another schema is rebuilt from scratch
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,7 @@ def _create_indexes(db: sqlite_utils.Database) -> None:
             db.execute(f"create index if not exists [{name}_by_{'_'.join(by)}] on [{name}_rows] "
                        f"({', '.join(f'[{c}]' for c in by)})" + (f" where {where}" if where else ""))
     db.execute("create index if not exists [profiles_by_commit] on [profiles] ([commit])")
+    db.execute("create index if not exists [commits_by_seq] on [commits] ([seq])")  # (a page's window of the line)
     db.execute("create index if not exists [series_by_name] on [series] ([name])")
 
 
