@@ -58,7 +58,7 @@ class IndexQuery:
         """Per function: its summary on every commit of HEAD's line from position `since` on that has
         one, in commit order.  Read from the window's commits to their rows by the rows' key (commit,
         configuration, name): from the names, the query read the rows of every commit of the line (the
-        overview at 4,000 commits: 240 ms, 64 ms so; at 10,000 it took most of the page's 786 ms)."""
+        overview's at 4,000 commits: 240 ms, 64 ms so)."""
         names = list(names)
         out: dict[str, list[dict]] = {n: [] for n in names}
         ids = self.text_ids([config_key, *names])
