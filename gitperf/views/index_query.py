@@ -187,10 +187,14 @@ class IndexQuery:
                 out.update({(r["commit"], w["workload"]): w["config_key"] for w in json.loads(r["data"])["workloads"]})
         return out
 
-    def function_changes(self, name: str) -> list[dict]:
+    def function_changes(self, name: str, notable: bool = False) -> list[dict]:
+        """A function's changes in every check, newest first; `notable`: only its verdicts (not
+        no-change: its page draws and lists those alone, and at 10,000 commits the rest were 10,000
+        rows a page read and copied for nothing)."""
+        verdicts = "and ch.type != 'no-change'" if notable else ""  # (a literal: sqlite then uses its partial index)
         return list(self.db.query(
             "select ch.*, c.seq, c.subject from changes ch left join commits c on c.sha = ch.[commit] "
-            "where ch.function = ? order by c.seq desc", [name]))
+            f"where ch.function = ? {verdicts} order by c.seq desc", [name]))
 
     def regressions(self) -> list[dict]:
         """Every degradation (and accepted one) of a workload its check called degraded (or accepted),

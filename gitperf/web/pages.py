@@ -184,7 +184,7 @@ def function(name: str):
         abort(404, f"no function {name!r} in any profile")
     history = sorted(one_row_each(history, idx.compared(sorted({h["commit"] for h in history})), ("commit", "workload")),
                      key=lambda h: (h["seq"] is None, h["seq"] or 0))
-    changes = idx.function_changes(name)
+    changes = idx.function_changes(name, notable=True)
     figures = []
     found = idx.function_series(name, since)
     several = len({wl for wl, _ in found}) < len(found)  # a workload on more than one machine
