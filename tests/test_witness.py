@@ -184,7 +184,7 @@ def test_every_time_verdict_says_what_decided_it_in_the_cli_report_and_dashboard
     assert "each instruction took less time" in faster.method
     assert cause.decided == "time and instructions (a cause)" and cause.cause
     assert beyond.decided.startswith("time; the same instructions, but the diff changed it")
-    assert report.decided_by(_change("x", checks.DEGRADATION, relative=0.5)) == "time"  # no counts: time alone
+    assert report.decided_by(_change("x", checks.DEGRADATION, relative=0.5).decided) == "time"  # no counts: time alone
     assert faster.decided in report._line(faster) and "own time unchanged" in report._line(faster)
     assert "own time +1.20 ms" in report._line(replace(faster, exclusive_delta_ns=1.2e6))
     result = checks.CheckResult("t", "b", checks.OPTIMIZATION, (faster,), ())

@@ -468,22 +468,21 @@ def line_intervals(centers: Sequence[float], highs: Sequence[float | None], runs
     of 10,000 points covered at 95%, the own intervals 99.3%; half their width).  A point of one run
     has none; under three points with a spread, each keeps its own."""
     q = 0.5 + confidence / 2
-    own = {i: (math.log(max(c, 1.0)), n) for i, (c, h, n) in enumerate(zip(centers, highs, runs))
+    own = {i: (math.log(max(c, 1.0)), n, _center_df(n)) for i, (c, h, n) in enumerate(zip(centers, highs, runs))
            if h is not None and math.isfinite(h) and n >= 2}
     # each point's spread back from its own interval: half = t(df) x sigma x sqrt(center_var(n)) (bounds
     # stored as whole nanoseconds may have rounded below the center)
-    spread = {i: max(math.log(max(highs[i], 1.0)) - c, 0.0) / (_quantile(_center_df(n), q) * math.sqrt(center_var(n)))
-              for i, (c, n) in own.items()}
-    priors = squeeze([s ** 2 for s in spread.values()], [_center_df(own[i][1]) for i in spread], list(spread),
-                     LINE_MIN_DF)
+    spread = {i: max(math.log(max(highs[i], 1.0)) - c, 0.0) / (_quantile(df, q) * math.sqrt(center_var(n)))
+              for i, (c, n, df) in own.items()}
+    priors = squeeze([s ** 2 for s in spread.values()], [df for _, _, df in own.values()], list(own), LINE_MIN_DF)
     # the prior is itself estimated from the line's degrees of freedom: it weighs at most as much (where
     # the fit finds the points' spreads alike, limma's weight is infinite, and a commit whose three runs
     # spread 5x more than every other's would be drawn as narrow as theirs)
-    most = sum(_center_df(n) for _, n in own.values())
+    most = sum(df for _, _, df in own.values())
     out: list[tuple[float | None, float | None]] = [(None, None)] * len(centers)
-    for k, (i, (c, n)) in enumerate(own.items()):
-        prior = Prior(priors[k].var, min(priors[k].df, most)) if priors else None
-        var, df = prior.moderate(spread[i] ** 2, _center_df(n)) if prior else (spread[i] ** 2, _center_df(n))
+    for k, (i, (c, n, df)) in enumerate(own.items()):
+        var, df = (Prior(priors[k].var, min(priors[k].df, most)).moderate(spread[i] ** 2, df) if priors
+                   else (spread[i] ** 2, df))
         out[i] = center_interval_bounds(c, math.sqrt(var), df, n, confidence)
     return out
 

@@ -37,10 +37,10 @@ def _instructions(c: Change) -> str:
     return f"  instructions {_pct(t / b - 1) if b else 'new'} ({b:,.0f} -> {t:,.0f})"
 
 
-def decided_by(c: Change | dict) -> str:
-    """What decided a time verdict (`Change.decided`, or an index row's; time alone where no
-    instructions were counted): the words the CLI, the markdown report and the dashboard print."""
-    return (c.get("decided") if isinstance(c, dict) else c.decided) or "time"
+def decided_by(decided: str) -> str:
+    """What decided a time verdict, from its `Change.decided` (an index row's alike; time alone where
+    no instructions were counted): the words the CLI, the markdown report and the dashboard print."""
+    return decided or "time"
 
 
 def amount(absolute_ns: float | None, share: float | None = None) -> str:
@@ -66,7 +66,7 @@ def _line(c: Change) -> str:
         return (f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {_pct(c.relative)} {_interval(c)}: "
                 f"{amount(c.absolute_ns, c.share)}  ({fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} {c.measure or 'per run'}; "
                 f"{_own(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}"
-                f"{_instructions(c)}  decided by {decided_by(c)}")
+                f"{_instructions(c)}  decided by {decided_by(c.decided)}")
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
@@ -155,7 +155,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
             instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
             out.append(f"| {_md(c.workload)} | {_code(short(c.function, 80))}{flag} | **{_pct(c.relative)}** "
                        f"| {amount(c.absolute_ns, c.share)} | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
-                       f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | {_md(decided_by(c))} | "
+                       f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | {_md(decided_by(c.decided))} | "
                        f"{_md(c.location) or '-'} |")
     if other:
         out += ["", "### Other", ""]
