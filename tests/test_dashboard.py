@@ -71,6 +71,34 @@ def test_index_builds_updates_incrementally_and_rebuilds_from_the_notes(syntheti
     assert Index(open_repo(root), CheckConfig()).regressions() == before
 
 
+def test_stale_asks_the_notes_ref_and_head_without_listing_the_notes(synthetic, monkeypatch):
+    """Every page asks whether the index is stale: it compares the notes ref's commit and HEAD with
+    what the last update recorded, and lists no note (at 10,000 commits that cost each page ~25 ms)."""
+    from gitperf.views import index as index_mod
+    root, commits = synthetic
+    Index(open_repo(root), CheckConfig()).update()
+    listed = index_mod._note_ids
+    monkeypatch.setattr(index_mod, "_note_ids", lambda repo: pytest.fail("stale() listed the notes"))
+    fresh = lambda: Index(open_repo(root), CheckConfig())  # noqa: E731
+    assert not fresh().stale()
+    NotesStore(open_repo(root)).add_line(commits[2], "# a line the index reads again")
+    assert fresh().stale()  # a note written moves the notes ref
+    monkeypatch.setattr(index_mod, "_note_ids", listed)
+    assert fresh().update().read == 1 and not fresh().stale()
+    git(root, "commit", "-q", "--allow-empty", "-m", "no note")
+    assert fresh().stale()  # HEAD moved: the line to draw is another
+    fresh().update()
+    assert not fresh().stale()
+    assert Index(open_repo(root), replace(CheckConfig(), history=5)).stale()  # another check configuration
+    # the notes ref moved with the same notes (a note removed and written again as it was): one
+    # update that reads nothing records it, and the pages stop asking
+    blob = git(root, "notes", "--ref", "refs/notes/perf", "list", commits[1])
+    git(root, "notes", "--ref", "refs/notes/perf", "remove", commits[1])
+    git(root, "notes", "--ref", "refs/notes/perf", "add", "-C", blob, commits[1])
+    assert fresh().stale()
+    assert fresh().update().read == 0 and not fresh().stale()
+
+
 def test_a_long_history_is_indexed_by_workers_into_the_same_rows(empty_repo, monkeypatch):
     """A full build of many commits derives their rows in worker processes (views.index_build): the
     index is the one the calling process alone builds, row for row, and no worker outlives it."""

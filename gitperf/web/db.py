@@ -10,7 +10,7 @@ from gitperf.views.index import Index, IndexQuery
 
 
 def refresh(app: Flask) -> None:
-    """Update the index when the notes or HEAD moved (cheap to ask: note ids only).  Concurrent
+    """Update the index when the notes or HEAD moved (cheap to ask: the notes ref's commit and HEAD).  Concurrent
     requests wait on the index's update lock, then find nothing left to do."""
     idx = Index(pygit2.Repository(app.config["REPO_PATH"]), app.config["CHECK"], app.config["INDEX_PATH"])
     try:
