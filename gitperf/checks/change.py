@@ -57,6 +57,11 @@ def read_field(v, typ, where: str):
         raise ResultFormatError(f"{where}{'.' + e.where if e.where else ''}: {e.reason}") from None
 
 
+# the verdicts' order in a report (`Change.severity`)
+_RANK = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT: 2, NEW: 3, REMOVED: 4, INLINED: 4,
+         UNKNOWN: 5, NO_CHANGE: 6}
+
+
 @dataclass(frozen=True)
 class Change:
     workload: str
@@ -107,8 +112,7 @@ class Change:
         instructions locate, time confirms), then where the most time was added (exclusive time
         first, so the function that got slower comes before its callers whose inclusive time merely
         follows)."""
-        rank = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT: 2, NEW: 3, REMOVED: 4, INLINED: 4,
-                UNKNOWN: 5, NO_CHANGE: 6}[self.type]
+        rank = _RANK[self.type]
         if self.type == OPTIMIZATION:
             return rank, not self.cause, self.exclusive_delta_ns, self.absolute_ns
         return rank, not self.cause, -max(self.exclusive_delta_ns, 0.0), -abs(self.absolute_ns)

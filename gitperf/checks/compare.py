@@ -278,11 +278,12 @@ def _measure_side(runs: _Runs, name: str, time_of: str) -> _Side | None:
             # variance is overstated here: conservative)
             var += ((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * Z95)) ** 2 / len(fs) ** 2
     native = time_of == AUTO and all(f.correctable for f in fs)
+    measured = [float(f.native_ns) for f in fs] if native else [float(f.total_ns) for f in fs]
     # how much log(time) moves with a relative error of the probe cost: native = total - probe moves
     # by probe/native, a probed total by probe/total (at most all of it)
-    shares = [f.probe_ns / max(f.native_ns, 1) if native else min(f.probe_ns / max(f.total_ns, 1), 1.0)
-              for f in fs if f.probe_ns]
-    totals = [float(f.native_ns if native else f.total_ns) for f in fs] + missing
+    shares = [f.probe_ns / max(t, 1) if native else min(f.probe_ns / max(t, 1), 1.0)
+              for f, t in zip(fs, measured) if f.probe_ns]
+    totals = measured + missing
     exclusive = [float(f.exclusive_ns) for f in fs] + missing
     counts = [float(f.count) for f in fs] + missing
     return _Side(totals=totals, exclusive=exclusive, counts=counts, total=inference.center(totals),
@@ -904,7 +905,8 @@ def _levels(profiles: list[StoredProfile], both: dict[str, tuple[_Side, _Side]],
     runs = _Runs(p.profile for p in profiles)
     if native is not None and (lv := _commit_levels(runs, native)).keys() <= both.keys():
         return lv  # (no function besides: the commit's own, as it is; most history checks)
-    return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := _commit_levels(runs, t.native))}
+    lvs = {m: _commit_levels(runs, m) for m in (True, False) if native is None or m == native}
+    return {n: lv[n] for n, (t, _b) in both.items() if n in (lv := lvs[t.native])}
 
 
 # The index checks its line oldest first and each check reads its ten predecessors' levels: one

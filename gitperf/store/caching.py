@@ -40,6 +40,7 @@ class CachingStore(NotesStore):
         self._read = _Recent(keep)
         self._text = _Recent(keep)
         self._line = _Recent(keep)
+        self._accepted = _Recent(keep)
         self._ids = note_ids or {}  # commit -> its note's blob, when the caller has listed them already
 
     def ancestors(self, commit: str) -> list[str]:
@@ -63,3 +64,7 @@ class CachingStore(NotesStore):
 
     def read(self, commit: str):
         return self._read.get_or(commit, lambda: super(CachingStore, self).read(commit))
+
+    def acceptance(self, commit: str):
+        # (asked of the baseline and each history commit of every check: a note's lines split each time)
+        return self._accepted.get_or(commit, lambda: super(CachingStore, self).acceptance(commit))
