@@ -233,12 +233,11 @@ class Index(IndexQuery):
         db["verdicts"].create({"commit": str, "workload": str, "result": str}, pk=("commit", "workload"))
         _create_compact(db, "changes", _CHANGES)
 
-    def _pending(self, rebuild: bool, say: Progress, repair: bool = True) -> _Pending:
+    def _pending(self, rebuild: bool, say: Progress) -> _Pending:
+        """(Under the update lock: a damaged index is replaced here, while other requests may read it.)"""
         try:
             meta = self._meta()
         except sqlite3.DatabaseError as e:  # the index is derived: a damaged one is replaced, not repaired
-            if not repair:  # (only under the update lock: other requests may be reading it)
-                raise
             say(f"index {self.path} is unreadable ({e}): rebuilding it from the notes")
             self._discard()
             meta = {}
