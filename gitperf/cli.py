@@ -178,7 +178,7 @@ def main():
 def init(binary, build, command, force, with_hooks):
     """Write a commented .gitperf.toml at the repository root, for the build system it finds there
     (CMake, Meson, autotools, make)."""
-    from gitperf.core.adopt import program_of, recognise
+    from gitperf.core.adopt import placed, program_of, recognise
 
     repo = _repo()
     path = Path(repo.workdir) / config.FILENAME
@@ -186,6 +186,9 @@ def init(binary, build, command, force, with_hooks):
         raise GitPerfError(f"{path} exists; use --force to overwrite it")
     found = recognise(Path(repo.workdir))
     runs = command and not binary and program_of(command)
+    asked = command
+    if runs and not build:  # (a build command of the user's puts its programs where it says)
+        runs, command = placed(found, runs, command)
     binary, build = binary or runs or found.binary, build or found.command
     todo = "" if command else f"set [[workload]] command to the run you want measured (now `./{binary}`), "
     command = command or f"./{binary}"
@@ -194,10 +197,12 @@ def init(binary, build, command, force, with_hooks):
     path.write_text(text)
     where = (f" (from {found.found})" if found.found else ": a placeholder, edit it") if binary == found.binary else \
         " (the program --command runs)" if binary == runs else ""
+    moved = (f"workload command = {command} ({found.system} builds the program in {os.path.dirname(binary)}/, not "
+             "at the root)\n" if asked and command != asked else "")
     _echo(f"wrote {path}\n"
           + (f"recognised {found.system}: " if found.system else
              "no CMakeLists.txt, meson.build, configure or Makefile at the root: edit ")
-          + f"build.command = {build}\nbuild.binary = {binary}{where}\n"
+          + f"build.command = {build}\nbuild.binary = {binary}{where}\n{moved}"
           f"next: {todo}commit the file, then `git perf check HEAD --collect`\n"
           f"collect stays within collect.max_overhead = {config.DEFAULT_MAX_OVERHEAD:g}% of the native run time "
           "(a pilot run measures it; collect prints the predicted overhead); --mode trace counts every call "

@@ -91,6 +91,25 @@ def test_init_probes_the_program_the_command_runs(empty_repo):
         ["build/app", "build/app", "", "", "app", "", "", "", "app", "b/app", "", ""]
 
 
+def test_init_runs_the_program_where_a_configured_build_puts_it(empty_repo):
+    """zlib has a CMakeLists.txt and a `./configure`; its users run `./minigzip`.  The check builds
+    with CMake into build/, so `init --command "./minigzip -d ..."` probes and runs build/minigzip
+    (the binary it wrote first was ./minigzip: "binary not found" at the check's first build), and
+    says so.  A build command of the user's, or a program in a directory, is taken as given."""
+    (empty_repo / "CMakeLists.txt").write_text("project(zlib C)\nadd_executable(minigzip test/minigzip.c)\n")
+    r = run_cli(empty_repo, "init", "--command", "LC_ALL=C ./minigzip -d -c < data.gz > /dev/null")
+    assert r.returncode == 0, r.stderr
+    cfg = config.load(empty_repo)
+    assert cfg.build.binary == "build/minigzip"
+    assert cfg.workloads[0].command == "LC_ALL=C ./build/minigzip -d -c < data.gz > /dev/null"
+    assert "workload command = LC_ALL=C ./build/minigzip -d -c < data.gz > /dev/null (CMake builds" in r.stdout
+    r = run_cli(empty_repo, "init", "--force", "--command", "./minigzip 1", "--build", "./configure && make")
+    assert r.returncode == 0 and (config.load(empty_repo).build.binary, config.load(empty_repo).workloads[0].command) \
+        == ("minigzip", "./minigzip 1")
+    r = run_cli(empty_repo, "init", "--force", "--command", "./out/minigzip 1")
+    assert r.returncode == 0 and config.load(empty_repo).build.binary == "out/minigzip"
+
+
 def test_broken_config_exits_2_naming_file_and_key(demo_repo):
     root, _ = demo_repo
     (root / ".gitperf.toml").write_text('[collect]\nmode = "everything"\n')

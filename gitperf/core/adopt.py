@@ -93,3 +93,19 @@ def program_of(command: str) -> str:
     if "/" not in first or os.path.isabs(first) or first.endswith((".sh", ".py", ".pl", ".lua")):
         return ""
     return os.path.normpath(first)
+
+
+def placed(found: Adoption, program: str, command: str) -> tuple[str, str]:
+    """The binary and workload command for `command`, whose program is `program` (`program_of`), where
+    the recognised build puts it: a configured build (CMake, Meson: `build/`) does not write a
+    program at the root, so `./minigzip -d ...` in zlib, which CMake builds as build/minigzip, probes
+    and runs `build/minigzip` (else the check's first build would stop at "binary not found").  As
+    they are otherwise, and when the command names the program in quotes."""
+    out = os.path.dirname(found.binary)
+    if not program or os.path.dirname(program) or not out:
+        return program, command
+    word = re.search(rf"(?:^|(?<=\s))\./{re.escape(program)}(?=[\s;|&<>)]|$)", command)
+    if word is None:
+        return program, command
+    moved = f"{out}/{program}"
+    return moved, f"{command[:word.start()]}./{moved}{command[word.end():]}"
