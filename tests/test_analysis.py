@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -465,3 +466,40 @@ def test_kernel_field_offsets_come_from_its_btf_and_bad_input_is_a_clear_error(t
         btf.field_offset("task_struct.pid", bad)
     with pytest.raises(btf.BtfError, match="cannot read"):
         btf.field_offset("task_struct.pid", tmp_path / "missing")
+
+
+LIB_C = "unsigned sum(const unsigned char *p, int n) { unsigned s = 0; for (int i = 0; i < n; i++) s += p[i]; return s; }\n"
+FASTER_LIB_C = ("unsigned sum(const unsigned char *p, int n) { unsigned a = 0, b = 0; int i = 0;\n"
+                "  for (; i + 1 < n; i += 2) { a += p[i]; b += p[i + 1]; } if (i < n) a += p[i]; return a + b; }\n")
+PROG_C = ("#include <stdio.h>\nunsigned sum(const unsigned char *p, int n);\n"
+          "int main(void) { unsigned char b[64] = {1}; printf(\"%u\\n\", sum(b, 64)); return 0; }\n")
+
+
+def _build_with_library(tree, lib_c: str) -> str:
+    """A program linked with its own shared library in build/, found through its run path, as CMake
+    builds zlib's minigzip with build/libz.so.1."""
+    (tree / "build").mkdir(parents=True)
+    (tree / "lib.c").write_text(lib_c)
+    (tree / "prog.c").write_text(PROG_C)
+    subprocess.run(["gcc", "-O2", "-g", "-shared", "-fPIC", "-Wl,-soname,libsum.so.1", "-o", "build/libsum.so.1", "lib.c"],
+                   cwd=tree, check=True)
+    subprocess.run(["gcc", "-O2", "-g", "-o", "build/prog", "prog.c", "build/libsum.so.1",
+                    f"-Wl,-rpath,{tree / 'build'}"], cwd=tree, check=True)
+    return str(tree / "build" / "prog")
+
+
+def test_a_change_in_the_projects_own_library_is_seen_though_the_binary_is_the_same(tmp_path):
+    """zlib's f8719f5 made crc32 1.5-3x faster and left minigzip's code as it was (CMake links it
+    with build/libz.so.1): the binary's diff found no function changed and the paired check measured
+    nothing.  The binary's own libraries are found through its run path and diffed by function;
+    libraries outside the tree (libc) are not the project's."""
+    from gitperf.analysis import bindiff
+    base, same, target = (_build_with_library(tmp_path / side, code)
+                          for side, code in (("a", LIB_C), ("b", LIB_C), ("c", FASTER_LIB_C)))
+    libs = {p: elf.own_libraries(p, str(Path(p).parents[1])) for p in (base, same, target)}
+    assert list(libs[base]) == ["libsum.so.1"] and libs[base]["libsum.so.1"].startswith(str(tmp_path / "a"))
+    assert bindiff.diff(elf.load(base), elf.load(target)).nothing_changed  # what the binary alone says
+    assert bindiff.library_changes(libs[base], libs[same]) == ""  # the same source built elsewhere
+    assert bindiff.library_changes(libs[base], libs[target]) == "libsum.so.1: changed sum"
+    assert bindiff.library_changes(libs[base], {}) == "libsum.so.1 gone"
+    assert elf.own_libraries(base, str(tmp_path / "elsewhere")) == {}  # a run path outside the tree

@@ -312,3 +312,53 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
         driver.quit()
         proc.terminate()
         proc.wait(10)
+
+
+SUM_PROG = """#include <stdio.h>
+#include <stdlib.h>
+unsigned sum(const unsigned char *p, int n);
+int main(void) {
+    static unsigned char buf[1 << 16];
+    for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (unsigned char)rand();
+    unsigned total = 0;
+    for (int r = 0; r < 4000; r++) total += sum(buf, sizeof buf);
+    printf("%u\\n", total);
+    return 0;
+}
+"""
+SUM_LIB = "unsigned sum(const unsigned char *p, int n) { unsigned s = 0; for (int i = 0; i < n; i++) s += p[i]; return s; }\n"
+SLOWER_SUM_LIB = ("unsigned sum(const unsigned char *p, int n) { unsigned s = 0, t = 0;\n"
+                  "  for (int i = 0; i < n; i++) s += p[i];\n"
+                  "  for (int i = 1; i < n; i++) t = t * 31u + (p[i] ^ p[i - 1]);\n"  # (a serial chain: no vectors)
+                  "  return s + (t & 1u); }\n")
+SUM_MAKEFILE = """build/prog: prog.c build/libsum.so.1
+\t$(CC) -O2 -g -o $@ prog.c build/libsum.so.1 -Wl,-rpath,'$$ORIGIN'
+build/libsum.so.1: lib.c
+\tmkdir -p build && $(CC) -O2 -g -shared -fPIC -Wl,-soname,libsum.so.1 -o $@ lib.c
+"""
+
+
+def test_a_slower_function_in_the_projects_own_library_is_measured(tmp_path):
+    """zlib's CMake build links minigzip with build/libz.so.1: a commit that changes only the library
+    leaves the binary's code as it was, and the check once said "nothing to measure".  The library the
+    binary loads from its build is diffed too; the run as a whole is measured, and found slower."""
+    root = tmp_path / "sumlib"
+    root.mkdir()
+    files = {"prog.c": SUM_PROG, "lib.c": SUM_LIB, "Makefile": SUM_MAKEFILE, ".gitignore": "build/\n",
+             ".gitperf.toml": '[build]\ncommand = "make"\nbinary = "build/prog"\n\n'
+                              '[[workload]]\nname = "sum"\ncommand = "./build/prog"\n'}
+    for name, text in files.items():
+        (root / name).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "sum")
+    (root / "lib.c").write_text(SLOWER_SUM_LIB)
+    git(root, "commit", "-qam", "sum: a second pass")
+    r = run_cli(root, "check", "HEAD", "--collect", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    [pair] = out["workloads"]
+    assert pair["target_profiles"] > 0 and not any("nothing to measure" in n for n in pair["notes"])
+    assert any("the project's own libraries differ (libsum.so.1: changed sum)" in n for n in pair["notes"]), pair
+    main = next(c for c in out["changes"] if c["function"] == "main")
+    assert main["type"] == "degradation" and main["relative"] > 0.3, main

@@ -213,6 +213,25 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
     )
 
 
+def own_libraries(path: str, root: str) -> dict[str, str]:
+    """The shared libraries the binary at `path` loads from inside `root` (its run path, `$ORIGIN`
+    read), by their DT_NEEDED name: the project's own (zlib's CMake build links minigzip with
+    build/libz.so.1), whose code a commit can change without the binary's changing."""
+    with open(path, "rb") as fh:
+        dynamic = ELFFile(fh).get_section_by_name(".dynamic")
+        tags = [(t.entry.d_tag, getattr(t, "needed", None) or getattr(t, "runpath", None) or getattr(t, "rpath", None))
+                for t in dynamic.iter_tags()] if dynamic is not None else []
+    dirs = [d.replace("$ORIGIN", os.path.dirname(path)).replace("${ORIGIN}", os.path.dirname(path))
+            for tag, v in tags if tag in ("DT_RUNPATH", "DT_RPATH") for d in v.split(":")]
+    inside = [d for d in dirs if os.path.realpath(d).startswith(os.path.realpath(root) + os.sep)]
+    out = {}
+    for tag, name in tags:
+        found = [f for d in inside if tag == "DT_NEEDED" and os.path.isfile(f := os.path.join(d, name))]
+        if found:
+            out[name] = found[0]
+    return out
+
+
 def _compilers(elf: ELFFile) -> tuple[str, ...]:
     """The compilers' identification strings each object left in `.comment` (the linker merges equal ones)."""
     sec = elf.get_section_by_name(".comment")

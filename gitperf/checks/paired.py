@@ -131,7 +131,9 @@ def focus_note(focus: Focus, rounds: int) -> str:
     return (f"paired check, {rounds} interleaved rounds: changed {names(focus.changed)}; new {names(focus.new)}; "
             f"callers {names(focus.callers)}; traced {names(focus.traced)}"
             + (f"; renamed (same code, not measured as new): {renamed}" if renamed else "")
-            + (f"; only stack-sampled: {sampled}" if sampled else ""))
+            + (f"; only stack-sampled: {sampled}" if sampled else "")
+            + (f"; the project's own libraries differ ({focus.libraries}): the run as a whole measured"
+               if focus.libraries else ""))
 
 
 def pad_note(target: list[StoredProfile], cfg: CheckConfig) -> str:

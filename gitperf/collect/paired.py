@@ -34,6 +34,7 @@ from typing import Callable
 
 import pygit2
 
+from gitperf.analysis import bindiff, elf
 from gitperf.analysis.bindiff import BinDiff
 from gitperf.collect.budgeted import count_pass
 from gitperf.collect.collection import built, check_it_ran, never_ran
@@ -263,6 +264,20 @@ NOT_REACHED = ("the workload ran none of the changed or new functions (counting 
                "have changed through them; no rounds")
 
 
+def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidates, progress: Progress,
+                    ) -> tuple[Candidates, str]:
+    """The candidates with the run as a whole (the root) among the changed functions when the
+    project's own shared libraries differ between the builds (`bindiff.library_changes`): what
+    changed there is code the binary's diff cannot see, and only the run can show it."""
+    libraries = bindiff.library_changes(elf.own_libraries(bctx.binary.path, str(bctx.root)),
+                                        elf.own_libraries(tctx.binary.path, str(tctx.root)))
+    if not libraries:
+        return cands, ""
+    progress(f"the project's own libraries differ ({libraries}): probes see the binary's functions only, so "
+             f"the run as a whole ({ROOT}) is measured")
+    return replace(cands, changed=cands.changed | {ROOT}, libraries=libraries), libraries
+
+
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
                   until: Until) -> PairedCollection:
     """Both commits checked out and built, then per workload a shared plan and its rounds.  Nothing
@@ -274,8 +289,9 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
     try:
         with ExitStack() as stack:
             bctx, tctx = build_both(stack, repo, preq, engine, progress)
-            cands = planning.candidates(bctx.binary, tctx.binary, preq.depth)
-            if cands.diff.nothing_changed:
+            cands, libraries = _with_libraries(bctx, tctx, planning.candidates(bctx.binary, tctx.binary, preq.depth),
+                                               progress)
+            if cands.diff.nothing_changed and not libraries:
                 why = NOTHING_CHANGED.format(cands.diff.describe())
                 progress(why)
                 empty = planning.Focus((), (), (), (), {})

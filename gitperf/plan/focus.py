@@ -63,6 +63,7 @@ class Focus:
     # base name -> target name: same code (not focus), or a clone renumbered (focus when its code changed)
     renamed: dict[str, str] = field(default_factory=dict)
     inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # removed function -> inlined into (bindiff)
+    libraries: str = ""  # what differs in the project's own shared libraries (`bindiff.library_changes`)
 
     @property
     def reached(self) -> bool:
@@ -93,6 +94,7 @@ class Candidates:
     calls: dict[str, frozenset[str]]
     depth: int
     diff: bindiff.BinDiff = field(default_factory=bindiff.BinDiff)  # what the two builds' code differs in
+    libraries: str = ""  # what differs in the project's own shared libraries: the root joins `changed`
 
     @property
     def in_order(self) -> list[str]:
@@ -189,7 +191,8 @@ def choose(cands: Candidates, c: Costs) -> tuple[tuple[str, ...], dict[str, str]
 def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
     traced, sampled = choose(cands, c)
     return Focus(tuple(sorted(cands.changed)), tuple(sorted(cands.new)), tuple(sorted(cands.callers)), traced,
-                 sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed), dict(cands.diff.inlined))
+                 sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed), dict(cands.diff.inlined),
+                 cands.libraries)
 
 
 def spec_of(f: Focus) -> str:
