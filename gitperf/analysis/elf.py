@@ -219,16 +219,18 @@ def own_libraries(path: str, root: str) -> dict[str, str]:
     build/libz.so.1), whose code a commit can change without the binary's changing."""
     with open(path, "rb") as fh:
         dynamic = ELFFile(fh).get_section_by_name(".dynamic")
-        tags = [(t.entry.d_tag, getattr(t, "needed", None) or getattr(t, "runpath", None) or getattr(t, "rpath", None))
-                for t in dynamic.iter_tags()] if dynamic is not None else []
-    dirs = [d.replace("$ORIGIN", os.path.dirname(path)).replace("${ORIGIN}", os.path.dirname(path))
-            for tag, v in tags if tag in ("DT_RUNPATH", "DT_RPATH") for d in v.split(":")]
+        tags = list(dynamic.iter_tags()) if dynamic is not None else []
+    needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
+    origin = os.path.dirname(path)
+    dirs = [d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for t in tags
+            if t.entry.d_tag in ("DT_RUNPATH", "DT_RPATH") for d in (t.runpath if t.entry.d_tag == "DT_RUNPATH"
+                                                                      else t.rpath).split(":")]
     inside = [d for d in dirs if os.path.realpath(d).startswith(os.path.realpath(root) + os.sep)]
     out = {}
-    for tag, name in tags:
-        found = [f for d in inside if tag == "DT_NEEDED" and os.path.isfile(f := os.path.join(d, name))]
+    for name in needed:
+        found = next((f for d in inside if os.path.isfile(f := os.path.join(d, name))), None)
         if found:
-            out[name] = found[0]
+            out[name] = found
     return out
 
 

@@ -265,17 +265,18 @@ NOT_REACHED = ("the workload ran none of the changed or new functions (counting 
 
 
 def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidates, progress: Progress,
-                    ) -> tuple[Candidates, str]:
+                    ) -> Candidates:
     """The candidates with the run as a whole (the root) among the changed functions when the
-    project's own shared libraries differ between the builds (`bindiff.library_changes`): what
-    changed there is code the binary's diff cannot see, and only the run can show it."""
+    project's own shared libraries differ between the builds (`bindiff.library_changes`, kept in
+    `Candidates.libraries`): what changed there is code the binary's diff cannot see, and only the
+    run can show it."""
     libraries = bindiff.library_changes(elf.own_libraries(bctx.binary.path, str(bctx.root)),
                                         elf.own_libraries(tctx.binary.path, str(tctx.root)))
     if not libraries:
-        return cands, ""
+        return cands
     progress(f"the project's own libraries differ ({libraries}): probes see the binary's functions only, so "
              f"the run as a whole ({ROOT}) is measured")
-    return replace(cands, changed=cands.changed | {ROOT}, libraries=libraries), libraries
+    return replace(cands, changed=cands.changed | {ROOT}, libraries=libraries)
 
 
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
@@ -289,9 +290,8 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
     try:
         with ExitStack() as stack:
             bctx, tctx = build_both(stack, repo, preq, engine, progress)
-            cands, libraries = _with_libraries(bctx, tctx, planning.candidates(bctx.binary, tctx.binary, preq.depth),
-                                               progress)
-            if cands.diff.nothing_changed and not libraries:
+            cands = _with_libraries(bctx, tctx, planning.candidates(bctx.binary, tctx.binary, preq.depth), progress)
+            if cands.diff.nothing_changed and not cands.libraries:
                 why = NOTHING_CHANGED.format(cands.diff.describe())
                 progress(why)
                 empty = planning.Focus((), (), (), (), {})
