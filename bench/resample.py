@@ -44,7 +44,7 @@ import pygit2  # noqa: E402
 
 from gitperf.checks import verdict  # noqa: E402
 from gitperf.checks.change import DEGRADATION, OPTIMIZATION  # noqa: E402
-from gitperf.checks.compare import Sides  # noqa: E402
+from gitperf.checks.sides import Sides  # noqa: E402
 from gitperf.core import config  # noqa: E402
 from gitperf.core.model import ROOT as MAIN  # noqa: E402
 from gitperf.git import sourcediff  # noqa: E402

@@ -348,7 +348,7 @@ def test_a_40pct_slowdown_among_200_functions_is_found_from_the_history():
     """Issue #34: an unpaired check of 200 functions, 3 runs a commit, found none of 9 planted 40%
     slowdowns (bench/dashboard.py): every function's own few history points set its noise, and the
     largest of three estimates won.  The residuals' session noise moderated across functions
-    (`compare._sessions`) finds 27 of these 30 (2 before), with no other function alarmed."""
+    (`noisemodel.session_noise`) finds 27 of these 30 (2 before), with no other function alarmed."""
     rng = np.random.default_rng(11)
     base_ns = np.geomspace(2e9, 1e5, 200)
     hits = others = 0

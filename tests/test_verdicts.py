@@ -12,7 +12,7 @@ import pytest
 from conftest import git
 
 from gitperf import checks
-from gitperf.checks import compare
+from gitperf.checks import compare, noisemodel
 from gitperf.stats import inference
 from gitperf.analysis.elf import FunctionSymbol
 from gitperf.checks.verdict import judge
@@ -278,7 +278,7 @@ def test_a_cheaper_entry_probe_is_not_an_optimization():
                                                             opinions=False)}
     assert found["l_alloc"].type == checks.UNKNOWN and "probes differ" in found["l_alloc"].method, found["l_alloc"]
     # the same probes on both sides: the probed times are comparable, and a real change shows once it
-    # stands out of each side's own probe-cost spread (checks.compare.PROBE_COST_SPREAD): 13 -> 613 ns
+    # stands out of each side's own probe-cost spread (checks.sides.PROBE_COST_SPREAD): 13 -> 613 ns
     # is +10% of a probed 5.8 us, as much as two builds' probes differed (no verdict); 13 -> 3013 is +52%
     same = [run("t", 5800, 13 + 3000, k) for k in range(5)]
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), CheckConfig(),
@@ -512,7 +512,7 @@ def test_a_median_call_that_jumps_between_call_sizes_does_not_decide_against_the
 
 
 def test_a_function_tested_twice_splits_its_share_of_the_error_budget():
-    from gitperf.checks.compare import error_budget
+    from gitperf.checks.decision import error_budget
     changed = frozenset({"f", "f2"})
     once, total = error_budget(["main", "f", "f2", "g", "h"], changed)
     twice, _ = error_budget(["main", "f", "f2", "g", "h", "f"], changed)
@@ -521,7 +521,7 @@ def test_a_function_tested_twice_splits_its_share_of_the_error_budget():
 
 
 def test_the_functions_the_commit_did_not_change_keep_their_share_whatever_else_changed():
-    from gitperf.checks.compare import error_budget
+    from gitperf.checks.decision import error_budget
     names = ["main", "f", "g", "h"]
     some, total = error_budget(names, frozenset({"f"}))
     none, kept = error_budget(names, frozenset())
@@ -824,7 +824,7 @@ def test_a_pair_is_not_called_noisier_from_the_few_samples_of_its_small_function
     sessions, then 2.6x; its small neighbours (most of them 1-7 samples a run) spread their
     residuals ±36% in that one pair against ±10% in the history's pairs.  Read as a busy machine,
     that widened every test 3.5x and the 2.6x went unflagged.  Counts this few say nothing about the machine: only
-    exactly measured functions (`compare._exact`) tell a noisier pair."""
+    exactly measured functions (`noisemodel.is_exact`) tell a noisier pair."""
     small = {f"f{j}": 4 + j % 5 for j in range(12)}
 
     def session(i: int, slow: float = 1.0, drawn: dict[str, float] | None = None) -> list[StoredProfile]:
@@ -844,5 +844,5 @@ def test_a_pair_is_not_called_noisier_from_the_few_samples_of_its_small_function
     assert found["checksum"].noise == check(None)["checksum"].noise  # (before: ±8.0% against ±3.4%)
     # the same spread among exactly measured functions is a noisier pair, and widens its tests
     resid = np.array([[0.1, -0.1, 0.05, -0.05, 0.1, -0.1]] * 6)
-    assert compare._pair_scale(resid, [0.3, -0.3, 0.15, -0.15, 0.3, -0.3]) == pytest.approx(3.0)
-    assert compare._pair_scale(resid[:, :4], [0.3, -0.3, 0.15, -0.15]) == 1.0  # four: no telling
+    assert noisemodel._pair_scale(resid, [0.3, -0.3, 0.15, -0.15, 0.3, -0.3]) == pytest.approx(3.0)
+    assert noisemodel._pair_scale(resid[:, :4], [0.3, -0.3, 0.15, -0.15]) == 1.0  # four: no telling

@@ -22,7 +22,11 @@ from gitperf.checks.change import (
                                    WorkloadPair,
 )
 from gitperf.checks.check import Baseline, baseline, check, comparable, find_baseline, group, recompute, result_of
-from gitperf.checks.compare import HISTORY_Z, MIN_HISTORY, Sides, compare_workload, error_budget
+from gitperf.checks.compare import compare_workload
+from gitperf.checks.decision import error_budget
+from gitperf.checks.noisemodel import MIN_HISTORY
+from gitperf.checks.opinions import HISTORY_Z
+from gitperf.checks.sides import Sides
 
 __all__ = ["ACCEPTED", "CONFLICT", "DEGRADATION", "INLINED", "INSTRUCTIONS", "NEW", "NO_CHANGE", "NOT_ENOUGH_DATA", "OPTIMIZATION", "REMOVED", "UNKNOWN",
            "Change", "CheckResult", "WorkloadPair", "Baseline", "baseline", "check", "comparable", "find_baseline",

@@ -22,7 +22,8 @@ from gitperf.checks.change import (
     WorkloadPair,
 )
 from gitperf.checks import record, verdict, witness
-from gitperf.checks.compare import Sides, rooted_share
+from gitperf.checks.designs.pooled import rooted_share
+from gitperf.checks.sides import Sides
 from gitperf.core.config import CheckConfig
 from gitperf.core.errors import InputError
 from gitperf.core.fmt import printable

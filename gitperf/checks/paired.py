@@ -20,7 +20,7 @@ import pygit2
 from gitperf.checks import record, verdict
 from gitperf.checks.change import DEGRADATION, INLINED, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult, WorkloadPair
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
-from gitperf.checks.compare import Sides
+from gitperf.checks.sides import Sides
 from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
 from gitperf.core.config import CheckConfig

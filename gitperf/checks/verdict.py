@@ -31,7 +31,8 @@ from typing import Callable
 
 from gitperf.checks import gone, witness
 from gitperf.checks.change import DEGRADATION, OPTIMIZATION, Change
-from gitperf.checks.compare import Sides, compare_workload, in_target_names
+from gitperf.checks.compare import compare_workload
+from gitperf.checks.sides import Sides, in_target_names
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT, Profile
 

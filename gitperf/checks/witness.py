@@ -50,7 +50,7 @@ import math
 from dataclasses import replace
 
 from gitperf.checks.change import CONFLICT, DEGRADATION, INSTRUCTIONS, NO_CHANGE, OPTIMIZATION, Change
-from gitperf.checks.compare import PLACEMENT_SPREAD
+from gitperf.checks.designs.pooled import PLACEMENT_SPREAD
 from gitperf.core.model import ROOT, InstructionCounts, StoredProfile
 
 # A count must move by more than this share (and more than SPREAD_FACTOR x its A/A difference) to be a

@@ -1,0 +1,103 @@
+"""The pooled design (ARCHITECTURE.md §10): paired rounds in which a function is covered by stack
+samples only, a few a run: each side's samples pooled over its runs, inclusive of the function's
+callees, against the spread of the rounds' run times (`pooled_tests`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gitperf.checks.decision import Tested
+from gitperf.checks.designs.paired import Rounds
+from gitperf.checks.sides import Side, Sides
+from gitperf.core import stacks
+from gitperf.core.model import StoredProfile
+from gitperf.stats import inference
+
+
+MIN_POOLED_ROUNDS = 3  # pooled samples: the run-time ratio's spread over the rounds needs three
+
+
+# Identical machine code can still run at a different speed in another build: where its code landed
+# (pages, cache sets) is not its code.  A function the diff did not change is compared with this much
+# more spread between the two builds: only a change well beyond it is a verdict (the A/A figures:
+# ARCHITECTURE.md §10, "Paired rounds").
+PLACEMENT_SPREAD = 0.2
+
+
+def _own_samples(profiles: list[StoredProfile], n: str) -> int:
+    return sum(f.stack_samples - f.library_samples for p in profiles if (f := p.profile.function(n)))
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """One side's stack samples pooled over its runs: per function its samples (inclusive: every
+    sample whose stack holds it, once; or own code only) out of `total`."""
+
+    total: int
+    samples: dict[str, int]
+    inclusive: bool
+    own: dict[str, int]  # (inclusive pools) samples in the function's own code or a library it called
+
+    @staticmethod
+    def of(profiles: list[StoredProfile], inclusive: bool) -> _Pool:
+        if inclusive:
+            merged = stacks.merge(p.profile.stacks for p in profiles)
+            return _Pool(sum(merged.values()), stacks.inclusive(merged), True, stacks.own(merged))
+        return _Pool(sum(p.profile.metrics.stack_samples for p in profiles), {}, False, {})
+
+    def count(self, profiles: list[StoredProfile], n: str) -> int:
+        return self.samples.get(n, 0) if self.inclusive else _own_samples(profiles, n)
+
+
+def rooted_share(profiles: list[StoredProfile]) -> float:
+    """The share of a side's stack samples (probe time aside) whose stack unwound to the root (1 with
+    no samples): the rest stop early, in a library built without frame pointers, and count for the
+    frames found below the cut only."""
+    m = [p.profile.metrics for p in profiles]
+    taken = sum(x.stack_samples - x.probe_samples for x in m)
+    return min(sum(x.rooted_samples for x in m) / taken, 1.0) if taken > 0 else 1.0
+
+
+def pooled_tests(sides: Sides, rs: Rounds | None, both: dict[str, tuple[Side, Side]],
+            changed: frozenset[str]) -> dict[str, Tested]:
+    """Paired rounds, functions only stack samples cover on both sides: a few samples a run make
+    per-round ratios useless, so each side's samples are pooled over its runs.  A function's time is
+    its share of the samples x run time, **inclusive of its callees**: every sample whose stack holds
+    it counts, once (`core.stacks.inclusive`, as `perf report --children`), so a new callee's time and
+    a library's are its caller's too (a C++ member slowed 3x through a new `std::map` lookup and
+    `memcmp` had gained nothing in its own code).  The log ratio of the pooled shares (multinomial:
+    variance 1/k_t + 1/k_b) plus the center of the per-round log ratios of run time (its spread over
+    the rounds).  A stack cut short (a library without frame pointers: `rooted_share`, which the check
+    reports) counts for the frames found below the cut, so an inclusive count is never less than the
+    own-code one.  Where a profile has no stacks (taken before they were kept), own-code samples
+    are compared, on both sides (like with like), and the noise says so.  A function the diff did
+    not change carries PLACEMENT_SPREAD besides."""
+    if not rs or len(rs) < MIN_POOLED_ROUNDS:
+        return {}
+    inclusive = all(p.profile.stacks for p in sides.target + sides.base)
+    pt, pb = _Pool.of(sides.target, inclusive), _Pool.of(sides.base, inclusive)
+    if not pt.total or not pb.total:
+        return {}
+    walls = [math.log(max(t.profile.metrics.PRT, 1e-9) / max(b.profile.metrics.PRT, 1e-9)) for t, b in rs.pairs()]
+    wall, wall_var = inference.center(walls), inference.spread(walls)[0] ** 2 * inference.center_var(len(walls))
+    base_wall = inference.center([p.profile.metrics.PRT for p in sides.base]) * 1e9
+    what = "inclusive" if inclusive else "own code"
+    out = {}
+    for n, (t, b) in both.items():
+        if not (t.sampled and b.sampled):
+            continue
+        k_t, k_b = pt.count(sides.target, n), pb.count(sides.base, n)
+        if k_t + k_b < 10 or not k_t or not k_b:
+            continue  # too few samples to say anything; the unpaired test (with its intervals) decides
+        stat = math.log((k_t / pt.total) / (k_b / pb.total)) + wall
+        placement = 0.0 if n in changed else PLACEMENT_SPREAD
+        between = "" if n in changed else f", ±{placement:.0%} between builds"
+        # own time in the same measure (shares of the same samples, the same run times): it never
+        # exceeds the inclusive time of its side
+        own = ((pb.own.get(n, 0) / pb.total * base_wall, pt.own.get(n, 0) / pt.total * base_wall * math.exp(wall))
+               if inclusive else None)
+        out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var + placement ** 2), math.inf,
+                        f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=k_b / pb.total * base_wall,
+                        measure=f"{what} time per run (stack samples x run time)", exclusive=own)
+    return out

@@ -1,0 +1,263 @@
+"""What each side of a comparison measured (ARCHITECTURE.md §10): one workload's target and base
+runs (`Sides`), and per function its runs on one side (`Side`): times, own times, calls, the
+sampling and probe-calibration error they carry.
+
+Times are native estimates (`FunctionStats.native_ns`: inclusive time less the calibrated probe
+time inside it); the calibration's uncertainty enters the test where the two sides' probe shares
+differ (`extra_var`).  Where probes are more than a fifth of a function's measured time
+(`CORRECTABLE_SHARE`) the estimate would be mostly error, and the function is compared on its
+probed time if its probes cost the same on both sides, else not at all: its verdict is withheld
+(`_sides`).  `pair` says which functions have two comparable sides; new, removed and withheld ones
+become simple changes."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field, replace
+
+from gitperf.checks.change import NEW, REMOVED, UNKNOWN, Change
+from gitperf.core import stacks
+from gitperf.core.model import FunctionStats, Profile, StoredProfile
+from gitperf.stats import inference
+from gitperf.stats.estimate import Z95
+
+
+@dataclass(frozen=True)
+class Sides:
+    """What one workload's comparison looks at: the target's and the base's runs (profiles of one
+    comparison key) and the history before the base, nearest first."""
+
+    workload: str
+    target: list[StoredProfile]
+    base: list[StoredProfile]
+    history: list[list[StoredProfile]] = field(default_factory=list)
+    history_commits: list[str] = field(default_factory=list)
+
+
+def _renamed(sp: StoredProfile, new: dict[str, str]) -> StoredProfile:
+    p = sp.profile
+    frames = lambda stack: stacks.SEP.join(new.get(f, f) for f in stack.split(stacks.SEP))  # noqa: E731
+    plan = replace(p.plan, probed=tuple(new.get(n, n) for n in p.plan.probed),
+                   traced=tuple(new.get(n, n) for n in p.plan.traced))
+    profile = replace(p, plan=plan, functions=tuple(replace(f, name=new.get(f.name, f.name)) for f in p.functions),
+                      stacks={frames(k): v for k, v in p.stacks.items()},
+                      instructions=tuple(replace(i, functions={new.get(n, n): v for n, v in i.functions.items()})
+                                         for i in p.instructions))
+    return replace(sp, profile=profile)
+
+
+def in_target_names(sides: Sides) -> Sides:
+    """The base's and the history's functions under the names the target gives them, where the
+    target's diff tracing matched a function across a rename or a compiler clone's new number
+    (`PlanRecord.renamed`): one function compared with itself, not a removed one and a new one."""
+    new = {old: n for p in sides.target for old, n in p.profile.plan.renamed.items()}
+    if not new:
+        return sides
+    return replace(sides, base=[_renamed(p, new) for p in sides.base],
+                   history=[[_renamed(p, new) for p in ps] for ps in sides.history])
+
+
+@dataclass(frozen=True)
+class Side:
+    """One function on one side, per run."""
+
+    totals: list[float]
+    exclusive: list[float]
+    counts: list[float]
+    series: list[tuple[int, int]] = field(default_factory=list)
+    location: str = ""
+    sampled_var: float = 0.0  # variance of log(total) from sampling (0 when the totals are exact)
+    sampled: bool = False  # estimated from samples in some profile (not traced there)
+    native: bool = True  # times are native estimates (probe time taken out); else probed times
+    probe: float = 0.0  # center of the runs' probe time (ns)
+    probe_share: float = 0.0  # d log(time) / d log(probe cost): probe/native or probe/total (center of the runs)
+    calibration_sd: float = 0.0  # relative uncertainty of the calibrated probe costs
+    # the centers of the runs' totals, exclusive times and counts, which every test and change of the
+    # side asks for (a side is the target of one check and the base of the next): computed once
+    total: float = 0.0
+    own: float = 0.0
+    calls: float = 0.0
+
+    @staticmethod
+    def absent(runs: int) -> Side:
+        return Side([0.0] * runs, [0.0] * runs, [0.0] * runs)
+
+
+def absent_is_zero(p: Profile, name: str) -> bool:
+    """A run that lacks `name` measured it as 0 where its plan traced it (else it may have escaped the samples)."""
+    return p.plan.is_traced(name)
+
+
+# The calibration's spread between repetitions is 15-20% of a probe's cost on these VMs (CLASS_sd /
+# CLASS), and what is left after taking probe time out carries all of the run's noise: at a half, the
+# demo's full-trace A/A test (90 pairs of sessions) had 8 false alarms, at a fifth it stays within its
+# level.  Beyond that share the estimate would be mostly error.  Such a function (a full trace of
+# ns-scale functions: up to 99% probe time) is compared on its probed time, which like-with-like plans
+# keep comparable.  (`core.model.CORRECTABLE_SHARE`, `FunctionStats.correctable`.)
+# The calibration is measured once and serves runs taken hours later: its error against a run is the
+# drift of the probe cost, which the spread of its three back-to-back repetitions can understate.
+# 14 calibrations of each entry class within one hour on this VM: robust spread (MAD) 12-16% of the
+# cost; single-stepped entries from 18 to 32 us around a median of 21 us.
+CALIBRATION_DRIFT = 0.15
+
+
+# Nor do the probes of two builds cost the same in interleaved runs, whatever the calibration says: on
+# the demo's comment-only commit (byte-identical text and data), `insertion_sort`, ~95% probe time,
+# measured +10.7% in 4 of 5 interleaved pairs, and the same two builds +1% over 8 more pairs (a
+# property of where each build landed, not of its code).  Each side's probe time carries its own
+# error of this relative size, independent of the other side's.
+PROBE_COST_SPREAD = 0.05
+
+
+AUTO, PROBED = "auto", "probed"  # which time `_side` reads: see CORRECTABLE_SHARE, PROBE_MATCH
+
+
+# Probed times are comparable only if the probes cost the same on both sides: the same entry class
+# (a commit that adds a local variable can turn a single-stepped `mov` entry into an emulated `push`:
+# 5 us a call cheaper here) and as many probed calls inside.  Probe times within 2% of the function's
+# time count as the same.
+PROBE_MATCH = 0.02
+
+
+class Runs(tuple):
+    """One commit's runs as a cache key: the same profile objects (a profile holds dicts, so it has
+    no hash of its own; identity is what a reader's cache hands out again)."""
+
+    def __hash__(self):
+        if "_hash" not in self.__dict__:  # (asked on every lookup of one of its functions)
+            self.__dict__["_hash"] = hash(tuple(map(id, self)))
+        return self.__dict__["_hash"]
+
+    def __eq__(self, other):
+        return len(self) == len(other) and all(a is b for a, b in zip(self, other))
+
+
+def _side(runs: Runs, name: str, time_of: str = AUTO) -> Side | None:
+    """One function's runs on one side (None: no run measured it).  Remembered for the last few
+    sides: the index checks its line in order, and a commit's target side is its child's base."""
+    memo = _sides_of(runs, time_of)
+    if name not in memo:
+        memo[name] = _measure_side(runs, name, time_of)
+    return memo[name]
+
+
+@functools.lru_cache(maxsize=8)
+def _sides_of(_runs: Runs, _time_of: str) -> dict[str, Side | None]:
+    return {}
+
+
+def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
+    fs: list[FunctionStats] = []
+    probed: list[Profile] = []  # the runs that measured it: present, or absent as 0
+    for p in runs:
+        if (f := p.function(name)) is not None:
+            fs.append(f)
+            probed.append(p)
+        elif absent_is_zero(p, name):
+            probed.append(p)
+    if not probed:
+        return None  # not measured here: neither present nor absent
+    missing = [0.0] * (len(probed) - len(fs))
+    var = 0.0
+    for f in fs:
+        if f.sampled and f.ci_low and f.ci_high and f.ci_low > 0:
+            # stored intervals are 95% (Wilson for samples; bursts' t intervals are wider, so their
+            # variance is overstated here: conservative)
+            var += ((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * Z95)) ** 2 / len(fs) ** 2
+    native = time_of == AUTO and all(f.correctable for f in fs)
+    measured = [float(f.native_ns) for f in fs] if native else [float(f.total_ns) for f in fs]
+    # how much log(time) moves with a relative error of the probe cost: native = total - probe moves
+    # by probe/native, a probed total by probe/total (at most all of it)
+    shares = [f.probe_ns / max(t, 1) if native else min(f.probe_ns / max(t, 1), 1.0)
+              for f, t in zip(fs, measured) if f.probe_ns]
+    totals = measured + missing
+    exclusive = [float(f.exclusive_ns) for f in fs] + missing
+    counts = [float(f.count) for f in fs] + missing
+    return Side(totals=totals, exclusive=exclusive, counts=counts, total=inference.center(totals),
+                 own=inference.center(exclusive), calls=inference.center(counts),
+                 series=[s for f in fs for s in f.series],
+                 location=next((f.location for f in fs if f.location), ""),
+                 sampled_var=var, sampled=any(f.sampled for f in fs),
+                 probe_share=inference.center(shares) if shares else 0.0,
+                 calibration_sd=max([CALIBRATION_DRIFT] + [p.calibration_sd for p in probed])
+                 if native else 0.0, native=native,
+                 probe=inference.center([float(f.probe_ns) for f in fs]) if fs else 0.0)
+
+
+def _not_in_binary(profiles: list[StoredProfile], name: str) -> bool:
+    """Profiles that probed every function of their binary (strategy userspace) and did not leave
+    `name` out on purpose show that the binary has no such function."""
+    return all(p.profile.plan.strategy == "userspace" and name not in p.profile.plan.probed and
+               not any(name in names for names in p.profile.plan.removed.values()) for p in profiles)
+
+
+def _sides(target: Runs, base: Runs, n: str) -> tuple[Side | None, Side | None, bool]:
+    """One function's two sides and whether they can be compared: in native estimates where both
+    are correctable; else in probed time where the probes cost the same on both sides; else not.
+    Native estimates of a function that is mostly probe time are mostly calibration error, and a
+    calibration's error is a bias shared by every run, not noise: an overstated probe cost takes
+    more out of the side with more probed calls, so a commit that makes fewer calls looks slower
+    (the demo's speed-up did, in CI)."""
+    t, b = _side(target, n), _side(base, n)
+    if not t or not b or (t.native and b.native):
+        return t, b, True
+    tp, bp = _side(target, n, PROBED), _side(base, n, PROBED)
+    scale = min(tp.total, bp.total)
+    return tp, bp, abs(tp.probe - bp.probe) <= PROBE_MATCH * scale
+
+
+WITHHELD = ("probes differ between the sides and outweigh its own time: neither its probed times nor its "
+            "native estimates are comparable (check --collect probes only what changed)")
+
+
+def pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[Side, Side]]]:
+    """Every function seen on either side: new and removed ones as simple changes, and the ones
+    measured on both sides, to be tested."""
+    names = sorted({f.name for p in sides.target + sides.base for f in p.profile.functions})
+    simple: list[Change] = []
+    both = {}
+    target, base = Runs(p.profile for p in sides.target), Runs(p.profile for p in sides.base)
+    for n in names:
+        t, b, like = _sides(target, base, n)
+        if t is None and b is not None and _not_in_binary(sides.target, n):
+            t = Side.absent(len(sides.target))
+        if b is None and t is not None and _not_in_binary(sides.base, n):
+            b = Side.absent(len(sides.base))
+        if t is None or b is None or not (any(t.totals) or any(b.totals)):
+            continue
+        if t.sampled != b.sampled and any(t.totals) and any(b.totals):
+            # hybrid: traced (inclusive time, exact) on one side, sampled (exclusive estimate) on the
+            # other - two different quantities, never a change
+            continue
+        if not any(b.totals):
+            simple.append(_simple(sides.workload, n, NEW, (t, b), "present only in target"))
+        elif not any(t.totals):
+            simple.append(_simple(sides.workload, n, REMOVED, (t, b), "not called in target"))
+        elif not like:
+            simple.append(_simple(sides.workload, n, UNKNOWN, (t, b), WITHHELD))
+        else:
+            both[n] = (t, b)
+    return simple, both
+
+
+def _simple(workload: str, name: str, kind: str, sides: tuple[Side, Side], why: str) -> Change:
+    t, b = sides
+    mt, mb = t.total, b.total
+    relative = {NEW: math.inf, REMOVED: -1.0}.get(kind, math.nan)
+    return Change(workload=workload, function=name, type=kind, relative=relative,
+                  absolute_ns=mt - mb, exclusive_delta_ns=t.own - b.own,
+                  confidence=1.0, ci_low=math.nan, ci_high=math.nan, method=why, location=t.location or b.location,
+                  base_ns=mb, target_ns=mt, base_calls=b.calls,
+                  target_calls=t.calls)
+
+
+def extra_var(t: Side, b: Side, sampling: bool = True) -> float:
+    """Variance of the log ratio that is not run-to-run noise: sampling (unless the noise it is added to
+    was measured between sessions sampled alike, which holds it: `sampling`), the calibration's error
+    in the probe time taken out, and each side's own probe cost.  One calibration serves both sides, so
+    its error cancels but for the difference of the two sides' probe shares (log native =
+    log(total - probe), d = -share x error); the sides' own deviations (PROBE_COST_SPREAD) do not cancel."""
+    calib = (t.probe_share - b.probe_share) * max(t.calibration_sd, b.calibration_sd)
+    own = (t.probe_share ** 2 + b.probe_share ** 2) * PROBE_COST_SPREAD ** 2
+    return (t.sampled_var + b.sampled_var if sampling else 0.0) + calib ** 2 + own
