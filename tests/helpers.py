@@ -41,3 +41,30 @@ def assert_one_estimate(changes: list[dict]) -> int:
         assert c["measure"], where
         checked += 1
     return checked
+
+
+# A frameless leaf reached two ways (issue #55, item 2): `relax` calls `travel`; `astar` calls `via`,
+# which tail-calls `travel` (`jmp` after its frame is gone).  In every sample of `travel` a
+# frame-pointer walk skips its caller: `relax` or `via`, and `via` is on no stack at all.
+LEAF_SRC = """\
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) double travel(const double *w, int i) { return (w[i] + 1.5) / (i + 1.0) * 3.0 + 0.5; }
+__attribute__((noinline)) double via(const double *w, int i) { return travel(w, i + 1); }
+__attribute__((noinline)) double relax(const double *w, int n) { double s = 0; for (int i = 0; i < n; i++) s += travel(w, i); return s; }
+__attribute__((noinline)) double astar(const double *w, int n) { double s = 0; for (int i = 0; i < n - 1; i++) s += via(w, i) * 0.5; return s; }
+int main(int c, char **v) {
+  int n = 4000, r = c > 1 ? atoi(v[1]) : 1; double *w = malloc(n * sizeof *w), s = 0;
+  for (int i = 0; i < n; i++) w[i] = i;
+  for (int j = 0; j < r; j++) { w[j % n] += 1; s += astar(w, n) + relax(w, n); }
+  printf("%f\\n", s); return 0; }
+"""
+
+
+def build_leaf(dest: Path, flags: tuple[str, ...] = ("-fpatchable-function-entry=5",)) -> Path:
+    """LEAF_SRC built as `check --collect` builds (frame pointers, -g, padded entries)."""
+    import subprocess
+    (dest / "leaf.c").write_text(LEAF_SRC)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", *flags, "-o", str(dest / "leaf"),
+                    str(dest / "leaf.c")], check=True)
+    return dest / "leaf"

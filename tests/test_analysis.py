@@ -503,3 +503,52 @@ def test_a_change_in_the_projects_own_library_is_seen_though_the_binary_is_the_s
     assert bindiff.library_changes(libs[base], libs[target]) == "libsum.so.1: changed sum"
     assert bindiff.library_changes(libs[base], {}) == "libsum.so.1 gone"
     assert elf.own_libraries(base, str(tmp_path / "elsewhere")) == {}  # a run path outside the tree
+
+
+def _calls(binary, name: str) -> dict[str, int]:
+    """The functions `name` calls directly -> the return address of (the first) such call."""
+    import capstone
+    f = binary.by_name()[name]
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    with open(binary.path, "rb") as fh:
+        fh.seek(f.offset)
+        code = fh.read(f.size)
+    out = {}
+    for i in md.disasm(code, f.vaddr):
+        if i.mnemonic == "call" and i.op_str.startswith("0x") and (g := binary.symbolize(int(i.op_str, 16))):
+            out.setdefault(g.name, i.address + i.size)  # (calls through the PLT name no function here)
+    return out
+
+
+def test_a_frameless_leaf_and_a_tail_call_are_put_back_under_their_real_callers(tmp_path):
+    """Issue #55, item 2, on a real build: the unwind table says where `travel`'s return address is
+    at every instruction (its frame is never set up), and a sample in it gets the caller a
+    frame-pointer walk skips — `relax`, or `via`, which tail-called it from `astar`."""
+    from helpers import build_leaf
+
+    from gitperf.analysis import unwind
+    binary = elf.load(build_leaf(tmp_path))
+    f = binary.by_name()
+    frames = unwind.Frames(binary)
+    travel, relax = f["travel"], f["relax"]
+    # the premises: a frameless leaf, and a tail jump the compiler really made
+    assert {frames.slots.slot(a) for a in range(travel.vaddr, travel.vaddr + travel.size)} == {0}
+    assert frames._tail_jumps(f["via"].vaddr) == {travel.vaddr}
+    # relax keeps a frame: its return address is at %rsp only at its entry
+    assert frames.slots.slot(relax.vaddr) == 0
+    assert None in {frames.slots.slot(a) for a in range(relax.vaddr, relax.vaddr + relax.size)}
+    main_calls = _calls(binary, "main")
+    in_travel = travel.vaddr + travel.size // 2
+    named = lambda addrs: [binary.symbolize(a - (1 if k else 0)).name for k, a in enumerate(addrs)]  # noqa: E731
+    # the walk from main's frame: [sample, main's return address of its call of relax]; the word at
+    # %rsp is relax's return address, which the table says is the one to take
+    walk = frames.walk([in_travel, main_calls["relax"]], (_calls(binary, "relax")["travel"], 0))
+    assert named(walk) == ["travel", "relax", "main"]
+    # through the tail call: the word at %rsp returns into astar after its call of via
+    walk = frames.walk([in_travel, main_calls["astar"]], (_calls(binary, "astar")["via"], 0))
+    assert named(walk) == ["travel", "via", "astar", "main"]
+    # a word that follows no call is no return address: the walk is left as it was
+    assert frames.walk([in_travel, main_calls["relax"]], (travel.vaddr, 0)) == [in_travel, main_calls["relax"]]
+    # nor is anything put back where the frame is set up (relax's body after `mov %rsp,%rbp`)
+    framed = next(a for a in range(relax.vaddr, relax.vaddr + relax.size) if frames.slots.slot(a) is None)
+    assert frames.walk([framed, main_calls["relax"]], (main_calls["astar"], 0)) == [framed, main_calls["relax"]]

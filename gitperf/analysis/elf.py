@@ -82,17 +82,29 @@ class CallSites:
     def __init__(self, binary: BinaryInfo):
         self.binary = binary
         self._md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-        self._known: dict[int, bool] = {}
+        self._md.detail = True
+        self._known: dict[int, tuple[bool, int | None]] = {}  # address -> (after a call, its direct target)
 
     def after_call(self, vaddr: int) -> bool:
+        return self._call(vaddr)[0]
+
+    def call_target(self, vaddr: int) -> int | None:
+        """The address the call ending at `vaddr` calls, where it is a direct call (else None)."""
+        return self._call(vaddr)[1]
+
+    def disasm(self, code: bytes, vaddr: int):
+        """The instructions of `code` (at `vaddr`), with their operands."""
+        return self._md.disasm(code, vaddr)
+
+    def _call(self, vaddr: int) -> tuple[bool, int | None]:
         if vaddr not in self._known:
             self._known[vaddr] = self._check(vaddr)
         return self._known[vaddr]
 
-    def _check(self, vaddr: int) -> bool:
+    def _check(self, vaddr: int) -> tuple[bool, int | None]:
         f = self.binary.symbolize(vaddr - 1)
         if f is None or vaddr - f.vaddr < 2:
-            return False
+            return False, None
         n = min(self.MAX_CALL, vaddr - f.vaddr)
         with open(self.binary.path, "rb") as fh:
             fh.seek(f.offset + (vaddr - f.vaddr) - n)
@@ -100,8 +112,14 @@ class CallSites:
         for k in range(2, n + 1):  # a call of k bytes ending exactly at vaddr
             insns = list(self._md.disasm(code[n - k:], vaddr - k))
             if len(insns) == 1 and insns[0].size == k and insns[0].mnemonic == "call":
-                return True
-        return False
+                return True, direct_target(insns[0])
+        return False, None
+
+
+def direct_target(insn) -> int | None:
+    """The immediate target of a call or jump (capstone, with detail), None where it is indirect."""
+    ops = insn.operands
+    return ops[0].imm if len(ops) == 1 and ops[0].type == capstone.x86.X86_OP_IMM else None
 
 
 def probe_points(binary: BinaryInfo, funcs: Iterable[FunctionSymbol]) -> set[int]:

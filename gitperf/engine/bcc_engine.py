@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from gitperf.analysis.elf import BinaryInfo, CallSites, probe_points
+from gitperf.analysis.elf import BinaryInfo, probe_points
+from gitperf.analysis.unwind import Frames
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
 from gitperf.core.names import whole
@@ -315,7 +316,7 @@ class BccEngine:
                 for i in range(n)]
 
     @staticmethod
-    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: CallSites, points: set[int]) -> _Samples:
+    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]) -> _Samples:
         """Attribute each stack sample to the innermost frame inside the binary (time in libc
         counts for its caller, as exclusive time does in traced mode).  A sample in a library
         prefers the return address found on the stack (`ret`): the frame-pointer walk through
@@ -338,7 +339,7 @@ class BccEngine:
         stacks, kstacks = b["ustacks"], b["kstacks"]
         in_probe: dict[int, bool] = {}  # kernel stack id -> taken inside probe handling
         for k, v in b["samples"].items():
-            got.nbytes += 24
+            got.nbytes += 40  # the key: struct skey
             if k.kstackid >= 0 and k.kstackid not in in_probe:
                 in_probe[k.kstackid] = probe_handling(b.ksym(a).decode(errors="replace")
                                                       for a in kstacks.walk(k.kstackid))
@@ -377,20 +378,22 @@ def _path(frames: list[str], own: bool, in_kernel: bool) -> tuple[str, ...]:
     return tuple(reversed(frames)) + leaf or (UNKNOWN,)
 
 
-def _binary_frames(k, bias: int | None, binary: BinaryInfo, stacks, calls) -> tuple[list[str], bool, int]:
+def _binary_frames(k, bias: int | None, binary: BinaryInfo, stacks, calls: Frames) -> tuple[list[str], bool, int]:
     """(the functions of the binary on a sample's stack, innermost first; whether the innermost is
     the sampled frame itself rather than the caller of a library; how many stack words were read).
     A sample in a library (`k.ret` set) starts from the return address found above the stack pointer
     (`_read_samples`); the frame-pointer walk above it may name that caller again, when the library
-    function kept a frame of its own: it is counted once.  The walk's words above its first are
-    return addresses, looked up one byte back: a call may be the last instruction of a function."""
+    function kept a frame of its own: it is counted once.  A sample in the binary whose function has
+    no frame set up at the sampled instruction gets the caller the walk skipped (`_walked`).  The
+    walk's words above its first are return addresses, looked up one byte back: a call may be the
+    last instruction of a function."""
     if bias is None:
         return [], True, 0
     frames: list[str] = []
     if k.ret and calls.after_call(k.ret - bias) and (fn := binary.symbolize(k.ret - 1 - bias)) is not None:
         frames.append(whole(fn.name))
     from_ret, own, walked = bool(frames), False, 0
-    for depth, addr in enumerate(stacks.walk(k.stackid)):
+    for depth, addr in enumerate(_walked(k, bias, stacks, calls)):
         walked += 1
         sym = binary.symbolize(addr - bias - (1 if depth else 0))
         if sym is None:
@@ -403,13 +406,20 @@ def _binary_frames(k, bias: int | None, binary: BinaryInfo, stacks, calls) -> tu
     return frames, own, walked
 
 
+def _walked(k, bias: int, stacks, calls: Frames) -> list[int]:
+    """The sample's frame-pointer walk with the frames it cannot see put back (`unwind.Frames.walk`:
+    the caller of a function whose frame is not set up at the sampled instruction, tail callers)."""
+    words = tuple(w - bias if w else 0 for w in k.top)
+    return [a + bias for a in calls.walk([a - bias for a in stacks.walk(k.stackid)], words)]
+
+
 class _Session:
     """One loaded program; `collect` runs the workload once under it and leaves the maps empty."""
 
     def __init__(self, engine: BccEngine, bcc, b, job: _Job):
         self.engine, self.bcc, self.b, self.job = engine, bcc, b, job
         self.records = _Records(b, job)
-        self.calls = CallSites(job.binary)  # one cache of return addresses for all of the session's runs
+        self.calls = Frames(job.binary)  # one cache of return addresses and unwind rows for all of the session's runs
         # where a sample means probe time (read from the binary once, for all of the session's runs)
         self.points = (probe_points(job.binary, (job.plan.functions[i] for i in job.probed)) if job.plan.stack_hz
                        else set())

@@ -105,6 +105,9 @@ struct skey {
     s32 kstackid;              // sample in the kernel: its kernel stack (the driver tells probe
                                // handling from system calls and faults by it); -1 in user code
     u32 xol;                   // user IP in the kernel's probe page: probe handling too
+    u64 top[2];                // sample in the binary: the two words at the stack pointer where they
+                               // point into it (a return address where the sampled function's frame
+                               // is not set up: the driver reads the unwind table, analysis/unwind.py)
 };
 
 // The page where the kernel single-steps probed instructions out of line and where return probes
@@ -372,7 +375,14 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         bpf_probe_read_kernel(&sp, sizeof(sp), &u->sp);
     }
     k.xol = ip >= XOL_PAGE && ip < XOL_PAGE + 4096;
-    if (!k.xol && bias && (ip < *bias + TEXT_LO || ip >= *bias + TEXT_HI)) {
+    if (!k.xol && bias && ip >= *bias + TEXT_LO && ip < *bias + TEXT_HI) {
+        u64 top[2] = {};
+        if (bpf_probe_read_user(top, sizeof(top), (void *)sp) == 0) {
+            // only words that point into the binary: any other value would split a stack's count
+            k.top[0] = top[0] > *bias + TEXT_LO && top[0] <= *bias + TEXT_HI ? top[0] : 0;
+            k.top[1] = top[1] > *bias + TEXT_LO && top[1] <= *bias + TEXT_HI ? top[1] : 0;
+        }
+    } else if (!k.xol && bias) {
         u32 z = 0;
         struct scan *words = scan_buf.lookup(&z);
         if (words && bpf_probe_read_user(words, sizeof(*words), (void *)sp) == 0) {
