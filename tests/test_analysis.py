@@ -499,9 +499,10 @@ def test_a_change_in_the_projects_own_library_is_seen_though_the_binary_is_the_s
     libs = {p: elf.own_libraries(p, str(Path(p).parents[1])) for p in (base, same, target)}
     assert list(libs[base]) == ["libsum.so.1"] and libs[base]["libsum.so.1"].startswith(str(tmp_path / "a"))
     assert bindiff.diff(elf.load(base), elf.load(target)).nothing_changed  # what the binary alone says
-    assert bindiff.library_changes(libs[base], libs[same]) == ""  # the same source built elsewhere
-    assert bindiff.library_changes(libs[base], libs[target]) == "libsum.so.1: changed sum"
-    assert bindiff.library_changes(libs[base], {}) == "libsum.so.1 gone"
+    assert bindiff.library_changes(libs[base], libs[same]).said == ""  # the same source built elsewhere
+    assert bindiff.library_changes(libs[base], libs[target]).said == "libsum.so.1: changed sum"
+    assert bindiff.library_changes(libs[base], libs[target]).functions == {"sum"}
+    assert bindiff.library_changes(libs[base], {}).said == "libsum.so.1 gone"
     assert elf.own_libraries(base, str(tmp_path / "elsewhere")) == {}  # a run path outside the tree
 
 

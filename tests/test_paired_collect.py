@@ -362,3 +362,56 @@ def test_a_slower_function_in_the_projects_own_library_is_measured(tmp_path):
     assert any("the project's own libraries differ (libsum.so.1: changed sum)" in n for n in pair["notes"]), pair
     main = next(c for c in out["changes"] if c["function"] == "main")
     assert main["type"] == "degradation" and main["relative"] > 0.3, main
+
+
+CALLER_PROG = """#include <stdio.h>
+#include <stdlib.h>
+unsigned sum(const unsigned char *p, int n);
+__attribute__((noinline)) unsigned accumulate(const unsigned char *p, int n, int r)
+{ unsigned t = 0; for (int i = 0; i < r; i++) t += sum(p, n); return t; }
+__attribute__((noinline)) unsigned mix(const unsigned char *p, int n, int r)
+{ unsigned t = 1; for (int k = 0; k < r; k++) for (int i = 0; i < n; i++) t = t * 33u + p[i]; return t; }
+int main(int c, char **v) {
+    static unsigned char buf[1 << 16];
+    int r = c > 1 ? atoi(v[1]) : 2000;
+    for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (unsigned char)rand();
+    printf("%u\\n", accumulate(buf, sizeof buf, r) + mix(buf, sizeof buf, r / 4));
+    return 0;
+}
+"""
+
+
+def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_caller(tmp_path):
+    """Issue #55, item 1: a commit makes `sum`, in the project's own libsum.so.1, ~2x slower; the binary
+    (its caller `accumulate`, and `mix`) is unchanged.  The check once named only `main` and the flame
+    graph showed `[library]`: now the library's samples are named by its own symbols, its changed
+    functions are tested as changed, and callgrind counts them: `sum` first everywhere a user reads."""
+    root = tmp_path / "sumlib"
+    root.mkdir()
+    files = {"prog.c": CALLER_PROG, "lib.c": SUM_LIB, "Makefile": SUM_MAKEFILE, ".gitignore": "build/\n",
+             ".gitperf.toml": '[build]\ncommand = "make"\nbinary = "build/prog"\n\n'
+                              '[[workload]]\nname = "sum"\ncommand = "./build/prog 1500"\n'}
+    for name, text in files.items():
+        (root / name).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "sum")
+    (root / "lib.c").write_text(SLOWER_SUM_LIB)
+    git(root, "commit", "-qam", "sum: a second pass")
+    r = run_cli(root, "check", "HEAD", "--collect", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]
+    first = json.loads(r.stdout)["changes"][0]
+    assert first["function"] == "sum", first
+    assert first["type"] == "degradation", first
+    assert first["changed"], first  # the library's diff made it a changed function
+    before, after = first["instructions"]  # callgrind counted the library's function
+    assert after > 1.5 * before, first
+    assert first["cause"], first
+    text = run_cli(root, "check", "HEAD").stdout  # the stored verdict, as the hook reads it
+    assert re.search(r"^\s+degradation\s+sum/sum\b", text, re.M), text
+    assert text.index("sum/sum") < text.index("sum/main"), text
+    markdown = run_cli(root, "report", "HEAD", "--format", "markdown").stdout
+    assert markdown.index("| `sum`") < markdown.index("| `main`"), markdown
+    folded = run_cli(root, "show", "HEAD", "--folded").stdout
+    assert re.search(r"^main;accumulate;sum \d+$", folded, re.M), folded  # named, under its caller in the binary
+    assert "[library]" not in folded.split("main;accumulate;", 1)[1].split("\n", 1)[0], folded

@@ -269,12 +269,21 @@ def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
                    inlined={n: c for n, c in inlined.items() if c})
 
 
-def library_changes(base: dict[str, str], target: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class LibraryChanges:
+    """What differs between two builds' own shared libraries: in a few words ("" where nothing does),
+    and the functions changed or new there (what a paired check's changed set gains)."""
+
+    said: str = ""
+    functions: frozenset[str] = frozenset()
+
+
+def library_changes(base: dict[str, str], target: dict[str, str]) -> LibraryChanges:
     """What differs between two builds' own shared libraries (DT_NEEDED name -> path,
-    `elf.own_libraries`), in a few words; "" where nothing does.  The binary's diff cannot see code
-    there: zlib's minigzip runs crc32 in build/libz.so.1, and the commit that made it 1.5-3x faster
-    left minigzip's code as it was.  A library without symbols to compare by function differs."""
-    said = []
+    `elf.own_libraries`).  The binary's diff cannot see code there: zlib's minigzip runs crc32 in
+    build/libz.so.1, and the commit that made it 1.5-3x faster left minigzip's code as it was.  A
+    library without symbols to compare by function differs."""
+    said, functions = [], set()
     for name in sorted(base.keys() | target.keys()):
         if name not in base or name not in target:
             said.append(f"{name} {'new' if name in target else 'gone'}")
@@ -286,4 +295,5 @@ def library_changes(base: dict[str, str], target: dict[str, str]) -> str:
             continue
         if not d.nothing_changed:
             said.append(f"{name}: {d.describe()}")
-    return "; ".join(said)
+            functions |= set(d.changed) | set(d.new)
+    return LibraryChanges("; ".join(said), frozenset(functions))

@@ -15,7 +15,7 @@ import functools
 import hashlib
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Iterable
@@ -56,6 +56,12 @@ class BinaryInfo:
     pie: bool
     functions: tuple[FunctionSymbol, ...]
     compilers: tuple[str, ...] = ()  # what built it, from its .comment section ("GCC: (Debian 12.2.0-14) 12.2.0")
+    # (vaddr, file offset) of the code the dynamic loader runs when it loads this object (DT_INIT): a
+    # library's load address in a process is read from a probe there (engine/probe.bpf.c, on_lib_load)
+    init: tuple[int, int] | None = None
+    # the project's own shared libraries this binary loads from its build (`with_libraries`): their
+    # functions are sampled and named as the binary's are (ARCHITECTURE.md §6, "The project's own libraries")
+    libraries: tuple[BinaryInfo, ...] = ()
 
     def by_name(self) -> dict[str, FunctionSymbol]:
         return {f.name: f for f in self.functions}
@@ -228,7 +234,27 @@ def _read(elf: ELFFile, path: str) -> BinaryInfo:
         pie=elf["e_type"] == "ET_DYN",
         functions=tuple(sorted(seen.values(), key=lambda f: f.vaddr)),
         compilers=_compilers(elf),
+        init=_init(elf),
     )
+
+
+def _init(elf: ELFFile) -> tuple[int, int] | None:
+    dynamic = elf.get_section_by_name(".dynamic")
+    at = next((t.entry.d_val for t in dynamic.iter_tags() if t.entry.d_tag == "DT_INIT"), None) if dynamic else None
+    off = _vaddr_to_offset(elf, at) if at else None
+    return (at, off) if off is not None else None
+
+
+def with_libraries(binary: BinaryInfo, root: str) -> tuple[BinaryInfo, list[str]]:
+    """The binary with the project's own shared libraries (`own_libraries`) it loads, each read like
+    it; and what was left out and why (a stripped library has no names to give)."""
+    libs, left = [], []
+    for name, path in own_libraries(binary.path, root).items():
+        try:
+            libs.append(load(path))
+        except InputError as e:
+            left.append(f"{name}: {e}")
+    return replace(binary, libraries=tuple(libs)), left
 
 
 def own_libraries(path: str, root: str) -> dict[str, str]:

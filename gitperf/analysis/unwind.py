@@ -116,6 +116,7 @@ class Frames:
         self.binary = binary
         self.calls = CallSites(binary)
         self.slots = ReturnSlots(binary.path)
+        self.library_slots = [ReturnSlots(lib.path) for lib in binary.libraries]
         self._jumps: dict[int, frozenset[int]] = {}  # function entry -> the entries it tail-jumps to
 
     def after_call(self, vaddr: int) -> bool:

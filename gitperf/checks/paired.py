@@ -132,7 +132,8 @@ def focus_note(focus: Focus, rounds: int) -> str:
             f"callers {names(focus.callers)}; traced {names(focus.traced)}"
             + (f"; renamed (same code, not measured as new): {renamed}" if renamed else "")
             + (f"; only stack-sampled: {sampled}" if sampled else "")
-            + (f"; the project's own libraries differ ({focus.libraries}): the run as a whole measured"
+            + (f"; the project's own libraries differ ({focus.libraries}): their functions stack-sampled "
+               f"({names(focus.library_changed)} changed there), the run as a whole measured"
                if focus.libraries else ""))
 
 

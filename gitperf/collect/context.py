@@ -157,8 +157,13 @@ class CollectContext:
     def build(cls, target: Target, config: Config, root: Path, binary_path: Path) -> CollectContext:
         req = target.req
         t0 = time.perf_counter()
-        binary = elf.load(binary_path)
+        binary, left = elf.with_libraries(elf.load(binary_path), str(root))
+        for why in left:
+            target.progress(f"the project's library {why}: its samples count as [library]")
         locations = elf.source_locations(binary.path, str(root))
+        for lib in binary.libraries:
+            locations.update((n, loc) for n, loc in elf.source_locations(lib.path, str(root)).items()
+                             if n not in locations)
         ore = time.perf_counter() - t0
         ccfg = config.collect if req.mode is None else replace(config.collect, mode=req.mode)
         # --mode on the command line is a fixed plan, like a mode in the file (config.parse)

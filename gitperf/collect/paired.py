@@ -231,8 +231,9 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
     sides = ((pair.base, runs.base, 2), (pair.target, runs.target, 1))
     for side, profiles, n in sides:
         counts = (InstructionCounts(error=why),) if why else tuple(
-            callgrind.run(pair.workload.argv, str(side.ctx.root), 2 * callgrind.BUDGET_S, side.ctx.binary.path,
-                          side.ctx.env) for _ in range(n))
+            callgrind.run(pair.workload.argv, str(side.ctx.root), 2 * callgrind.BUDGET_S,
+                          (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)), side.ctx.env)
+            for _ in range(n))
         profiles[0] = replace(profiles[0], instructions=counts)
     if not why:
         say(f"  instruction witness: callgrind, 3 runs, ~{predicted:.0f} s each predicted")
@@ -268,15 +269,17 @@ def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidate
                     ) -> Candidates:
     """The candidates with the run as a whole (the root) among the changed functions when the
     project's own shared libraries differ between the builds (`bindiff.library_changes`, kept in
-    `Candidates.libraries`): what changed there is code the binary's diff cannot see, and only the
-    run can show it."""
+    `Candidates.libraries`), and the libraries' changed functions: no probe sees them, but their
+    stack samples are named (ARCHITECTURE.md §6, "The project's own libraries") and tested as the
+    changed functions they are."""
     libraries = bindiff.library_changes(elf.own_libraries(bctx.binary.path, str(bctx.root)),
                                         elf.own_libraries(tctx.binary.path, str(tctx.root)))
-    if not libraries:
+    if not libraries.said:
         return cands
-    progress(f"the project's own libraries differ ({libraries}): probes see the binary's functions only, so "
-             f"the run as a whole ({ROOT}) is measured")
-    return replace(cands, changed=cands.changed | {ROOT}, libraries=libraries)
+    progress(f"the project's own libraries differ ({libraries.said}): their functions are stack-sampled and "
+             f"named, and the run as a whole ({ROOT}) is measured")
+    return replace(cands, changed=cands.changed | {ROOT}, libraries=libraries.said,
+                   library_changed=libraries.functions)
 
 
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,

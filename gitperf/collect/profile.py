@@ -95,7 +95,24 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
                 and not r.total_ns and not raw.run.partial):
             kw.update(_unreturned_root(plan, raw))
         out.append(FunctionStats(**kw))
+    out += _library_functions(plan, raw, locations)
     return _root_probe_time(plan, out, cost_ns or {}, raw.stack_samples)
+
+
+def _library_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, str]) -> list[FunctionStats]:
+    """The project's own libraries' functions the samples landed in: sampled as an untraced function
+    of the binary is, own time = share of samples x run time, with its interval (a name the binary
+    has too keeps the binary's)."""
+    names = set(plan.names)
+    out = []
+    for name, n in sorted(raw.library_functions.items()):
+        if name in names:
+            continue
+        est = estimate.sample_share(n, raw.samples_total, raw.on_cpu_s * 1e9)
+        out.append(FunctionStats(name=name, count=0, total_ns=round(est.value), exclusive_ns=round(est.value),
+                                 stack_samples=n, sampled=True, ci_low=est.low, ci_high=est.high,
+                                 location=locations.get(name, "")))
+    return out
 
 
 def _root_probe_time(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dict[str, float],

@@ -53,6 +53,9 @@ class RawCollection:
     # seconds the root's calls waited, runnable, for a CPU (another process's turn): left out of every
     # traced call's time, and of the run time that samples' shares are taken of
     waited_s: float = 0.0
+    # samples taken in a function of the project's own shared libraries (BinaryInfo.libraries), by
+    # its name: not a function of the plan, sampled and named as the binary's are
+    library_functions: dict[str, int] = field(default_factory=dict)
 
     @property
     def on_cpu_s(self) -> float:
@@ -62,7 +65,8 @@ class RawCollection:
     @property
     def samples_total(self) -> int:
         """Every sample symbolised: the denominator of a function's share of the run time."""
-        return sum(r.stack_samples for r in self.functions) + self.unknown_samples + self.probe_samples
+        return (sum(r.stack_samples for r in self.functions) + sum(self.library_functions.values())
+                + self.unknown_samples + self.probe_samples)
 
 
 # The workload runner an engine calls once its probes are in place.

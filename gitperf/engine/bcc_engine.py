@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from gitperf.analysis.elf import BinaryInfo, probe_points
+from gitperf.analysis.elf import BinaryInfo, FunctionSymbol, probe_points
 from gitperf.analysis.unwind import Frames
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
@@ -58,6 +58,8 @@ class _Samples:
     # frames of the binary from the root down (LIBRARY last when taken in a library) -> samples
     stacks: dict[tuple[str, ...], int] = field(default_factory=dict)
     rooted: int = 0  # samples whose stack reaches the plan's root: the unwinding worked
+    # samples taken in a function of the project's own libraries (BinaryInfo.libraries), by its name
+    library_functions: dict[str, int] = field(default_factory=dict)
 
 
 class Rec(ctypes.Structure):
@@ -232,6 +234,7 @@ class BccEngine:
         cleanup.callback(attach.detach)
         attach.attach()
         if job.plan.stack_hz:
+            _watch_library_loads(bcc, b, job, cleanup)
             b.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
                                 fn_name="on_sample", sample_freq=job.plan.stack_hz)
             cleanup.callback(lambda: b.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE,
@@ -316,7 +319,7 @@ class BccEngine:
                 for i in range(n)]
 
     @staticmethod
-    def _read_samples(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]) -> _Samples:
+    def _read_samples(b, job: _Job, calls: Frames, points: set[int]) -> _Samples:
         """Attribute each stack sample to the innermost frame inside the binary (time in libc
         counts for its caller, as exclusive time does in traced mode).  A sample in a library
         prefers the return address found on the stack (`ret`): the frame-pointer walk through
@@ -332,9 +335,11 @@ class BccEngine:
         stale return address can still pass for the caller's - which one does shifts with the
         callers' frames (on Lua, a commit that changed only `internshrstr`'s frame moved two thirds
         of malloc's samples away from `luaM_malloc_`, in all 60 rounds of a paired check)."""
+        binary, plan = job.binary, job.plan
         index = {f.name: i for i, f in enumerate(plan.functions)}
         root = plan.functions[plan.root].name
         bases = {k.value: v.value for k, v in b["bases"].items()}
+        libs = _library_biases(b, binary)
         got = _Samples({}, 0, 0, 0)
         stacks, kstacks = b["ustacks"], b["kstacks"]
         in_probe: dict[int, bool] = {}  # kernel stack id -> taken inside probe handling
@@ -347,12 +352,15 @@ class BccEngine:
             if k.xol or in_probe.get(k.kstackid, False) or _at_probe(k, bias, stacks, points):
                 got.probe += v.value
                 continue
-            frames, first, walked = _binary_frames(k, bias, binary, stacks, calls)
+            where = _Objects(binary, bias, libs.get(k.tgid, []), calls)
+            frames, first, walked = _binary_frames(k, where, stacks)
             got.nbytes += 8 * walked
             path = _path(frames, first, k.kstackid >= 0)
             got.stacks[path] = got.stacks.get(path, 0) + v.value
             got.rooted += v.value if root in frames else 0
-            if not frames or frames[0] not in index:
+            if frames and first and frames[0] not in index:  # (a function of the project's own libraries)
+                got.library_functions[frames[0]] = got.library_functions.get(frames[0], 0) + v.value
+            elif not frames or frames[0] not in index:
                 got.unknown += v.value
             else:
                 i = index[frames[0]]
@@ -378,32 +386,89 @@ def _path(frames: list[str], own: bool, in_kernel: bool) -> tuple[str, ...]:
     return tuple(reversed(frames)) + leaf or (UNKNOWN,)
 
 
-def _binary_frames(k, bias: int | None, binary: BinaryInfo, stacks, calls: Frames) -> tuple[list[str], bool, int]:
-    """(the functions of the binary on a sample's stack, innermost first; whether the innermost is
-    the sampled frame itself rather than the caller of a library; how many stack words were read).
-    A sample in a library (`k.ret` set) starts from the return address found above the stack pointer
+@dataclass(frozen=True)
+class _Objects:
+    """Where one process has the binary and the project's own libraries: their load biases, and what
+    their stack words mean (`Frames`)."""
+
+    binary: BinaryInfo
+    bias: int | None
+    libs: list[tuple[int, int]]  # (index in binary.libraries, load bias)
+    calls: Frames
+
+    def symbol(self, addr: int) -> FunctionSymbol | None:
+        """The function of the binary or of one of its libraries at a run-time address."""
+        if self.bias is not None and (f := self.binary.symbolize(addr - self.bias)) is not None:
+            return f
+        return next((f for i, b in self.libs if (f := self.binary.libraries[i].symbolize(addr - b))), None)
+
+    def library_frameless(self, addr: int) -> bool:
+        """Whether a sample at `addr` in a library is where that library's function has no frame set
+        up (its unwind table): the frame-pointer walk then skips its caller."""
+        for i, b in self.libs:
+            if self.binary.libraries[i].symbolize(addr - b) is not None:
+                return self.calls.library_slots[i].slot(addr - b) is not None
+        return True  # (a library not the project's: glibc keeps no frame pointers)
+
+
+def _binary_frames(k, where: _Objects, stacks) -> tuple[list[str], bool, int]:
+    """(the functions of the binary and of its own libraries on a sample's stack, innermost first;
+    whether the innermost is the sampled frame itself rather than the caller of another library; how
+    many stack words were read).  A sample in another library, or in a frameless spot of one of the
+    project's (`k.ret` set), takes its caller from the return address found above the stack pointer
     (`_read_samples`); the frame-pointer walk above it may name that caller again, when the library
     function kept a frame of its own: it is counted once.  A sample in the binary whose function has
     no frame set up at the sampled instruction gets the caller the walk skipped (`_walked`).  The
     walk's words above its first are return addresses, looked up one byte back: a call may be the
     last instruction of a function."""
+    bias = where.bias
     if bias is None:
         return [], True, 0
+    addrs = _walked(k, bias, stacks, where.calls)
     frames: list[str] = []
-    if k.ret and calls.after_call(k.ret - bias) and (fn := binary.symbolize(k.ret - 1 - bias)) is not None:
+    own = bool(addrs) and (leaf := where.symbol(addrs[0])) is not None
+    if own:
+        frames.append(whole(leaf.name))
+    if (k.ret and (not own or where.library_frameless(addrs[0])) and where.calls.after_call(k.ret - bias)
+            and (fn := where.binary.symbolize(k.ret - 1 - bias)) is not None):
         frames.append(whole(fn.name))
-    from_ret, own, walked = bool(frames), False, 0
-    for depth, addr in enumerate(_walked(k, bias, stacks, calls)):
-        walked += 1
-        sym = binary.symbolize(addr - bias - (1 if depth else 0))
+    from_ret = len(frames) > int(own)
+    for addr in addrs[1:]:
+        sym = where.symbol(addr - 1)
         if sym is None:
             continue
-        own = own or (depth == 0 and not frames)
         name = whole(sym.name)  # a `.cold` part runs in its function's frame: its samples are that function's
-        if not (from_ret and len(frames) == 1 and frames[0] == name):
+        if not (from_ret and frames[-1] == name):
             frames.append(name)
         from_ret = False
-    return frames, own, walked
+    return frames, own, len(addrs)
+
+
+MAX_LIBS = 8  # the project's own libraries whose loads are watched (on_lib_0 .. on_lib_7 in probe.bpf.c)
+
+
+def _watch_library_loads(bcc, b, job: _Job, cleanup: ExitStack) -> None:
+    """A probe at each of the project's own libraries' DT_INIT, which records where a process loaded
+    it (`libinits`); one uprobe_multi link each, closed with `cleanup`.  Without uprobe_multi links
+    (kernels before 6.6) the libraries' samples stay `[library]`, as they were."""
+    if not job.multi:
+        return
+    for i, lib in enumerate(job.binary.libraries[:MAX_LIBS]):
+        if lib.init is None:
+            continue
+        fd = b.load_func(f"on_lib_{i}", bcc.BPF.KPROBE, attach_type=bpflink.BPF_TRACE_UPROBE_MULTI).fd
+        link = bpflink.UprobeMultiLink(fd, lib.path, [lib.init[1]], [i], retprobe=False)
+        cleanup.callback(link.close)
+
+
+def _library_biases(b, binary: BinaryInfo) -> dict[int, list[tuple[int, int]]]:
+    """Per process: (library index, load bias) of each of the project's own libraries it loaded, from
+    the address of the library's DT_INIT that `on_lib_load` saw."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for k, v in b["libinits"].items():
+        if k.lib < len(binary.libraries) and (init := binary.libraries[k.lib].init):
+            out.setdefault(k.tgid, []).append((k.lib, v.value - init[0]))
+    return out
 
 
 def _walked(k, bias: int, stacks, calls: Frames) -> list[int]:
@@ -442,7 +507,7 @@ class _Session:
                 funcs[i].series = res.sorted()
             if ends is not None:
                 _per_burst(funcs, ends, in_burst)
-            samples = engine._read_samples(b, job.binary, job.plan, self.calls, self.points)
+            samples = engine._read_samples(b, job, self.calls, self.points)
             for i, c in samples.by_function.items():
                 funcs[i].stack_samples = c
                 funcs[i].library_samples = samples.library.get(i, 0)
@@ -455,6 +520,7 @@ class _Session:
             stack_samples=counters[4], unknown_samples=samples.unknown, probe_samples=samples.probe, waited_s=counters[5] / 1e9,
             attach_method=attach.method,
             attached_s=attached_s, stacks=samples.stacks, rooted_samples=samples.rooted,
+            library_functions=samples.library_functions,
         )
 
 
@@ -475,7 +541,7 @@ def _consume(b) -> None:
 
 def _clear(b) -> None:
     """Every map a run fills, emptied for the next run of the session (the configuration stays)."""
-    for name in ("calls", "stats", "counters", "bases", "samples", "ustacks", "kstacks"):
+    for name in ("calls", "stats", "counters", "bases", "libinits", "samples", "ustacks", "kstacks"):
         b[name].clear()
 
 

@@ -63,9 +63,12 @@ class _Names:
         return self.by_id.get(m.group(1), "")
 
 
-def parse(text: str, binary: str, counts: dict[str, list[int]] | None = None) -> tuple[dict[str, list[int]], int]:
-    """Per function of `binary` (its object path as callgrind names it): [calls, exclusive, inclusive]
-    instructions, added to `counts`; and the run's total instructions."""
+def parse(text: str, binary: str | frozenset[str], counts: dict[str, list[int]] | None = None,
+          ) -> tuple[dict[str, list[int]], int]:
+    """Per function of `binary` (its object path as callgrind names it; or a set of them: the binary
+    and the project's own libraries): [calls, exclusive, inclusive] instructions, added to `counts`;
+    and the run's total instructions."""
+    objects = frozenset([binary]) if isinstance(binary, str) else binary
     out = counts if counts is not None else {}
     obs, fns = _Names(), _Names()
     ob = cob = cob_was = fn = cfn = ""
@@ -78,7 +81,7 @@ def parse(text: str, binary: str, counts: dict[str, list[int]] | None = None) ->
         if head.isdigit() or head in "+-*":
             cost = line.split()
             ir = int(cost[1]) if len(cost) > 1 else 0
-            mine = out.setdefault(fn, [0, 0, 0]) if ob == binary else None
+            mine = out.setdefault(fn, [0, 0, 0]) if ob in objects else None
             if pending_call:
                 # calls from this function, libraries included, are in its inclusive count; a call of
                 # itself is not: its own instructions at every depth are in its exclusive count already
@@ -100,7 +103,7 @@ def parse(text: str, binary: str, counts: dict[str, list[int]] | None = None) ->
             cfn = fns.read(value)
         elif key == "calls":
             pending_call, cob_was = True, cob
-            if cob == binary:
+            if cob in objects:
                 out.setdefault(cfn, [0, 0, 0])[0] += int(value.split()[0])
             cob = ob  # a cob= line holds for the one call that follows it
         elif line.startswith(("totals:", "summary:")) and not total:
@@ -108,10 +111,14 @@ def parse(text: str, binary: str, counts: dict[str, list[int]] | None = None) ->
     return out, total
 
 
-def run(argv: list[str], cwd: str, timeout: float, binary: str, env: dict | None = None) -> InstructionCounts:
+def run(argv: list[str], cwd: str, timeout: float, binary: str | tuple[str, ...], env: dict | None = None,
+        ) -> InstructionCounts:
     """The workload once under callgrind; an InstructionCounts with `error` set when valgrind cannot
-    run it (an instruction it does not know, a crash, the timeout): the check then goes on on time."""
-    binary = str(Path(binary).resolve())
+    run it (an instruction it does not know, a crash, the timeout): the check then goes on on time.
+    The functions counted are the binary's, and those of the project's own libraries when `binary` is
+    a tuple (the binary first, then the libraries)."""
+    paths = (binary,) if isinstance(binary, str) else binary
+    objects, binary = frozenset(str(Path(p).resolve()) for p in paths), paths[0]
     with tempfile.TemporaryDirectory(prefix="gitperf-callgrind-") as d, workload.scope() as where:
         err = Path(d) / "valgrind.log"
         # --separate-recs=1: a recursive function is one function at every depth (not `fib'2`)
@@ -129,7 +136,7 @@ def run(argv: list[str], cwd: str, timeout: float, binary: str, env: dict | None
         counts: dict[str, list[int]] = {}
         total = 0
         for f in sorted(Path(d).glob("cg.*")):
-            _, t = parse(f.read_text(errors="replace"), binary, counts)
+            _, t = parse(f.read_text(errors="replace"), objects, counts)
             total += t
     counts.pop("", None)
     if not counts:

@@ -355,6 +355,31 @@ int on_entry(struct pt_regs *ctx) { return do_entry(ctx, (u32)bpf_get_attach_coo
 int on_return(struct pt_regs *ctx) { return do_return(ctx, (u32)bpf_get_attach_cookie(ctx)); }
 #endif
 
+// The project's own shared libraries (BinaryInfo.libraries): where each is loaded in a process, read
+// at its DT_INIT, which the dynamic loader runs once as it maps the library.  The driver symbolises the
+// samples and frames that fall in it with the library's own symbols (bcc_engine.py, _Objects).
+struct libkey {
+    u32 tgid;
+    u32 lib;                   // index in BinaryInfo.libraries
+};
+BPF_HASH(libinits, struct libkey, u64, 4096);  // -> the address of its DT_INIT in that process
+
+static __always_inline int lib_load(struct pt_regs *ctx, u32 lib) {
+    struct libkey k = {.tgid = bpf_get_current_pid_tgid() >> 32, .lib = lib};
+    u64 ip = PT_REGS_IP(ctx);
+    libinits.update(&k, &ip);
+    return 0;
+}
+// one program a library (MAX_LIBS in bcc_engine.py): a per-probe attach has no cookie to tell them apart
+int on_lib_0(struct pt_regs *ctx) { return lib_load(ctx, 0); }
+int on_lib_1(struct pt_regs *ctx) { return lib_load(ctx, 1); }
+int on_lib_2(struct pt_regs *ctx) { return lib_load(ctx, 2); }
+int on_lib_3(struct pt_regs *ctx) { return lib_load(ctx, 3); }
+int on_lib_4(struct pt_regs *ctx) { return lib_load(ctx, 4); }
+int on_lib_5(struct pt_regs *ctx) { return lib_load(ctx, 5); }
+int on_lib_6(struct pt_regs *ctx) { return lib_load(ctx, 6); }
+int on_lib_7(struct pt_regs *ctx) { return lib_load(ctx, 7); }
+
 // perf_event CPU-clock sampling: count (process, user stack) pairs; the driver symbolises them.
 int on_sample(struct bpf_perf_event_data *ctx) {
     if (!in_scope())
