@@ -33,6 +33,8 @@ COLLECTS = (EXIT_USAGE, EXIT_CANNOT_COLLECT, EXIT_INTERRUPTED)  # what every col
 # Options that several commands share, declared once (sqlite-utils' way) and stacked.
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (JSON).")
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress messages.")
+verbose_option = click.option("-v", "--verbose", is_flag=True, help="Every progress message on a line of its own "
+                              "(on a terminal the default is one line, updated in place).")
 # Counts a user may ask for: enough for any measurement, never a MemoryError before the first run
 # (`--repeat 100000000` allocated 3.5 GB) or a check that never ends (fixed rounds skip the time limit).
 MAX_COUNT = 1000
@@ -54,9 +56,19 @@ def config_option(what: str):
     return click.option("--config", "config_file", type=click.Path(dir_okay=False, resolve_path=True), help=what)
 
 
+_STATUS = []  # the terminal's status line while one is shown (`_progress`)
+
+
 def _echo(text, **kw) -> None:
-    """Everything git perf prints: names from pulled notes cannot send control sequences to a terminal."""
+    """Everything git perf prints: names from pulled notes cannot send control sequences to a terminal.
+    A progress status line is erased first, so that nothing is printed beside it."""
+    _end_status()
     click.echo(printable(str(text)), **kw)
+
+
+def _end_status() -> None:
+    while _STATUS:
+        _STATUS.pop().close()
 
 
 def _echo_json(obj) -> None:
@@ -139,8 +151,15 @@ class Seconds(click.ParamType):
         return v
 
 
-def _progress(quiet: bool):
-    from gitperf.core.progress import bounded
+def _progress(quiet: bool, verbose: bool = False):
+    """How a long command says what it is doing: one line updated in place on a terminal
+    (`core.progress.StatusLine`), every message on a line of its own with -v or elsewhere."""
+    from gitperf.core.progress import StatusLine, bounded
+    if not quiet and not verbose and sys.stderr.isatty():
+        line = StatusLine(sys.stderr, printable)
+        _STATUS.append(line)
+        click.get_current_context().call_on_close(_end_status)
+        return line
 
     def say(msg: str) -> None:
         if not quiet:
@@ -250,7 +269,8 @@ def init(binary, build, command, force, with_hooks):
 @click.option("--per-probe", is_flag=True, help="Attach one uprobe per function instead of uprobe_multi links.")
 @json_option
 @quiet_option
-def collect(rev, command, rev_range, jobs, as_json, quiet, **opts):
+@verbose_option
+def collect(rev, command, rev_range, jobs, as_json, quiet, verbose, **opts):
     """Profile REV (default HEAD) under eBPF and store one profile per workload run as a git note.
 
     \b
@@ -263,8 +283,8 @@ def collect(rev, command, rev_range, jobs, as_json, quiet, **opts):
     if rev_range:
         if req.adhoc or req.command:
             raise GitPerfError("--range collects configured workloads; it cannot be combined with ad hoc --binary/CMD")
-        return _collect_range(rev_range, req, jobs, as_json, quiet)
-    result = do_collect(_repo(), req, _engine(req.per_probe), _progress(quiet or as_json))
+        return _collect_range(rev_range, req, jobs, as_json, _progress(quiet or as_json, verbose))
+    result = do_collect(_repo(), req, _engine(req.per_probe), _progress(quiet or as_json, verbose))
     if as_json:
         return _echo_json(result.to_dict())
     from gitperf.views.render import collect_summary
@@ -300,7 +320,7 @@ def _collect_request(rev: str, command: tuple[str, ...], opts: dict):
                           workloads=() if adhoc else tuple(wls), adhoc_name=wls[0] if adhoc and wls else "adhoc")
 
 
-def _collect_range(spec, req, jobs, as_json, quiet):
+def _collect_range(spec, req, jobs, as_json, say):
     from gitperf.collect.range import collect_range
     from gitperf.git.repo import first_parent_range
     repo = _repo()
@@ -309,7 +329,7 @@ def _collect_range(spec, req, jobs, as_json, quiet):
     if not req.workloads:  # the configured ones, named, so that a commit lacking any of them is collected
         cfg = config.load_file(Path(req.config)) if req.config else config.load(repo.workdir) or config.Config("")
         req = replace(req, workloads=tuple(w.name for w in cfg.workloads))
-    result = collect_range(repo, commits, req, jobs, _progress(quiet or as_json))
+    result = collect_range(repo, commits, req, jobs, say)
     if as_json:
         _echo_json(result.to_dict())
     else:
@@ -388,11 +408,10 @@ def show(rev, workload, top, models, folded, runs, fmt, output, as_json):
         if not text:
             _echo(f"git perf: no call stacks are stored for {commit[:12]}: collect with stack samples "
                   "(`mode = \"stack\"`, a budgeted plan, or `check --collect`)", err=True)
-        return _echo(text) if text else None
+        return _emit(printable(text).encode() + b"\n", "folded", output) if text else None
     if as_json:
-        _echo_json(show_json(commit, profiles))
-    else:
-        _echo(show_text(commit, profiles, top, models, runs or models))
+        return _emit(json.dumps(show_json(commit, profiles), indent=2).encode() + b"\n", "json", output)
+    _emit(printable(show_text(commit, profiles, top, models, runs or models)).encode() + b"\n", "text", output)
 
 
 def _export(commit: str, profiles, fmt: str, output: str | None) -> None:
@@ -401,14 +420,19 @@ def _export(commit: str, profiles, fmt: str, output: str | None) -> None:
     from gitperf.views import exports
     data = (exports.pprof(commit, profiles) if fmt == "pprof"
             else json.dumps(exports.speedscope(commit, profiles)).encode())
+    if fmt == "pprof" and not output and sys.stdout.isatty():
+        raise InputError("a pprof file is binary: give -o FILE (or redirect standard output)")
+    _emit(data, fmt, output)
+
+
+def _emit(data: bytes, fmt: str, output: str | None) -> None:
+    """What `show` prints, to OUTPUT (and a line saying so) or to standard output, in every format."""
     if output:
         try:
             Path(output).write_bytes(data)
         except OSError as e:
             raise InputError(f"cannot write {output}: {e.strerror}") from None
         _echo(f"wrote {output} ({len(data) / 1024:.0f} KiB, {fmt})", err=True)
-    elif fmt == "pprof" and sys.stdout.isatty():
-        raise InputError("a pprof file is binary: give -o FILE (or redirect standard output)")
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
@@ -470,7 +494,8 @@ CHECKS = (EXIT_DEGRADATION, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA)
                                                 "stored result of a paired check (`check --collect`).")
 @json_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages (--collect).")
-def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, recompute, as_json, quiet):
+@verbose_option
+def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, recompute, as_json, quiet, verbose):
     """Degradations of REV (default HEAD) against its baseline and history.
 
     \b
@@ -487,7 +512,7 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     if collect_now:
         from gitperf.checks.paired import PairedOptions, check_collect
         opts = PairedOptions(rev=rev, base=base, workloads=tuple(workloads), rounds=rounds, config=config_file)
-        result = check_collect(repo, opts, _check_config(repo), _engine(), _progress(quiet or as_json))
+        result = check_collect(repo, opts, _check_config(repo), _engine(), _progress(quiet or as_json, verbose))
     else:
         if rounds or config_file:
             raise click.UsageError("--rounds and --config go with --collect")
@@ -495,8 +520,23 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     if as_json:
         _echo_json(result.to_dict(all_functions))
     else:
-        _echo(check_text(result))
+        _echo(_fitted(check_text(result)))
     sys.exit(result.exit_code)
+
+
+def _fitted(text: str) -> str:
+    """On a terminal, each line wrapped to its width, the continuation indented under its start; else
+    as it is (a file or a pipe keeps one line per item, for grep)."""
+    if not sys.stdout.isatty():
+        return text
+    import shutil
+    import textwrap
+    width = shutil.get_terminal_size().columns
+    out = []
+    for line in text.splitlines():
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        out.append(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False) if line else "")
+    return "\n".join(out)
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA))
@@ -518,20 +558,23 @@ def diff(a, b, workloads, top, as_json):
 
 
 @main.command(epilog=epilog(0, *CHECKS))
-@click.argument("rev", required=False, default="HEAD")
+@click.argument("rev", required=False)
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]), default="markdown")
 @click.option("-o", "--output", type=click.Path(), help="Write here instead of standard output (html: a directory).")
 @base_option()
 def report(rev, fmt, output, base):
-    """The check of REV as a report: markdown (for a pull-request comment) or JSON.
+    """The check of REV (default HEAD) as a report: markdown (for a pull-request comment) or JSON.
 
     The exit code is the check's, so CI can post the report and fail in one step.  `--format html
     -o DIR` writes the dashboard's pages for the whole profiled history as static files (open
-    DIR/index.html; no server, no network); its exit code is still REV's check.
+    DIR/index.html; no server, no network); its exit code is REV's check where REV is given, else 0
+    once the pages are written.
     """
     from gitperf.views.report import check_markdown
     repo = _repo()
-    result = _stored_check(repo, rev, base)
+    if fmt == "html" and rev is None:
+        return _export_html(repo, output)
+    result = _stored_check(repo, rev or "HEAD", base)
     if fmt == "html":
         _export_html(repo, output)
         _echo(f"{result.commit[:12]}: {result.result}", err=True)
@@ -565,7 +608,8 @@ def _export_html(repo, output) -> None:
 @click.option("--keep", is_flag=True, help="Store the profiles as notes (they are valid profiles of REV).")
 @json_option
 @quiet_option
-def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
+@verbose_option
+def noise(rev, workloads, sessions, repeat, keep, as_json, quiet, verbose):
     """A/A: collect REV k times, check every collection against every other, and report the
     run-to-run noise per function, the smallest detectable change, and thresholds that fit.
     Every session probes as `collect` would: under the overhead budget, with the plan the workload's
@@ -577,7 +621,7 @@ def noise(rev, workloads, sessions, repeat, keep, as_json, quiet):
     from gitperf.views.render import noise_text
     repo = _repo()
     asked = SessionsRequest(CollectRequest(rev=rev, workloads=tuple(workloads), repeat=repeat), sessions, keep)
-    s = collect_sessions(repo, asked, _engine(), _progress(quiet or as_json))
+    s = collect_sessions(repo, asked, _engine(), _progress(quiet or as_json, verbose))
     cfg = _check_config(repo)
     reports = [analyse(wl, runs, cfg) for wl, runs in s.runs.items() if len(runs) >= 2]
     # every workload is reported: one whose runs failed in all but one session has no figures, and says why
@@ -667,7 +711,7 @@ def hooks_uninstall():
 def hooks_run(name, remote, url):
     """What the installed hook calls (reads git's pre-push input on stdin)."""
     from gitperf import hooks as hooks_mod
-    sys.exit(hooks_mod.run_pre_push(_repo(), remote, sys.stdin.read(), _progress(False)))
+    sys.exit(hooks_mod.run_pre_push(_repo(), remote, sys.stdin.read(), _progress(False, verbose=True)))
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
@@ -698,7 +742,8 @@ def accept(rev, reason):
 @repeat_option
 @click.option("--pipeline", type=click.Choice(config.PIPELINES), help="Pipeline for the collections.")
 @json_option
-def bisect(good, bad, workload, function, repeat, pipeline, as_json):
+@verbose_option
+def bisect(good, bad, workload, function, repeat, pipeline, as_json, verbose):
     """Find the first commit in GOOD..BAD where FUNCTION's time in WORKLOAD jumped to BAD's level.
 
     Assumes one step between the two levels (a binary search over first-parent commits, judging
@@ -709,7 +754,7 @@ def bisect(good, bad, workload, function, repeat, pipeline, as_json):
     from gitperf.checks.bisect import bisect as do_bisect
     from gitperf.collect.collection import collect as do_collect
     from gitperf.collect.context import CollectRequest
-    repo, say = _repo(), _progress(as_json)
+    repo, say = _repo(), _progress(as_json, verbose)
     engine = []
 
     def collect_one(c: str) -> None:

@@ -1,7 +1,12 @@
-"""The pre-push hook: each pushed commit's paired check against its parent (`check --collect`, with
-the working tree's reviewed `.gitperf.toml`, never a pushed commit's own), or the one already stored
-for that pair; a push that makes the program slower is stopped.  `install` keeps an existing hook and
-runs it first (chaining).
+"""The pre-push hook: what the push does to the branch, judged by a paired check (`check --collect`,
+with the working tree's reviewed `.gitperf.toml`, never a pushed commit's own), or by the ones already
+stored; a push that makes the program slower is stopped.  `install` keeps an existing hook and runs it
+first (chaining).
+
+[hook] commits: `range` (the default) checks the pushed tip against the remote's tip (a new branch:
+its merge base with what the remote has), so a slow commit under a harmless one is seen, and names the
+commit responsible (`_responsible`); `tip` checks the tip against its parent only; `all` each pushed
+commit against its parent (up to max_commits).
 
 Bypass: `git push --no-verify` (git skips hooks) or `GITPERF_SKIP=1 git push` (skips only ours).
 Policies for "this machine cannot collect" and "not enough data" come from [hook] (fail-open by
@@ -102,17 +107,31 @@ def parse_stdin(text: str) -> list[PushedRange]:
     return out
 
 
+def _hidden(repo: pygit2.Repository, r: PushedRange) -> tuple[str, ...]:
+    """What the remote has already: its tip of the pushed ref, or (a new branch) every remote-tracking branch."""
+    if r.remote_sha != ZERO and r.remote_sha in repo:
+        return (r.remote_sha,)
+    return tuple(str(repo.references[n].peel(pygit2.Commit).id) for n in repo.references
+                 if n.startswith("refs/remotes/") and not n.endswith("/HEAD"))
+
+
 def pushed_commits(repo: pygit2.Repository, r: PushedRange, mode: str, limit: int) -> list[str]:
     """The commits a push brings, newest first (first-parent): the tip only, or up to `limit`."""
     if mode == "tip":
         return [r.local_sha]
-    if r.remote_sha != ZERO and r.remote_sha in repo:
-        hide = (r.remote_sha,)
-    else:  # a new branch: what no remote-tracking branch has
-        hide = tuple(str(repo.references[n].peel(pygit2.Commit).id) for n in repo.references
-                     if n.startswith("refs/remotes/") and not n.endswith("/HEAD"))
-    out = [str(c.id) for c in first_parent(repo, r.local_sha, hide=hide, limit=limit)]
+    out = [str(c.id) for c in first_parent(repo, r.local_sha, hide=_hidden(repo, r), limit=limit)]
     return out or [r.local_sha]
+
+
+def range_base(repo: pygit2.Repository, r: PushedRange) -> str | None:
+    """What the pushed tip is judged against: the remote's tip of the ref when it is an ancestor of
+    the pushed one (a fast-forward); else the newest merge base with what the remote has; None when
+    the remote has nothing in common with it (the tip is then checked against its parent)."""
+    bases = [repo.merge_base(h, r.local_sha) for h in _hidden(repo, r)]
+    found = [str(b) for b in bases if b is not None]
+    if not found:
+        return None
+    return max(found, key=lambda c: repo.get(c).commit_time)
 
 
 def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress) -> int:
@@ -125,15 +144,11 @@ def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress
     say(f"builds and workloads run as {cfg.path} says, not as a pushed commit's own .gitperf.toml")
     workloads = hook.workloads or tuple(w.name for w in cfg.workloads)
     store = NotesStore(repo)
-    targets = []
-    for r in parse_stdin(stdin):
-        targets += [c for c in pushed_commits(repo, r, hook.commits, hook.max_commits) if c not in targets]
+    h = _Hook(repo, cfg, workloads, say)
     status = 0
-    for c in targets:
-        result = _check(repo, c, cfg, workloads, say)
-        if result is None:
-            return 1
-        status = max(status, _judge(repo, c, result, hook, say))
+    for r in parse_stdin(stdin):
+        status = max(status, _pushed_range(h, r) if hook.commits == "range" else
+                     _each(h, pushed_commits(repo, r, hook.commits, hook.max_commits)))
     if status == 0 and hook.push_notes:
         try:
             store.push(remote)
@@ -143,13 +158,83 @@ def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress
     return status
 
 
-def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: tuple[str, ...],
-           say: Progress) -> CheckResult | None:
-    """The paired check of `commit` against its parent (`check --collect`); where this machine
-    cannot collect, the check of the stored profiles (or None: the hook's policy rejects the push)."""
+@dataclass(frozen=True)
+class _Hook:
+    """What every check of one push shares."""
+
+    repo: pygit2.Repository
+    cfg: config.Config  # the working tree's: builds and workloads as it says, never a pushed commit's own
+    workloads: tuple[str, ...]
+    say: Progress
+
+
+def _each(h: _Hook, commits: list[str]) -> int:
+    """Each commit against its parent ([hook] commits = tip or all): 1 when one stops the push."""
+    status = 0
+    for c in commits:
+        result = _check(h, c)
+        if result is None:
+            return 1
+        status = max(status, _judge(h.repo, c, result, h.cfg.hook, h.say))
+    return status
+
+
+def _pushed_range(h: _Hook, r: PushedRange) -> int:
+    """[hook] commits = range: the pushed tip against what the remote has, in one paired check; a range
+    whose every commit has a stored check against its parent is judged by those instead (nothing is
+    measured again).  When the range is slower, the commit responsible is named (`_responsible`)."""
+    repo, say = h.repo, h.say
+    base = range_base(repo, r)
+    commits = [str(c.id) for c in first_parent(repo, r.local_sha, hide=(base,) if base else (), limit=1_000)]
+    if base is None or len(commits) <= 1:
+        return _each(h, [r.local_sha])
+    say(f"{len(commits)} commits pushed on top of {base[:12]}: the pushed tip {r.local_sha[:12]} is checked "
+        "against it")
+    store = NotesStore(repo)
+    kept = {c: record.newest(store, c, parent(repo, c), h.workloads) for c in commits}
+    if all(kept.values()) and not h.cfg.hook.recollect:
+        say("every pushed commit has a stored paired check against its parent: those verdicts")
+        return _each(h, commits)
+    result = _check(h, r.local_sha, base=base)
+    if result is None:
+        return 1
+    if result.result != DEGRADATION:
+        return _judge(repo, r.local_sha, result, h.cfg.hook, say)
+    _print_report(repo, r.local_sha, result, f"{len(commits)} commits since {base[:12]}")
+    culprit = _responsible(h, commits)
+    where = (f"{culprit[:12]} ({printable(repo.get(culprit).message.splitlines()[0])}) makes it slower" if culprit
+             else f"the slowdown is somewhere in these {len(commits)} commits (none of the {h.cfg.hook.max_commits} "
+                  "newest is slower alone: [hook] max_commits checks more)")
+    say(f"push stopped: the push makes the program slower; {where} (bypass: git push --no-verify, or git perf "
+        "accept REV if it is intended)")
+    return 1
+
+
+def _responsible(h: _Hook, commits: list[str]) -> str | None:
+    """The pushed commit that is slower than its parent: a stored check's degradation, else each
+    commit checked against its parent, newest first, up to [hook] max_commits (a commit whose machine
+    code is its parent's is told in seconds)."""
+    store = NotesStore(h.repo)
+    for c in commits:
+        kept = record.newest(store, c, parent(h.repo, c), h.workloads)
+        if kept is not None and kept.result.result == DEGRADATION:
+            return c
+    h.say("finding the commit responsible: each pushed commit against its parent, newest first")
+    for c in commits[:h.cfg.hook.max_commits]:
+        result = _check(h, c)
+        if result is not None and result.result == DEGRADATION:
+            return c
+    return None
+
+
+def _check(h: _Hook, commit: str, base: str | None = None) -> CheckResult | None:
+    """The paired check of `commit` against `base` (its parent by default; `check --collect`); where
+    this machine cannot collect, the check of the stored profiles (or None: the hook's policy rejects
+    the push)."""
     from gitperf.checks.paired import PairedOptions, check_collect
     from gitperf.engine.bcc_engine import BccEngine
-    base = parent(repo, commit)
+    repo, cfg, workloads, say = h.repo, h.cfg, h.workloads, h.say
+    base = base or parent(repo, commit)
     if not base:
         say(f"{commit[:12]} has no parent: nothing to compare with")
         return check(NotesStore(repo), commit, cfg.check, workloads=workloads)
@@ -159,10 +244,11 @@ def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: 
             "([hook] recollect = true measures again)")
         return check(NotesStore(repo), commit, cfg.check, base_rev=base, workloads=workloads)
     try:
-        say(f"checking {commit[:12]} against its parent: both built and profiled, interleaved")
+        say(f"checking {commit[:12]} against {base[:12]}: both built and profiled, interleaved")
         # the working tree's configuration, never a pushed commit's own: the hook runs as root, and a
         # pulled commit that changed build.command would otherwise run that command (issue #37)
-        opts = PairedOptions(rev=commit, workloads=workloads, rounds=cfg.hook.rounds or None, config=cfg.path)
+        opts = PairedOptions(rev=commit, base=base, workloads=workloads, rounds=cfg.hook.rounds or None,
+                             config=cfg.path)
         return check_collect(repo, opts, cfg.check, BccEngine(), lambda m: say("  " + m))
     except EnvironmentUnavailable as e:
         if cfg.hook.on_cannot_collect == "reject":
@@ -172,11 +258,15 @@ def _check(repo: pygit2.Repository, commit: str, cfg: config.Config, workloads: 
         return check(NotesStore(repo), commit, cfg.check, workloads=workloads)
 
 
+def _print_report(repo: pygit2.Repository, commit: str, result: CheckResult, subject: str) -> None:
+    from gitperf.views.report import check_markdown
+    print(printable(check_markdown(result, subject)), file=sys.stderr)
+
+
 def _judge(repo: pygit2.Repository, commit: str, result: CheckResult, hook: config.HookConfig, say: Progress) -> int:
     """1 when the result stops the push."""
     if result.result == DEGRADATION:
-        from gitperf.views.report import check_markdown
-        print(printable(check_markdown(result, repo.get(commit).message.splitlines()[0])), file=sys.stderr)
+        _print_report(repo, commit, result, repo.get(commit).message.splitlines()[0])
         say(f"push stopped: {commit[:12]} makes the program slower (bypass: git push --no-verify, or "
             f"git perf accept {commit[:12]} if it is intended)")
         return 1

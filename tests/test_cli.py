@@ -97,3 +97,80 @@ def test_a_check_against_itself_is_a_usage_error(empty_repo):
     """Issue #37: `check HEAD --base HEAD` compared HEAD with itself on the stored path."""
     r = run_cli(empty_repo, "check", "HEAD", "--base", "HEAD")
     assert r.returncode == 2 and "itself" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [["--format", "folded"], ["--folded"], ["--format", "json"], ["--json"], []])
+def test_show_writes_every_format_to_the_output_file(empty_repo, tmp_path, monkeypatch, args):
+    """Issue #60: `show --format folded -o FILE` (and `--folded -o FILE`) printed to standard output and
+    ignored -o, as only pprof and speedscope honoured it.  Every format goes to FILE, and says so."""
+    from click.testing import CliRunner
+    from conftest import history
+
+    from gitperf.cli import main
+    [commit] = history(empty_repo, 1)
+    monkeypatch.chdir(empty_repo)
+    out = tmp_path / "out.txt"
+    r = CliRunner().invoke(main, ["show", commit, *args, "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "", r.stdout  # nothing on standard output
+    assert f"wrote {out}" in r.stderr
+    written = out.read_text()
+    assert "parse" in written, written
+    if "folded" in args or "--folded" in args:
+        assert re.search(r"^main;parse \d+$", written, re.M), written
+    if "json" in args or "--json" in args:
+        assert json.loads(written)["commit"] == commit
+
+
+def test_report_html_without_rev_exits_0_once_the_pages_are_written(empty_repo, tmp_path, monkeypatch):
+    """Issue #60: `report --format html -o DIR` with no REV exited 3 ("HEAD has no data") after writing
+    every page.  Without REV the pages are the result (exit 0); a REV given still sets the exit code."""
+    from click.testing import CliRunner
+    from conftest import commit_line, history
+
+    from gitperf.cli import main
+    history(empty_repo, 3)
+    commit_line(empty_repo, 1)  # HEAD: no profile
+    monkeypatch.chdir(empty_repo)
+    r = CliRunner().invoke(main, ["report", "--format", "html", "-o", str(tmp_path / "site")])
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
+    r = CliRunner().invoke(main, ["report", "HEAD", "--format", "html", "-o", str(tmp_path / "site2")])
+    assert r.exit_code == 3, r.stderr  # HEAD's own check: no data
+
+
+def test_a_workload_whose_command_changed_starts_a_new_series(empty_repo, tmp_path, monkeypatch):
+    """Issue #60: a workload's command changed under the same name was compared with the old command's
+    runs.  Runs of another command are another series (`Header.config_key`): the check says why it has
+    nothing to compare with, naming both commands."""
+    from dataclasses import replace
+
+    import numpy as np
+    from click.testing import CliRunner
+    from conftest import commit_line, history, profile
+
+    from gitperf.cli import main
+    history(empty_repo, 3)
+    [head] = commit_line(empty_repo, 1)
+    store = NotesStore(open_repo(empty_repo))
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        p = profile(head, rng, {"parse": 3.0})  # 3x slower, under a 10x longer command
+        store.add(head, replace(p, header=replace(p.header, command=("./app", "--rounds", "10"))))
+    monkeypatch.chdir(empty_repo)
+    r = CliRunner().invoke(main, ["check", "HEAD"])
+    assert r.exit_code == 3, r.stdout  # not enough data: nothing earlier ran this command
+    assert "workload w's command changed since" in r.stdout + r.stderr, r.stdout
+    assert "`./app`, now `./app --rounds 10`" in r.stdout + r.stderr, r.stdout
+
+
+def test_the_note_of_a_workload_that_runs_no_changed_function_names_it_readably():
+    """Issue #60: the one note left that printed a mangled name (a changed C++ function the workload
+    never calls)."""
+    from gitperf.collect.paired import not_reached
+    from gitperf.plan.focus import Focus
+    focus = Focus(changed=("_ZN5route10export_dotERKNS_5GraphERSo",), new=(), callers=(), traced=("main",),
+                  sampled={}, calls={"_ZN5route10export_dotERKNS_5GraphERSo": 0.0})
+    note = not_reached(focus)
+    assert "route::export_dot(route::Graph const&, std::ostream&) 0 calls" in note, note
+    assert "_ZN" not in note

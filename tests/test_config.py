@@ -174,3 +174,14 @@ def test_every_number_in_the_file_is_bounded_on_its_own_field():
         config.parse('[check]\ndirection = "up"\n')
     with pytest.raises(ConfigError, match=r"collect\.period_ms: expected a number at most 3600000, got inf"):
         config.parse("[collect]\nperiod_ms = inf\n")
+
+
+def test_each_probe_pad_line_of_the_template_says_what_it_governs():
+    """Issue #60: `init` wrote `probe_pad = false` under [build] and `probe_pad = true` under [check],
+    which read as a contradiction: each line says which command's builds it is for."""
+    from gitperf.core.config import template
+    lines = [ln for ln in template().splitlines() if ln.startswith("probe_pad")]
+    assert len(lines) == 2, lines
+    build, check = lines
+    assert build.startswith("probe_pad = false") and "collect's builds" in build, build
+    assert check.startswith("probe_pad = true") and "check --collect's builds" in check, check

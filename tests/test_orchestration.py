@@ -8,6 +8,9 @@ end-to-end checks of test_paired_collect."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -279,3 +282,71 @@ def test_the_calibration_is_kept_per_machine_and_kernel_not_per_repository(tmp_p
     said = []
     assert calibrate.costs(None, "m1", progress=said.append)["push"] == 1.0
     assert len(measured) == 3 and "GITPERF_CACHE" in said[-1], said
+
+
+def _screen(raw: str) -> list[str]:
+    """What a terminal shows once `raw` is written to it: carriage returns, erased lines and cursor
+    moves up applied (what rich's Live writes), colours and the cursor's visibility ignored."""
+    rows, row, col, i = [[]], 0, 0, 0
+    while i < len(raw):
+        esc = re.match(r"\x1b\[(\??)(\d*)((?:;\d+)*)([A-Za-z])", raw[i:])
+        if esc:
+            n, cmd = int(esc.group(2) or 0), esc.group(4)
+            if cmd == "A":
+                row = max(row - max(n, 1), 0)
+            elif cmd == "K":  # 0: to the end of the line; 2: all of it
+                rows[row] = rows[row][:col] if n == 0 else []
+            i += esc.end()
+            continue
+        ch = raw[i]
+        if ch == "\r":
+            col = 0
+        elif ch == "\n":
+            row, col = row + 1, 0
+            rows += [[] for _ in range(row + 1 - len(rows))]
+        elif ch.isprintable():
+            line = rows[row] + [" "] * max(col + 1 - len(rows[row]), 0)
+            line[col] = ch
+            rows[row], col = line, col + 1
+        i += 1
+    return ["".join(r).rstrip() for r in rows]
+
+
+def _in_a_terminal(cwd, argv: list[str], columns: int = 120) -> tuple[int, list[str]]:
+    """`argv` run with standard output and error on a pseudo-terminal `columns` wide: its exit status
+    and the screen it leaves."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                         env=dict(os.environ, TERM="xterm-256color", COLUMNS=str(columns)))
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's last writer is gone
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return p.wait(60), _screen(out.decode(errors="replace"))
+
+
+def test_a_check_on_a_terminal_says_its_progress_on_one_line(repo):
+    """Issue #60: a check printed one stderr line a round (77 for one check, one of them 1,681
+    characters).  On a terminal its progress is one line updated in place, gone at the end; `-v`
+    prints every message on a line of its own, as output that is not a terminal always has."""
+    argv = [*FAKE_GIT_PERF, "check", "HEAD", "--collect", "--rounds", "4"]
+    status, screen = _in_a_terminal(repo, argv)
+    assert status in (0, 1), screen
+    assert any(line.startswith("git perf check") for line in screen), screen  # the result
+    assert not [line for line in screen if "round 1:" in line], screen  # no per-round lines stay
+    assert max(map(len, screen)) <= 120, screen
+    status, verbose = _in_a_terminal(repo, [*argv, "-v"])
+    assert status in (0, 1), verbose
+    assert [line for line in verbose if "round 1:" in line], verbose

@@ -338,15 +338,14 @@ build/libsum.so.1: lib.c
 """
 
 
-def test_a_slower_function_in_the_projects_own_library_is_measured(tmp_path):
-    """zlib's CMake build links minigzip with build/libz.so.1: a commit that changes only the library
-    leaves the binary's code as it was, and the check once said "nothing to measure".  The library the
-    binary loads from its build is diffed too; the run as a whole is measured, and found slower."""
+def sumlib_repo(tmp_path: Path, prog: str, command: str) -> Path:
+    """A Makefile project whose `build/prog` (`prog`) loads `sum` from its own build/libsum.so.1, and
+    a second commit that makes `sum` ~2x slower and leaves the program as it was."""
     root = tmp_path / "sumlib"
     root.mkdir()
-    files = {"prog.c": SUM_PROG, "lib.c": SUM_LIB, "Makefile": SUM_MAKEFILE, ".gitignore": "build/\n",
+    files = {"prog.c": prog, "lib.c": SUM_LIB, "Makefile": SUM_MAKEFILE, ".gitignore": "build/\n",
              ".gitperf.toml": '[build]\ncommand = "make"\nbinary = "build/prog"\n\n'
-                              '[[workload]]\nname = "sum"\ncommand = "./build/prog"\n'}
+                              f'[[workload]]\nname = "sum"\ncommand = "{command}"\n'}
     for name, text in files.items():
         (root / name).write_text(text)
     git(root, "init", "-q", "-b", "main")
@@ -354,6 +353,14 @@ def test_a_slower_function_in_the_projects_own_library_is_measured(tmp_path):
     git(root, "commit", "-qm", "sum")
     (root / "lib.c").write_text(SLOWER_SUM_LIB)
     git(root, "commit", "-qam", "sum: a second pass")
+    return root
+
+
+def test_a_slower_function_in_the_projects_own_library_is_measured(tmp_path):
+    """zlib's CMake build links minigzip with build/libz.so.1: a commit that changes only the library
+    leaves the binary's code as it was, and the check once said "nothing to measure".  The library the
+    binary loads from its build is diffed too; the run as a whole is measured, and found slower."""
+    root = sumlib_repo(tmp_path, SUM_PROG, "./build/prog")
     r = run_cli(root, "check", "HEAD", "--collect", "--json", timeout=900)
     assert r.returncode == 1, r.stderr[-3000:]
     out = json.loads(r.stdout)
@@ -386,18 +393,7 @@ def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_c
     (its caller `accumulate`, and `mix`) is unchanged.  The check once named only `main` and the flame
     graph showed `[library]`: now the library's samples are named by its own symbols, its changed
     functions are tested as changed, and callgrind counts them: `sum` first everywhere a user reads."""
-    root = tmp_path / "sumlib"
-    root.mkdir()
-    files = {"prog.c": CALLER_PROG, "lib.c": SUM_LIB, "Makefile": SUM_MAKEFILE, ".gitignore": "build/\n",
-             ".gitperf.toml": '[build]\ncommand = "make"\nbinary = "build/prog"\n\n'
-                              '[[workload]]\nname = "sum"\ncommand = "./build/prog 1500"\n'}
-    for name, text in files.items():
-        (root / name).write_text(text)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "sum")
-    (root / "lib.c").write_text(SLOWER_SUM_LIB)
-    git(root, "commit", "-qam", "sum: a second pass")
+    root = sumlib_repo(tmp_path, CALLER_PROG, "./build/prog 1500")
     r = run_cli(root, "check", "HEAD", "--collect", "--json", timeout=900)
     assert r.returncode == 1, r.stderr[-3000:]
     first = json.loads(r.stdout)["changes"][0]

@@ -92,6 +92,36 @@ def test_pre_push_hook_stops_the_slowdown_and_lets_the_rest_through(demo_repo, t
 
 
 @pytest.mark.ebpf
+def test_the_hook_judges_the_pushed_range_not_the_tip_alone(demo_repo, tmp_path):
+    """Issue #60: with the hook checking the pushed tip against its parent, a slowdown with a
+    comment-only commit on top went through (`no-change`).  It checks the tip against what the remote
+    has, names the commit responsible, lets a harmless range through, and a range already checked is
+    judged from the stored checks."""
+    root, commits = demo_repo
+    _remote(root, tmp_path)
+    assert push(root, commits[0], "main", "--no-verify").returncode == 0
+    assert run_cli(root, "hooks", "install").returncode == 0
+    r = push(root, commits[2])  # a comment-only commit and a rename: harmless
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"2 commits pushed on top of {commits[0][:12]}" in r.stderr, r.stderr[-3000:]
+    git(root, "checkout", "-q", "-b", "on-top", commits[3])  # the slowdown, and a comment above it
+    (root / "hashtab.c").write_text("/* a comment */\n" + (root / "hashtab.c").read_text())
+    git(root, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qam", "hashtab: a comment")
+    tip = git(root, "rev-parse", "HEAD")
+    r = push(root, tip)
+    assert r.returncode != 0, r.stderr[-3000:]
+    assert f"{commits[3][:12]} (mathx: compute the Adler-32 sums" in r.stderr, r.stderr[-3000:]
+    assert "checksum_block" in r.stderr and "push stopped" in r.stderr
+    remote_main = subprocess.run(["git", "ls-remote", "origin", "refs/heads/main"], cwd=root, capture_output=True,
+                                 text=True).stdout.split()[0]
+    assert remote_main == commits[2]  # nothing of the slow range reached the remote
+    again = push(root, tip)  # every commit of the range is checked now: the stored verdicts decide
+    assert again.returncode != 0, again.stderr[-3000:]
+    assert "those verdicts" in again.stderr and "both built and profiled" not in again.stderr, again.stderr[-3000:]
+    assert f"push stopped: {commits[3][:12]} makes the program slower" in again.stderr, again.stderr[-3000:]
+
+
+@pytest.mark.ebpf
 def test_bisect_finds_the_slowdown_collecting_fewer_commits_than_the_range(demo_repo):
     root, commits = demo_repo
     r = run_cli(root, "bisect", commits[0], commits[5], "--workload", "gate", "--function", "checksum_block",

@@ -265,6 +265,13 @@ NOT_REACHED = ("the workload ran none of the changed or new functions (counting 
                "have changed through them; no rounds")
 
 
+def not_reached(focus: planning.Focus) -> str:
+    """Why a workload gets no rounds: the counting run saw none of the changed or new functions run
+    (readable names: a note once printed `_ZN5route10export_dotERKNS_5GraphERSo`)."""
+    return NOT_REACHED.format(", ".join(f"{short(n)} {focus.calls.get(n, 0):.0f} calls"
+                                        for n in (focus.changed + focus.new)[:4]))
+
+
 def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidates, progress: Progress,
                     ) -> Candidates:
     """The candidates with the run as a whole (the root) among the changed functions when the
@@ -306,8 +313,7 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
                 progress(f"workload {wl.name}: {preq.base[:12]} (base) against {commit[:12]}, interleaved")
                 pair = prepare(bctx, tctx, wl, cands)
                 if not pair.focus.reached:
-                    why = NOT_REACHED.format(", ".join(f"{n} {pair.focus.calls.get(n, 0):.0f} calls"
-                                                       for n in (pair.focus.changed + pair.focus.new)[:4]))
+                    why = not_reached(pair.focus)
                     progress(f"  {why}")
                     out.append(PairedRuns(wl.name, pair.focus, skipped=why))
                     continue

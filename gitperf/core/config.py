@@ -119,7 +119,7 @@ class CheckConfig:
 
 @dataclass(frozen=True)
 class HookConfig:
-    commits: Literal["tip", "all"] = "tip"
+    commits: Literal["range", "tip", "all"] = "range"
     max_commits: Annotated[int, Meta(gt=0, le=1_000)] = 5
     on_cannot_collect: Literal["allow", "reject"] = "allow"
     on_not_enough_data: Literal["allow", "reject"] = "allow"
@@ -245,15 +245,15 @@ TEMPLATE = '''\
 command = "{build}"
 # The ELF binary to probe, relative to the repository root.  Build it with -g and do not strip it.
 binary = "{binary}"
-# Cheaper probes: with true every function starts with NOPs, which uprobes emulate, instead of an
-# instruction the kernel single-steps (`git perf collect` says how many probed functions are
-# single-stepped and what they cost; 3-10x cheaper a call on the machines we measured).  true adds
-# the padding each compiler links with (-fpatchable-function-entry=5, or -pg -mfentry -mnop-mcount
-# where C++ templates would not link with it) to every compiler the build runs by name (cc, gcc,
-# clang, c++, ...): git perf puts wrappers for them first on the build command's PATH.  After
-# switching it, make sure the build recompiles everything (a `make clean` in the build command, or
-# a fresh build directory).
-probe_pad = false
+# Cheaper probes for `git perf collect` (check --collect has its own: [check] probe_pad, below): with
+# true every function starts with NOPs, which uprobes emulate, instead of an instruction the kernel
+# single-steps (`git perf collect` says how many probed functions are single-stepped and what they
+# cost; 3-10x cheaper a call on the machines we measured).  true adds the padding each compiler links
+# with (-fpatchable-function-entry=5, or -pg -mfentry -mnop-mcount where C++ templates would not link
+# with it) to every compiler the build runs by name (cc, gcc, clang, c++, ...): git perf puts
+# wrappers for them first on the build command's PATH.  After switching it, make sure the build
+# recompiles everything (a `make clean` in the build command, or a fresh build directory).
+probe_pad = false               # collect's builds: your build as it is
 align_functions = 0             # with probe_pad: every function on an N-byte boundary (0 = the build's own)
 
 # One table per workload; each becomes one profile per collection.
@@ -288,13 +288,14 @@ min_absolute_ns = 10000         # nor are absolute changes below this
 confidence = 0.99
 direction = "lower"             # lower | higher is better
 votes = true                    # other methods' opinions beside each verdict (slower; never change it)
-probe_pad = true                # check --collect builds both sides with NOP-padded entries (cheaper probes)
+probe_pad = true                # check --collect's builds (its own worktrees, both sides alike): padded entries
 witness = "instructions"        # check --collect also counts instructions under callgrind | "off"
 align_functions = 0             # check --collect aligns every function to N bytes (0 = off; docs §10e)
 
-[hook]                          # the pre-push hook runs `git perf check --collect` on each pushed commit
-commits = "tip"                 # tip | all (up to max_commits): which pushed commits to check
-max_commits = 5
+[hook]                          # the pre-push hook runs `git perf check --collect` on what a push brings
+commits = "range"               # range: the pushed tip against the remote's, naming the commit responsible
+                                # | tip: the tip against its parent | all: each commit (up to max_commits)
+max_commits = 5                 # commits checked one by one (all; range: to name the commit responsible)
 on_cannot_collect = "allow"     # allow | reject the push when this machine cannot collect
 on_not_enough_data = "allow"
 push_notes = false              # also push refs/notes/perf to the remote

@@ -65,9 +65,16 @@ class Header:
 
     @property
     def config_key(self) -> str:
-        """Which profiles can be compared: same binary, workload, engine and machine."""
+        """Which profiles can be compared: same binary, workload, engine and machine, and the same
+        command: a workload whose command changed under its name starts a new series (a 5-round check
+        of a 10 s command once became the stored verdict of a 0.2 s workload of the same name)."""
         name = self.binary.rsplit("/", 1)[-1]
-        return f"{name}|{self.workload}|{self.engine}|{self.machine}"
+        return f"{name}|{self.workload}|{self.engine}|{self.machine}|{command_id(self.command)}"
+
+
+def command_id(command: tuple[str, ...]) -> str:
+    """A workload command's identity in a comparison key: 8 hex digits of its SHA-256."""
+    return hashlib.sha256("\0".join(command).encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)
