@@ -716,13 +716,16 @@ def hooks_run(name, remote, url):
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
 @click.argument("rev")
-@click.option("-m", "--message", "reason", default="", help="Why the change is intended.")
+@click.option("-m", "--message", "reason", required=True, help="Why the change is intended (required: it is "
+              "what the next reader of the history has).")
 def accept(rev, reason):
     """Record that REV's performance change is intended: checking REV passes, and later checks use
     REV as the new baseline (history before it is not mixed in).  Stored in the notes, so it
     travels with `git perf push`."""
     from gitperf.git.repo import resolve_commit
     from gitperf.store.notes import NotesStore
+    if not reason.strip():
+        raise click.UsageError("-m is empty: say why the change is intended (it is stored with the acceptance)")
     repo = _repo()
     commit = resolve_commit(repo, rev)
     who = ""

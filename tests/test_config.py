@@ -185,3 +185,25 @@ def test_each_probe_pad_line_of_the_template_says_what_it_governs():
     build, check = lines
     assert build.startswith("probe_pad = false") and "collect's builds" in build, build
     assert check.startswith("probe_pad = true") and "check --collect's builds" in check, check
+
+
+def test_a_byte_order_mark_is_read_and_a_confidence_outside_reason_refused():
+    """Issue #59: a configuration saved with a byte-order mark gave an unclear error, and `confidence =
+    1e-300` was taken silently."""
+    cfg = config.parse("\ufeff" + config.template())
+    assert cfg.check.confidence == 0.99
+    for bad in ("1e-300", "0.3", "1.0"):
+        with pytest.raises(ConfigError, match=r"check\.confidence"):
+            config.parse(config.template().replace("confidence = 0.99", f"confidence = {bad}"))
+    assert config.parse(config.template().replace("confidence = 0.99", "confidence = 0.95")).check.confidence == 0.95
+
+
+def test_accept_refuses_an_empty_reason(empty_repo):
+    """Issue #59: `accept -m ''` was taken silently: the reason is what the next reader of the
+    history has.  Nothing is stored."""
+    from gitperf.git.repo import open_repo
+    from gitperf.store.notes import NotesStore
+    r = run_cli(empty_repo, "accept", "HEAD", "-m", "  ")
+    assert r.returncode == 2 and "say why" in r.stderr, r.stderr
+    assert run_cli(empty_repo, "accept", "HEAD").returncode == 2  # -m is required
+    assert NotesStore(open_repo(empty_repo)).commits() == []

@@ -712,3 +712,41 @@ def test_a_function_page_lists_each_commit_once_with_its_other_sessions_under_it
     assert table.count(f'/commit/{commits[2]}"') == 1, table[:3000]
     assert "1 other session" in table and "stack" in table
     assert all(table.count(f'/commit/{c}"') == 1 for c in commits)
+
+
+def _figure(page: str, fig_id: str) -> dict:
+    """The plotly figure a page embeds under `fig_id` (the `plot` macro's JSON script)."""
+    import html
+    m = re.search(rf'<script type="application/json" id="{re.escape(fig_id)}">(.*?)</script>', page, re.S)
+    assert m, f"no figure {fig_id}"
+    return json.loads(html.unescape(m.group(1)))
+
+
+def test_the_commit_page_shows_the_checks_changes_at_a_glance(synthetic):
+    """Issue #60: the commit page was a wall of text.  Above its table, one picture: every tested
+    function's change with its interval, coloured by verdict, the threshold's band shaded, the run as
+    a whole first; the table says what before → after measure once, below it; the bars' names are
+    the axis labels only."""
+    from gitperf.web import create_app
+    root, commits = synthetic
+    client = create_app(root).test_client()
+    page = client.get(f"/commit/{commits[4]}").get_data(as_text=True)
+    check = client.get(f"/api/commit/{commits[4]}").get_json()["check"]
+    forest = _figure(page, "forest-1")
+    [trace] = forest["data"]
+    tested = [c for c in check["changes"] if c["relative"] is not None]
+    assert len(trace["y"]) == len(tested)
+    assert trace["y"][-1] == "main (the run)"  # first from the top (plotly draws the first row at the bottom)
+    import html
+    drawn = {html.unescape(d[2]): x for d, x in zip(trace["customdata"], trace["x"])}
+    for c in tested:  # each function where the stored check puts it, in its direction
+        assert drawn[c["function"]] == pytest.approx(c["relative"] * 100), c["function"]
+    parse = next(c for c in tested if c["function"] == "parse")
+    assert parse["type"] == "degradation" and drawn["parse"] > 0
+    [band] = forest["layout"]["shapes"]
+    assert band["x1"] == pytest.approx(CheckConfig().min_relative * 100) and band["x0"] == -band["x1"]
+    shown = re.sub(r"<[^>]+>", "", page.split('<table class="report">')[1].split("</table>")[0])  # (titles hover)
+    assert "inclusive time per run" not in shown  # the measure: once, below the table
+    assert "before → after:" in page.split('<table class="report">')[1].split("<h2")[0]
+    bars = _figure(page, "bars-1")
+    assert bars["data"][0]["textposition"] == "none"  # a bar's name once: its axis label

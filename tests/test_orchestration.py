@@ -350,3 +350,14 @@ def test_a_check_on_a_terminal_says_its_progress_on_one_line(repo):
     status, verbose = _in_a_terminal(repo, [*argv, "-v"])
     assert status in (0, 1), verbose
     assert [line for line in verbose if "round 1:" in line], verbose
+
+
+def test_a_watched_function_the_binary_lacks_is_refused(repo, fake):
+    """Issue #59: `[collect] watch = ["nosuch"]` was taken silently and watched in vain."""
+    toml = repo / ".gitperf.toml"
+    toml.write_text(toml.read_text().replace("[collect]\n", '[collect]\nwatch = ["tick", "tock"]\n'))
+    git(repo, "commit", "-qam", "watch tock")
+    r = CliRunner().invoke(main, ["collect", "-q"])
+    assert r.exit_code == 2, r.stderr
+    assert "collect.watch" in r.stderr and "no function tock" in r.stderr and "(near: tick)" in r.stderr, r.stderr
+    assert NotesStore(open_repo(repo)).commits() == []

@@ -296,6 +296,20 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
         assert any(words in r for r in rows), (words, rows)
         assert words in run_cli(root, "report", commits[3], "--format", "markdown").stdout
         assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # 1400 px
+        # issue #60: the table itself fits (it scrolled sideways, its last column cut off), and the picture
+        # above it draws each tested function where the stored check puts it, in its direction
+        assert driver.execute_script("const t = document.querySelector('table.report');"
+                                     "return t.scrollWidth <= t.parentElement.clientWidth"), "the table scrolls"
+        drawn = driver.execute_script("const t = document.getElementById('plot-forest-1').data[0];"
+                                      "return t.customdata.map((d, i) => [d[2], t.x[i], d[1]])")
+        import html
+        every = json.loads(run_cli(root, "check", commits[3], "--json", "--all").stdout)["changes"]
+        stored = {(c["function"], c["type"]): c["relative"] * 100 for c in every
+                  if c["workload"] == "gate" and c["relative"] is not None}
+        assert all(x == pytest.approx(stored[html.unescape(f), kind]) for f, x, kind in drawn), (drawn, stored)
+        verdicts = {k for k in stored if k[1] in ("degradation", "optimization")}
+        assert verdicts and verdicts <= {(html.unescape(f), kind) for f, _, kind in drawn}, (drawn, verdicts)
+        assert driver.execute_script("return document.querySelectorAll('#plot-bars-1 g.barlayer text').length") == 0
         driver.execute_script("document.getElementById('plot-flamediff-1').scrollIntoView()")
         driver.save_screenshot(str(tmp_path / "commit-flame.png"))
         driver.get(url + "/function/checksum_block")

@@ -180,3 +180,26 @@ def test_a_remote_is_never_an_option_to_git(three, tmp_path):
         r = run_cli(root, cmd, "--", f"--upload-pack=touch {marker}")
         assert r.returncode == 2 and "is not a remote" in r.stderr, (cmd, r.stderr)
     assert not marker.exists()
+
+
+def test_names_that_name_nothing_or_hold_control_characters_are_shown_safely(three, tmp_path):
+    """Issue #59: a pulled record naming a function no profile holds stopped `report --format html`
+    ("rendering /function/nosuchfn failed with HTTP 404"); a newline in a name printed a line of its
+    own ("ALL GOOD: no significant change").  Such a name is text without a link, and a control
+    character in any name is shown as its escape wherever names are printed."""
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    rng = np.random.default_rng(0)
+    result = _check_session(store, commits[0], commits[1], "p1", {"parse": 2.0}, rng)
+    evil = "evil\nALL GOOD: no significant change"
+    forged = replace(result, changes=[replace(result.changes[0], function=n) for n in ("nosuchfn", "a/b", "x y", evil)]
+                     + list(result.changes))
+    store.add_lines({commits[1]: [record.line(forged, ["p1"])]})
+    text = run_cli(root, "check", commits[1]).stdout
+    assert not [ln for ln in text.splitlines() if ln.startswith("ALL GOOD")], text
+    assert "evil\\x0aALL GOOD" in text, text
+    r = run_cli(root, "report", commits[1], "--format", "html", "-o", str(tmp_path / "site"))
+    assert r.returncode == 1, r.stderr[-2000:]  # the check's own exit code: slower
+    page = (tmp_path / "site" / "commit" / f"{commits[1]}.html").read_text()
+    assert "nosuchfn" in page and "function/nosuchfn" not in page  # named, not linked
+    assert 'href="../function/' in page  # (functions a profile holds keep their links)

@@ -23,6 +23,7 @@ from gitperf.core.config import CollectConfig, Config, Workload, valid_workload_
 from gitperf.core.config import load as load_config
 from gitperf.core.errors import ConfigError, InputError
 from gitperf.core.model import Header, Mode
+from gitperf.core.names import readable
 from gitperf.core.progress import Progress
 from gitperf.engine import calibrate, workload
 from gitperf.engine.base import Engine, RunWorkload
@@ -139,6 +140,20 @@ def _source(config: Config, root: Path) -> str:
     return f"{config.path} (sha256 {config.digest})"
 
 
+def _check_watch(config: Config, binary: elf.BinaryInfo) -> None:
+    """[collect] watch names functions of the binary (by symbol or readable name): one it does not
+    have would be watched in vain, so it is refused, with the names it is nearest to."""
+    import difflib
+    if not config.collect.watch:
+        return  # (demangling every name of a large C++ binary costs ~0.1 s)
+    names = {n for f in binary.functions for n in (f.name, readable(f.name))}
+    unknown = [w for w in config.collect.watch if w not in names]
+    if unknown:
+        near = sorted({m for w in unknown for m in difflib.get_close_matches(w, names, 3)})
+        raise ConfigError(config.path, "collect.watch", f"no function {', '.join(unknown)} in {binary.path}"
+                          + (f" (near: {', '.join(near)})" if near else ""))
+
+
 @dataclass(frozen=True)
 class CollectContext:
     target: Target
@@ -164,6 +179,7 @@ class CollectContext:
         for lib in binary.libraries:
             locations.update((n, loc) for n, loc in elf.source_locations(lib.path, str(root)).items()
                              if n not in locations)
+        _check_watch(config, binary)
         ore = time.perf_counter() - t0
         ccfg = config.collect if req.mode is None else replace(config.collect, mode=req.mode)
         # --mode on the command line is a fixed plan, like a mode in the file (config.parse)

@@ -100,7 +100,9 @@ class CollectConfig:
 class CheckConfig:
     min_relative: Annotated[float, Meta(ge=0, le=10.0)] = 0.05  # smaller relative changes are never called degradations
     min_absolute_ns: Annotated[int, Meta(ge=0, le=3_600 * 10 ** 9)] = 10_000
-    confidence: Annotated[float, Meta(gt=0, lt=1)] = 0.99  # a probability
+    # a probability: below a half no verdict would be likelier right than wrong; above 0.9999 no check
+    # of a few dozen rounds could ever reach it
+    confidence: Annotated[float, Meta(ge=0.5, le=0.9999)] = 0.99
     direction: Literal["lower", "higher"] = "lower"  # lower time is better
     history: Annotated[int, Meta(gt=0, le=1_000)] = 10
     # the other methods' votes and the bootstrap of the mean call beside each verdict: they never
@@ -174,6 +176,7 @@ def _table(cls, table, path: str, where: str, required: tuple[str, ...] = ()):
 
 
 def parse(text: str, path: str = FILENAME) -> Config:
+    text = text.removeprefix("\ufeff")  # a byte-order mark (some Windows editors write one) is no TOML
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -59,19 +59,30 @@ def _is_mangled(name: str) -> bool:
     return name.startswith("_Z")
 
 
+# What no function name holds: control characters (a newline in a pulled name printed a line of its
+# own, "ALL GOOD: no significant change"), the line separators and the bidirectional overrides.
+_NAME_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(name: str) -> str:
+    return _NAME_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                             else f"\\u{ord(m.group()):04x}", name)
+
+
 @functools.lru_cache(maxsize=65536)
 def readable(name: str) -> str:
-    """The name a developer reads: demangled, typedefs restored; C names unchanged."""
+    """The name a developer reads: demangled, typedefs restored; C names unchanged; a control
+    character shown as its escape (`\\x0a`), wherever the name is printed."""
     name = name[:MAX_NAME]
     if _demangle is None or not _is_mangled(name):
-        return name
+        return _visible(name)
     try:
         out = _demangle(name)
     except _invalid:
-        return name
+        return _visible(name)
     for pattern, repl in _STD:
         out = pattern.sub(repl, out)
-    return out
+    return _visible(out)
 
 
 def _elide(text: str, open_: str, close: str) -> str:

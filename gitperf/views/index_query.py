@@ -83,6 +83,12 @@ class IndexQuery:
                 f"select id, text from texts where text in ({','.join('?' * len(part))})", part))
         return found
 
+    def profiled(self, name: str) -> bool:
+        """Whether some profile holds function `name` (a name only a pulled check record gives, such
+        as a forged one, has no page to link to)."""
+        ids = self.text_ids([name])
+        return name in ids and any(self.db.query("select 1 from functions_rows where name = ? limit 1", [ids[name]]))
+
     def top_functions(self, config_key: str, n: int) -> list[str]:
         """The functions with the most exclusive time in the configuration's newest commit."""
         latest = list(self.db.query(  # newest first along the line, each probe a primary-key lookup
@@ -212,8 +218,9 @@ class IndexQuery:
             return [r["name"] for r in self.db.query("select distinct name from functions order by name")]
         return [r["name"] for r in self.db.query(
             "select name from (select name, row_number() over (partition by [commit], workload order by exclusive_ns "
-            "desc) as rk from functions) where rk <= ? union select function from changes where type != 'no-change' "
-            "order by name", [limit])]
+            "desc) as rk from functions) where rk <= ? union select function from changes c where type != 'no-change' "
+            # (a name only a check record gives has no page: `profiled`)
+            "and exists (select 1 from functions f where f.name = c.function) order by name", [limit])]
 
     def bad_lines(self, sha: str) -> int:
         rows = list(self.db.query("select bad_lines from notes where [commit] = ?", [sha]))

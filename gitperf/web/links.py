@@ -89,7 +89,18 @@ def _amount(change: dict) -> str:
     return amount(change.get("absolute_ns"), change.get("share"))
 
 
+def _profiled(name: str) -> bool:
+    """Whether a function's page exists (`IndexQuery.profiled`), asked once a request per name."""
+    from flask import g
+
+    from gitperf.web.db import get_index
+    seen = g.setdefault("profiled", {})
+    if name not in seen:
+        seen[name] = get_index().profiled(name)
+    return seen[name]
+
+
 FILTERS = {"pct": _pct, "confidence": fmt_confidence, "date": fmt_date, "ns": _ns, "short": lambda s: (s or "")[:12],
            "amount": _amount, "decided_by": decided_by,
            # function names: the symbol stays in links and data; people read these (core.names)
-           "readable": names.readable, "shortname": lambda s: names.short(s, 70)}
+           "readable": names.readable, "shortname": lambda s: names.short(s, 70), "profiled": _profiled}

@@ -133,11 +133,16 @@ def commit(sha: str):
         figures.append(plots.exclusive_bars(f"{wl}: where the time goes (exclusive time)",
                                             [f for f in functions if f["workload"] == wl], types))
     notable = [c for c in changes if c["type"] not in (checks.NO_CHANGE,)]
+    threshold = current_app.config["CHECK"].min_relative
+    forests = [plots.forest(f"{wl}: every tested function's change", [c for c in changes if c["workload"] == wl],
+                            threshold) for wl in sorted({c["workload"] for c in changes})] if notable else []
+    measures = sorted({c["measure"] for c in notable if c.get("measure")})
     runs = {c["workload"]: not_significant(c["relative"], c["ci_low"], c["ci_high"], c["noise"])  # (as the CLI says)
             for c in changes if c["function"] == ROOT and c["type"] == checks.NO_CHANGE}
     flames = flame_figures(sha, check["base"] if check else None, frozenset(diff_traced))
     return render_template("commit.html", info=info, check=check, notable=notable, functions=functions, runs=runs,
                            profiles=profiles, diff_traced=diff_traced, figures=figures, flames=flames,
+                           forests=forests, measures=measures,
                            unreadable=idx.bad_lines(sha), more=idx.function_count(sha) - len(functions))
 
 

@@ -214,10 +214,39 @@ def exclusive_bars(title: str, functions: list[dict], types: dict[str, str], top
                       "y": [escape(n) for n in labels([f["name"] for f in rows], 50)],
                       "text": [escape(readable(f["name"])) for f in rows],
                       "marker": {"color": [color.get(types.get(f["name"], ""), BLUE) for f in rows]},
+                      "textposition": "none",  # (the name is the axis label; the text is for hovering)
                       "hovertemplate": "%{text}: %{x:.3f} ms exclusive<extra></extra>"}],
             "layout": dict(_layout(title, ""), height=max(260, 22 * len(rows) + 80),
                            xaxis={"title": {"text": "exclusive time per run (ms)"}},
                            yaxis={"automargin": True, "type": "category"}, margin={"l": 10, "r": 20, "t": 40, "b": 50})}
+
+
+def forest(title: str, changes: list[dict], threshold: float, top: int = 25) -> dict:
+    """One commit's check at a glance (a forest plot): every tested function's change of time a run
+    with its interval, coloured by its verdict, the band of changes below the check's threshold
+    (`check.min_relative`) shaded; the run as a whole first, then in the report's order."""
+    rows = [c for c in changes if c.get("relative") is not None and math.isfinite(c["relative"])
+            and c.get("ci_low") is not None and c.get("ci_high") is not None]
+    rows = (sorted(rows, key=lambda c: c["function"] != ROOT))[:top][::-1]  # (plotly draws the first at the bottom)
+    color = {DEGRADATION: RED, OPTIMIZATION: GREEN, ACCEPTED: "#e67e22"}
+    names = labels([c["function"] for c in rows], 50)
+    return {"data": [{"type": "scatter", "mode": "markers", "x": [c["relative"] * 100 for c in rows],
+                      "y": [escape(f"{n} (the run)" if c["function"] == ROOT else n) for n, c in zip(names, rows)],
+                      "customdata": [[escape(readable(c["function"])), c["type"], escape(c["function"])] for c in rows],
+                      "error_x": {"type": "data", "symmetric": False,
+                                  "array": [(c["ci_high"] - c["relative"]) * 100 for c in rows],
+                                  "arrayminus": [(c["relative"] - c["ci_low"]) * 100 for c in rows]},
+                      "marker": {"size": 9, "color": [color.get(c["type"], GREY) for c in rows]},
+                      "hovertemplate": "%{customdata[0]}: %{x:+.1f}% (%{customdata[1]})<extra></extra>"}],
+            "layout": dict(_layout(title, ""), height=max(200, 26 * len(rows) + 90), showlegend=False,
+                           xaxis={"title": {"text": f"change of time per run (%) with its interval; shaded: within "
+                                                    f"±{threshold:.0%} (check.min_relative), never a verdict"},
+                                  "zeroline": True},
+                           yaxis={"automargin": True, "type": "category"},
+                           shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": -threshold * 100,
+                                    "x1": threshold * 100, "y0": 0, "y1": 1, "fillcolor": GREY, "opacity": 0.15,
+                                    "line": {"width": 0}, "layer": "below"}],
+                           margin={"l": 10, "r": 20, "t": 40, "b": 50})}
 
 
 def change_bars(title: str, changes: list[dict], top: int = 25) -> dict:
@@ -232,6 +261,7 @@ def change_bars(title: str, changes: list[dict], top: int = 25) -> dict:
                                   "array": [((c["ci_high"] or c["relative"]) - c["relative"]) * 100 for c in rows],
                                   "arrayminus": [(c["relative"] - (c["ci_low"] or c["relative"])) * 100 for c in rows]},
                       "marker": {"color": [color.get(c["type"], GREY) for c in rows]},
+                      "textposition": "none",
                       "hovertemplate": "%{text}: %{x:+.1f}%<extra></extra>"}],
             "layout": dict(_layout(title, ""), height=max(260, 22 * len(rows) + 80),
                            xaxis={"title": {"text": "change of time per run (%), with interval"}},
