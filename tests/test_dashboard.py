@@ -575,7 +575,7 @@ def test_index_keeps_modes_apart_one_series_each(empty_repo):
     idx.update()
     keys = sorted(r["config_key"] for r in idx.configurations())
     assert [k.split("|")[4] for k in keys] == ["stack", "trace"]
-    assert len({k.rsplit("|", 2)[0] for k in keys}) == 1  # one configuration, two modes
+    assert len({k.rsplit("|", 3)[0] for k in keys}) == 1  # one configuration (and command), two modes
     trace_key, stack_key = (k for k in sorted(keys, key=lambda k: k.split("|")[4] != "trace"))
     trace_main = idx.timeline(trace_key, ["main"])["main"]
     stack_main = idx.timeline(stack_key, ["main"])["main"]

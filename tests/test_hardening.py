@@ -80,7 +80,7 @@ def test_a_corrupt_index_is_rebuilt_from_the_notes(empty_repo):
     ("workload", "timeout = inf", "workload[0].timeout: expected a number at most 86400, got inf"),
     ("collect", "period_ms = nan", "collect.period_ms: expected a number above 0, got nan"),
     ("collect", "stack_hz = -5", "collect.stack_hz: expected an integer at least 0, got -5"),
-    ("check", "confidence = 7", "check.confidence: expected a number below 1, got 7"),
+    ("check", "confidence = 7", "check.confidence: expected a number at most 0.9999, got 7"),
     ("check", "min_relative = -3", "check.min_relative: expected a number at least 0, got -3"),
     # large finite numbers that passed and failed later (an OverflowError in the timer thread, a BPF
     # compile error reported as "cannot collect", detection silently off)

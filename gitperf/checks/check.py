@@ -28,7 +28,7 @@ from gitperf.checks.sides import Sides
 from gitperf.core.config import CheckConfig
 from gitperf.core.errors import InputError
 from gitperf.core.fmt import printable
-from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
+from gitperf.core.model import ROOT, StoredProfile, comparison_key
 from gitperf.git import sourcediff
 from gitperf.git.repo import resolve_commit
 from gitperf.store.notes import NotesStore
@@ -123,9 +123,9 @@ def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> st
     no ancestor profiled it at all)."""
     mine = target.profile
     for c in line[:50]:
-        ran = [p.profile for p in store.read(c)[0] if p.profile.complete]
-        others = {p.plan.describe() for p in ran if p.config_key == mine.config_key}
-        if not others and (was := next((p for p in ran if _renamed_command(p, mine)), None)):
+        ran = [p.profile for p in store.read(c)[0] if p.profile.complete and p.profile.config_key == mine.config_key]
+        others = {p.plan.describe() for p in ran if p.header.command == mine.header.command}
+        if not others and (was := next((p for p in ran if p.header.command != mine.header.command), None)):
             return (f"workload {mine.header.workload}'s command changed since {c[:12]} (`{shlex.join(was.header.command)}`"
                     f", now `{shlex.join(mine.header.command)}`): a new series starts here; runs of another command "
                     "are never compared with it")
@@ -135,13 +135,6 @@ def other_plans(store: NotesStore, line: list[str], target: StoredProfile) -> st
                     f"`git perf check {mine.header.commit[:12]} --collect` (one plan for both sides, interleaved), or "
                     f"collect {c[:12]} with the same options")
     return ""
-
-
-def _renamed_command(p: Profile, mine: Profile) -> bool:
-    """The same workload of the same binary on this machine, run with another command."""
-    h, m = p.header, mine.header
-    return ((h.binary.rsplit("/", 1)[-1], h.workload, h.engine, h.machine) ==
-            (m.binary.rsplit("/", 1)[-1], m.workload, m.engine, m.machine) and h.command != m.command)
 
 
 # Below this share of stack samples unwound to the root, the report says how many did.

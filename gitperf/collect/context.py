@@ -225,7 +225,7 @@ class CollectContext:
         return lambda where: workload.run(wl.argv, str(self.root), timeout or wl.timeout, where, self.env)
 
     def config_key(self, wl: Workload) -> str:
-        return Header(**self.header_base, workload=wl.name, command=tuple(wl.argv), started=0, finished=0).config_key
+        return Header(**self.header_base, workload=wl.name, command=(), started=0, finished=0).config_key
 
 
 @dataclass(frozen=True)

@@ -65,11 +65,9 @@ class Header:
 
     @property
     def config_key(self) -> str:
-        """Which profiles can be compared: same binary, workload, engine and machine, and the same
-        command: a workload whose command changed under its name starts a new series (a 5-round check
-        of a 10 s command once became the stored verdict of a 0.2 s workload of the same name)."""
+        """Which profiles can be compared: same binary, workload, engine and machine."""
         name = self.binary.rsplit("/", 1)[-1]
-        return f"{name}|{self.workload}|{self.engine}|{self.machine}|{command_id(self.command)}"
+        return f"{name}|{self.workload}|{self.engine}|{self.machine}"
 
 
 def command_id(command: tuple[str, ...]) -> str:
@@ -349,6 +347,8 @@ class StoredProfile:
 
 def comparison_key(p: Profile) -> str:
     """The one rule for which profiles may be compared (checks, diff, report, noise, the index):
-    same binary name, workload, engine and machine (`Header.config_key`), same mode, and the same
-    probe plan (`PlanRecord.fingerprint`).  binary|workload|engine|machine|mode|plan."""
-    return f"{p.config_key}|{p.plan.mode}|{p.plan.fingerprint}"
+    same binary name, workload, engine and machine (`Header.config_key`), same mode, the same probe
+    plan (`PlanRecord.fingerprint`) and the same workload command: a workload whose command changed
+    under its name starts a new series (a 5-round check of a 10 s command once became the stored
+    verdict of a 0.2 s workload of the same name).  binary|workload|engine|machine|mode|plan|command."""
+    return f"{p.config_key}|{p.plan.mode}|{p.plan.fingerprint}|{command_id(p.header.command)}"

@@ -48,7 +48,7 @@ class IndexQuery:
         return rows[0] if rows else None
 
     def configurations(self) -> list[dict]:
-        """Comparison keys (binary|workload|engine|machine|mode|plan) with a description of the plan and
+        """Comparison keys (binary|workload|engine|machine|mode|plan|command) with a description of the plan and
         how many commits each has."""
         return list(self.db.query(
             "select config_key, workload, max(plan) as plan, count(distinct [commit]) as commits from functions "
