@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -61,3 +64,28 @@ def table(header: list[str], rows: list[list]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
     return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in cells[1:]])
+
+
+def _bursts(seed: int) -> None:
+    rng = random.Random(seed)
+    while True:
+        end = time.perf_counter() + rng.uniform(0.05, 0.3)
+        while time.perf_counter() < end:
+            pass
+        time.sleep(rng.uniform(0.05, 0.3))
+
+
+@contextlib.contextmanager
+def neighbour(kind: str):
+    """`quiet`, or `one`/`two` processes keeping a core busy in bursts (busy 50-300 ms, idle 50-300 ms,
+    at random), for as long as the block runs."""
+    n = {"quiet": 0, "one": 1, "two": 2}[kind]
+    procs = [multiprocessing.Process(target=_bursts, args=(i,), daemon=True) for i in range(n)]
+    for proc in procs:
+        proc.start()
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.join()

@@ -54,12 +54,9 @@ times beside each neighbour instead and counts how often its truth table held.  
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import multiprocessing
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -70,7 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from _common import ROOT, table  # noqa: F401  (sets sys.path)
+from _common import ROOT, neighbour, table  # noqa: F401  (sets sys.path)
 
 import detection  # noqa: E402  (the busy-loop snippet and its measured costs, Lua's repository)
 
@@ -461,30 +458,6 @@ def nop(p: Project) -> Callable:
 
 
 # ---------------------------------------------------------------- neighbours and checks
-
-
-def _bursts(seed: int) -> None:
-    rng = random.Random(seed)
-    while True:
-        end = time.perf_counter() + rng.uniform(0.05, 0.3)
-        while time.perf_counter() < end:
-            pass
-        time.sleep(rng.uniform(0.05, 0.3))
-
-
-@contextlib.contextmanager
-def neighbour(kind: str):
-    """`quiet`, or `one`/`two` processes keeping a core busy in bursts, for as long as the block runs."""
-    n = {"quiet": 0, "one": 1, "two": 2}[kind]
-    procs = [multiprocessing.Process(target=_bursts, args=(i,), daemon=True) for i in range(n)]
-    for proc in procs:
-        proc.start()
-    try:
-        yield
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.join()
 
 
 def check(repo: Path, commit: str, base: str, workload: str) -> tuple[dict, float]:

@@ -8,8 +8,8 @@ program and per tree of git perf (`--tree`: another checkout, to compare in one 
 functions callgrind saw call no function of the binary: where a missing frame hides the caller) and
 for every sampled function, the samples placed right, and the leaf whose samples are placed worst.
 
-    .venv/bin/python bench/leafframes.py [--hz 999] [--runs 3] [--tree PATH ...]
-                                         [--program NAME DIR BINARY COMMAND ...]
+    .venv/bin/python bench/leafframes.py [--hz 999] [--runs 3] [--tree PATH ...] [--neighbour two]
+                                         [--detail N] [--program NAME DIR BINARY COMMAND ...]
 
 Programs: the demo (built by its Makefile: frame pointers, padded entries) and any `--program`, built
 as `check --collect` builds (`-fno-omit-frame-pointer -g` and its entry padding; ARCHITECTURE.md §6).
@@ -28,7 +28,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from _common import ROOT, build_demo, table
+from _common import ROOT, build_demo, neighbour, table
 
 from gitperf.analysis import elf
 from gitperf.core.names import whole
@@ -137,6 +137,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tree", type=Path, action="append", help="a checkout of git perf (default: this one)")
     ap.add_argument("--detail", type=int, default=0, help="print each tree's N commonest misplaced samples")
+    ap.add_argument("--neighbour", choices=["quiet", "one", "two"], default="quiet",
+                    help="beside one or two processes keeping a core busy in bursts (the sampling runs)")
     ap.add_argument("--program", nargs=4, action="append", default=[], metavar=("NAME", "DIR", "BINARY", "COMMAND"))
     a = ap.parse_args()
     rows = []
@@ -147,7 +149,8 @@ def main() -> None:
         for name, cwd, binary, command in programs:
             edges = callers(binary, cwd, command)
             for tree in a.tree or [ROOT]:
-                folded = sampled(tree, binary, cwd, command, a.hz, a.runs)
+                with neighbour(a.neighbour):
+                    folded = sampled(tree, binary, cwd, command, a.hz, a.runs)
                 rows.append(row(name, tree, folded, edges))
                 if a.detail:
                     print(f"{name} under {tree}:", *misplaced(folded, edges, a.detail), sep="\n")

@@ -425,3 +425,7 @@ def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_c
     folded = run_cli(root, "show", "HEAD", "--folded").stdout
     assert re.search(r"^main;accumulate;sum \d+$", folded, re.M), folded  # named, under its caller in the binary
     assert "[library]" not in folded.split("main;accumulate;", 1)[1].split("\n", 1)[0], folded
+    from gitperf.web import create_app
+    page = create_app(root).test_client().get(f"/commit/{git(root, 'rev-parse', 'HEAD')}").get_data(as_text=True)
+    first_row = page.split('<table class="report">')[1].split('<tr class="degradation">')[1].split("</tr>")[0]
+    assert ">sum</a>" in first_row, first_row  # the dashboard's first row, linked to its page
