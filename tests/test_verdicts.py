@@ -846,3 +846,25 @@ def test_a_pair_is_not_called_noisier_from_the_few_samples_of_its_small_function
     resid = np.array([[0.1, -0.1, 0.05, -0.05, 0.1, -0.1]] * 6)
     assert noisemodel._pair_scale(resid, [0.3, -0.3, 0.15, -0.15, 0.3, -0.3]) == pytest.approx(3.0)
     assert noisemodel._pair_scale(resid[:, :4], [0.3, -0.3, 0.15, -0.15]) == 1.0  # four: no telling
+
+
+def test_a_library_function_sampled_on_one_side_only_is_neither_new_nor_removed():
+    """A function of the project's own libraries is in no plan, only in the stack samples: a side
+    whose runs drew none of its samples shows nothing of whether it exists (zlib's f8719f5: gz_avail
+    "new", gz_open "removed", each with the same instruction count on both sides).  A function of the
+    binary that its plan probed and the other side's plan no longer has stays removed."""
+    def side(commit: str, lib: dict[str, int]) -> list[StoredProfile]:
+        out = []
+        for r in range(3):
+            p = _profile(commit, {"main": 1e7, "gone": 1e6} if commit == "b" else {"main": 1e7}, rnd=r)
+            plan = replace(p.plan, probed=tuple(f.name for f in p.functions), strategy="userspace")
+            sampled = tuple(FunctionStats(n, 0, k * 10_000, k * 10_000, stack_samples=k, sampled=True)
+                            for n, k in lib.items())
+            out.append(StoredProfile(commit, r, f"{commit}{r}", replace(p, plan=plan, functions=p.functions + sampled)))
+        return out
+    base, target = side("b", {"gz_open": 2, "crc32_z": 40}), side("t", {"gz_avail": 1, "crc32_z": 41})
+    found = {c.function: c.type for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
+                                                                 opinions=False)}
+    assert "gz_open" not in found and "gz_avail" not in found, found
+    assert "crc32_z" in found, found  # sampled on both sides: compared
+    assert found["gone"] == checks.REMOVED, found

@@ -185,6 +185,16 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
                  probe=inference.center([float(f.probe_ns) for f in fs]) if fs else 0.0)
 
 
+def _library_only(profiles: list[StoredProfile], name: str) -> bool:
+    """Whether the side that has `name` has it as a function of the project's own libraries: only
+    sampled, never counted, in no plan (`collect.profile._library_functions`).  A side without samples
+    in it shows nothing of whether it still exists (on zlib's f8719f5, gz_avail read "new" with the
+    same instructions on both sides)."""
+    found = [f for p in profiles if (f := p.profile.function(name))]
+    return (bool(found) and all(f.sampled and not f.count for f in found)
+            and not any(name in p.profile.plan.probed for p in profiles))
+
+
 def _not_in_binary(profiles: list[StoredProfile], name: str) -> bool:
     """Profiles that probed every function of their binary (strategy userspace) and did not leave
     `name` out on purpose show that the binary has no such function."""
@@ -220,9 +230,9 @@ def pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[Side, Side]]]:
     target, base = Runs(p.profile for p in sides.target), Runs(p.profile for p in sides.base)
     for n in names:
         t, b, like = _sides(target, base, n)
-        if t is None and b is not None and _not_in_binary(sides.target, n):
+        if t is None and b is not None and _not_in_binary(sides.target, n) and not _library_only(sides.base, n):
             t = Side.absent(len(sides.target))
-        if b is None and t is not None and _not_in_binary(sides.base, n):
+        if b is None and t is not None and _not_in_binary(sides.base, n) and not _library_only(sides.target, n):
             b = Side.absent(len(sides.base))
         if t is None or b is None or not (any(t.totals) or any(b.totals)):
             continue
