@@ -124,12 +124,14 @@ class FakeSession:
 def install(engine: FakeEngine | None = None, patch=setattr) -> FakeEngine:
     """`git perf` in this process collects with `engine` (a new FakeEngine by default) and COSTS as
     its calibration; `patch` is pytest's `monkeypatch.setattr` in a test (undone after it)."""
-    import gitperf.cli
+    import gitperf.cli.checking
+    import gitperf.cli.collecting
     import gitperf.engine.bcc_engine
     import gitperf.engine.calibrate
     engine = engine or FakeEngine()
     patch(gitperf.engine.calibrate, "costs", lambda *_args, **_kw: dict(COSTS))
-    patch(gitperf.cli, "_engine", lambda per_probe=False: engine)
+    for commands in (gitperf.cli.collecting, gitperf.cli.checking):  # (where the commands that collect ask for one)
+        patch(commands, "_engine", lambda per_probe=False: engine)
     patch(gitperf.engine.bcc_engine, "BccEngine", lambda force_per_probe=False: engine)  # the hook's, workers'
     return engine
 

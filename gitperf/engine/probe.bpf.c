@@ -357,7 +357,7 @@ int on_return(struct pt_regs *ctx) { return do_return(ctx, (u32)bpf_get_attach_c
 
 // The project's own shared libraries (BinaryInfo.libraries): where each is loaded in a process, read
 // at its DT_INIT, which the dynamic loader runs once as it maps the library.  The driver symbolises the
-// samples and frames that fall in it with the library's own symbols (bcc_engine.py, _Objects).
+// samples and frames that fall in it with the library's own symbols (engine/samples.py).
 struct libkey {
     u32 tgid;
     u32 lib;                   // index in BinaryInfo.libraries

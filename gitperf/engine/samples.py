@@ -1,0 +1,187 @@
+"""A run's stack samples read from the BPF maps and symbolised (ARCHITECTURE.md §6): each sample's
+frames as the code ran them (`analysis.unwind`), in the binary and in the project's own libraries
+(their load addresses from `libinits`), probe handling told apart (`probe_handling`), the stacks
+folded from the root down.  The driver (`bcc_engine`) calls `read` once a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from gitperf.analysis.elf import BinaryInfo, FunctionSymbol
+from gitperf.analysis.unwind import Frames
+from gitperf.core.names import whole
+from gitperf.core.stacks import KERNEL, LIBRARY, UNKNOWN
+from gitperf.plan.probes import ProbePlan
+
+
+# Kernel functions that run only while a uprobe or uretprobe is handled (kernel/events/uprobes.c,
+# arch/x86/kernel/uprobes.c): the int3 trap, the single-step, the system calls of the return
+# trampoline and of an optimized nop5 entry (__x64_sys_uretprobe, __x64_sys_uprobe), and the exit
+# of the int3 and debug exceptions they enter by (a traced workload sets no breakpoints of its own).
+PROBE_FRAMES = ("handle_swbp", "handle_singlestep", "handle_trampoline", "asm_exc_int3", "exc_int3",
+                "asm_exc_debug", "exc_debug")
+
+
+def probe_handling(kernel_frames: Iterable[str]) -> bool:
+    """Whether a kernel stack (function names) was taken inside probe handling."""
+    return any(name.startswith(PROBE_FRAMES) or "uprobe" in name for name in kernel_frames)
+
+
+@dataclass
+class Samples:
+    """One run's stack samples: per probed-function index, outside every function, in probe
+    handling, and the bytes read."""
+
+    by_function: dict[int, int]
+    unknown: int
+    probe: int
+    nbytes: int
+    # of by_function, the samples taken in a library and given to the function from the stack
+    library: dict[int, int] = field(default_factory=dict)
+    # frames of the binary from the root down (LIBRARY last when taken in a library) -> samples
+    stacks: dict[tuple[str, ...], int] = field(default_factory=dict)
+    rooted: int = 0  # samples whose stack reaches the plan's root: the unwinding worked
+    # samples taken in a function of the project's own libraries (BinaryInfo.libraries), by its name
+    library_functions: dict[str, int] = field(default_factory=dict)
+
+
+def _at_probe(k, bias: int | None, stacks, points: set[int]) -> bool:
+    """A user sample at a probed entry or just after it; or in the optimized nop5's trampoline, which
+    the entry called: the return address above the stack pointer is then the one after the NOP."""
+    if bias is None:
+        return False
+    return ((k.kstackid < 0 and next(iter(stacks.walk(k.stackid)), 0) - bias in points)
+            or bool(k.ret and k.ret - bias in points))
+
+
+def _path(frames: list[str], own: bool, in_kernel: bool) -> tuple[str, ...]:
+    """A sample's stack from the root down: the binary's frames, then where the sample was when not in
+    the innermost frame's own code (the kernel: exec, page faults, system calls, exit; a library)."""
+    leaf = (KERNEL,) if in_kernel else () if own or not frames else (LIBRARY,)
+    return tuple(reversed(frames)) + leaf or (UNKNOWN,)
+
+
+@dataclass(frozen=True)
+class _Objects:
+    """Where one process has the binary and the project's own libraries: their load biases, and what
+    their stack words mean (`Frames`)."""
+
+    binary: BinaryInfo
+    bias: int | None
+    libs: list[tuple[int, int]]  # (index in binary.libraries, load bias)
+    calls: Frames
+
+    def symbol(self, addr: int) -> FunctionSymbol | None:
+        """The function of the binary or of one of its libraries at a run-time address."""
+        if self.bias is not None and (f := self.binary.symbolize(addr - self.bias)) is not None:
+            return f
+        return next((f for i, b in self.libs if (f := self.binary.libraries[i].symbolize(addr - b))), None)
+
+    def library_frameless(self, addr: int) -> bool:
+        """Whether a sample at `addr` in a library is where that library's function has no frame set
+        up (its unwind table): the frame-pointer walk then skips its caller."""
+        for i, b in self.libs:
+            if self.binary.libraries[i].symbolize(addr - b) is not None:
+                return self.calls.library_slots[i].slot(addr - b) is not None
+        return True  # (a library not the project's: glibc keeps no frame pointers)
+
+
+def _binary_frames(k, where: _Objects, stacks) -> tuple[list[str], bool, int]:
+    """(the functions of the binary and of its own libraries on a sample's stack, innermost first;
+    whether the innermost is the sampled frame itself rather than the caller of another library; how
+    many stack words were read).  A sample in another library, or in a frameless spot of one of the
+    project's (`k.ret` set), takes its caller from the return address found above the stack pointer
+    (`_read_samples`); the frame-pointer walk above it may name that caller again, when the library
+    function kept a frame of its own: it is counted once.  A sample in the binary whose function has
+    no frame set up at the sampled instruction gets the caller the walk skipped (`_walked`).  The
+    walk's words above its first are return addresses, looked up one byte back: a call may be the
+    last instruction of a function."""
+    bias = where.bias
+    if bias is None:
+        return [], True, 0
+    addrs = _walked(k, bias, stacks, where.calls)
+    frames: list[str] = []
+    own = bool(addrs) and (leaf := where.symbol(addrs[0])) is not None
+    if own:
+        frames.append(whole(leaf.name))
+    if (k.ret and (not own or where.library_frameless(addrs[0])) and where.calls.after_call(k.ret - bias)
+            and (fn := where.binary.symbolize(k.ret - 1 - bias)) is not None):
+        frames.append(whole(fn.name))
+    from_ret = len(frames) > int(own)
+    for addr in addrs[1:]:
+        sym = where.symbol(addr - 1)
+        if sym is None:
+            continue
+        name = whole(sym.name)  # a `.cold` part runs in its function's frame: its samples are that function's
+        if not (from_ret and frames[-1] == name):
+            frames.append(name)
+        from_ret = False
+    return frames, own, len(addrs)
+
+
+def _library_biases(b, binary: BinaryInfo) -> dict[int, list[tuple[int, int]]]:
+    """Per process: (library index, load bias) of each of the project's own libraries it loaded, from
+    the address of the library's DT_INIT that `on_lib_load` saw."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for k, v in b["libinits"].items():
+        if k.lib < len(binary.libraries) and (init := binary.libraries[k.lib].init):
+            out.setdefault(k.tgid, []).append((k.lib, v.value - init[0]))
+    return out
+
+
+def _walked(k, bias: int, stacks, calls: Frames) -> list[int]:
+    """The sample's frame-pointer walk with the frames it cannot see put back (`unwind.Frames.walk`:
+    the caller of a function whose frame is not set up at the sampled instruction, tail callers)."""
+    words = tuple(w - bias if w else 0 for w in k.top)
+    return [a + bias for a in calls.walk([a - bias for a in stacks.walk(k.stackid)], words)]
+
+
+def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]) -> Samples:
+    """Attribute each stack sample to the innermost frame inside the binary (time in libc
+    counts for its caller, as exclusive time does in traced mode).  A sample in a library
+    prefers the return address found on the stack (`ret`): the frame-pointer walk through
+    library code misses the immediate caller.  But the first text address above the stack
+    pointer is a return address only if a call precedes it: a code pointer or a word left
+    behind by an earlier call is not one, and where such words lie shifts with any change
+    of the callers' frames (on Lua, 26 samples a build went to `panic`, a function never
+    called, and none in a build that differed only in `internshrstr`).  A sample taken while
+    the kernel handled one of our probes is probe time: it goes to no function.  So is a user
+    sample at a probed entry (the trap about to be taken) or at the instruction after it,
+    where the thread goes on once the kernel has handled the entry (`points`).  Samples in a
+    library are counted apart as well (`library`): their function comes from the stack, and a
+    stale return address can still pass for the caller's - which one does shifts with the
+    callers' frames (on Lua, a commit that changed only `internshrstr`'s frame moved two thirds
+    of malloc's samples away from `luaM_malloc_`, in all 60 rounds of a paired check)."""
+    index = {f.name: i for i, f in enumerate(plan.functions)}
+    root = plan.functions[plan.root].name
+    bases = {k.value: v.value for k, v in b["bases"].items()}
+    libs = _library_biases(b, binary)
+    got = Samples({}, 0, 0, 0)
+    stacks, kstacks = b["ustacks"], b["kstacks"]
+    in_probe: dict[int, bool] = {}  # kernel stack id -> taken inside probe handling
+    for k, v in b["samples"].items():
+        got.nbytes += 40  # the key: struct skey
+        if k.kstackid >= 0 and k.kstackid not in in_probe:
+            in_probe[k.kstackid] = probe_handling(b.ksym(a).decode(errors="replace")
+                                                  for a in kstacks.walk(k.kstackid))
+        bias = bases.get(k.tgid, 0 if not binary.pie else None)
+        if k.xol or in_probe.get(k.kstackid, False) or _at_probe(k, bias, stacks, points):
+            got.probe += v.value
+            continue
+        where = _Objects(binary, bias, libs.get(k.tgid, []), calls)
+        frames, first, walked = _binary_frames(k, where, stacks)
+        got.nbytes += 8 * walked
+        path = _path(frames, first, k.kstackid >= 0)
+        got.stacks[path] = got.stacks.get(path, 0) + v.value
+        got.rooted += v.value if root in frames else 0
+        if frames and first and frames[0] not in index:  # (a function of the project's own libraries)
+            got.library_functions[frames[0]] = got.library_functions.get(frames[0], 0) + v.value
+        elif not frames or frames[0] not in index:
+            got.unknown += v.value
+        else:
+            i = index[frames[0]]
+            got.by_function[i] = got.by_function.get(i, 0) + v.value
+            if not first:
+                got.library[i] = got.library.get(i, 0) + v.value
+    return got
