@@ -739,12 +739,13 @@ def test_the_commit_page_shows_the_checks_changes_at_a_glance(synthetic):
     assert trace["y"][-1] == "main (the run)"  # first from the top (plotly draws the first row at the bottom)
     import html
     drawn = {html.unescape(d[2]): x for d, x in zip(trace["customdata"], trace["x"])}
-    for c in tested:  # each function where the stored check puts it, in its direction
-        assert drawn[c["function"]] == pytest.approx(c["relative"] * 100), c["function"]
+    for c in tested:  # each function where the stored check puts it (the ratio after/before), in its direction
+        assert drawn[c["function"]] == pytest.approx(1 + c["relative"]), c["function"]
     parse = next(c for c in tested if c["function"] == "parse")
-    assert parse["type"] == "degradation" and drawn["parse"] > 0
-    [band] = forest["layout"]["shapes"]
-    assert band["x1"] == pytest.approx(CheckConfig().min_relative * 100) and band["x0"] == -band["x1"]
+    assert parse["type"] == "degradation" and drawn["parse"] > 1
+    assert forest["layout"]["xaxis"]["type"] == "log"
+    band = forest["layout"]["shapes"][0]
+    assert (band["x0"], band["x1"]) == pytest.approx((1 - CheckConfig().min_relative, 1 + CheckConfig().min_relative))
     shown = re.sub(r"<[^>]+>", "", page.split('<table class="report">')[1].split("</table>")[0])  # (titles hover)
     assert "inclusive time per run" not in shown  # the measure: once, below the table
     assert "before → after:" in page.split('<table class="report">')[1].split("<h2")[0]

@@ -304,7 +304,7 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
                                       "return t.customdata.map((d, i) => [d[2], t.x[i], d[1]])")
         import html
         every = json.loads(run_cli(root, "check", commits[3], "--json", "--all").stdout)["changes"]
-        stored = {(c["function"], c["type"]): c["relative"] * 100 for c in every
+        stored = {(c["function"], c["type"]): 1 + c["relative"] for c in every
                   if c["workload"] == "gate" and c["relative"] is not None}
         assert all(x == pytest.approx(stored[html.unescape(f), kind]) for f, x, kind in drawn), (drawn, stored)
         verdicts = {k for k in stored if k[1] in ("degradation", "optimization")}

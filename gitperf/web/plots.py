@@ -224,29 +224,46 @@ def exclusive_bars(title: str, functions: list[dict], types: dict[str, str], top
 def forest(title: str, changes: list[dict], threshold: float, top: int = 25) -> dict:
     """One commit's check at a glance (a forest plot): every tested function's change of time a run
     with its interval, coloured by its verdict, the band of changes below the check's threshold
-    (`check.min_relative`) shaded; the run as a whole first, then in the report's order."""
+    (`check.min_relative`) shaded; the run as a whole first, then in the report's order.  The axis is
+    the ratio after/before on a log scale, labelled in percent: a halving and a doubling are as far
+    from 0, and a sampled function's interval of -90% to +4,700% does not squeeze the verdicts."""
     rows = [c for c in changes if c.get("relative") is not None and math.isfinite(c["relative"])
             and c.get("ci_low") is not None and c.get("ci_high") is not None]
     rows = (sorted(rows, key=lambda c: c["function"] != ROOT))[:top][::-1]  # (plotly draws the first at the bottom)
     color = {DEGRADATION: RED, OPTIMIZATION: GREEN, ACCEPTED: "#e67e22"}
     names = labels([c["function"] for c in rows], 50)
-    return {"data": [{"type": "scatter", "mode": "markers", "x": [c["relative"] * 100 for c in rows],
+    ratio = lambda x: max(1 + x, 1e-3)  # noqa: E731  (an interval's low end can reach -100%)
+    xs = [ratio(c["relative"]) for c in rows]
+    ends = [ratio(c["ci_low"]) for c in rows] + [ratio(c["ci_high"]) for c in rows] + [1 - threshold, 1 + threshold]
+    ticks = [t for t in _RATIO_TICKS if min(ends) / 1.5 <= t <= max(ends) * 1.5]
+    return {"data": [{"type": "scatter", "mode": "markers", "x": xs,
                       "y": [escape(f"{n} (the run)" if c["function"] == ROOT else n) for n, c in zip(names, rows)],
-                      "customdata": [[escape(readable(c["function"])), c["type"], escape(c["function"])] for c in rows],
+                      "customdata": [[escape(readable(c["function"])), c["type"], escape(c["function"]),
+                                      c["relative"] * 100] for c in rows],
                       "error_x": {"type": "data", "symmetric": False,
-                                  "array": [(c["ci_high"] - c["relative"]) * 100 for c in rows],
-                                  "arrayminus": [(c["relative"] - c["ci_low"]) * 100 for c in rows]},
+                                  "array": [ratio(c["ci_high"]) - x for c, x in zip(rows, xs)],
+                                  "arrayminus": [x - ratio(c["ci_low"]) for c, x in zip(rows, xs)]},
                       "marker": {"size": 9, "color": [color.get(c["type"], GREY) for c in rows]},
-                      "hovertemplate": "%{customdata[0]}: %{x:+.1f}% (%{customdata[1]})<extra></extra>"}],
+                      "hovertemplate": "%{customdata[0]}: %{customdata[3]:+.1f}% (%{customdata[1]})<extra></extra>"}],
             "layout": dict(_layout(title, ""), height=max(200, 26 * len(rows) + 90), showlegend=False,
-                           xaxis={"title": {"text": f"change of time per run (%) with its interval; shaded: within "
-                                                    f"±{threshold:.0%} (check.min_relative), never a verdict"},
-                                  "zeroline": True},
+                           xaxis={"title": {"text": f"change of time per run with its interval (log scale); shaded: "
+                                                    f"within ±{threshold:.0%} (check.min_relative), never a verdict"},
+                                  "type": "log", "tickvals": ticks, "ticktext": [_pct_tick(t) for t in ticks]},
                            yaxis={"automargin": True, "type": "category"},
-                           shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": -threshold * 100,
-                                    "x1": threshold * 100, "y0": 0, "y1": 1, "fillcolor": GREY, "opacity": 0.15,
-                                    "line": {"width": 0}, "layer": "below"}],
+                           shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": 1 - threshold,
+                                    "x1": 1 + threshold, "y0": 0, "y1": 1, "fillcolor": GREY, "opacity": 0.15,
+                                    "line": {"width": 0}, "layer": "below"},
+                                   {"type": "line", "xref": "x", "yref": "paper", "x0": 1, "x1": 1, "y0": 0, "y1": 1,
+                                    "line": {"color": GREY, "width": 1}}],
                            margin={"l": 10, "r": 20, "t": 40, "b": 50})}
+
+
+# Ratios after/before the forest plot labels (as changes: -90% .. +9,900%).
+_RATIO_TICKS = [0.1, 0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0, 10.0, 25.0, 100.0]
+
+
+def _pct_tick(ratio: float) -> str:
+    return "0" if ratio == 1 else f"{(ratio - 1) * 100:+,.0f}%"
 
 
 def change_bars(title: str, changes: list[dict], top: int = 25) -> dict:
