@@ -154,6 +154,7 @@ def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]
     callers' frames (on Lua, a commit that changed only `internshrstr`'s frame moved two thirds
     of malloc's samples away from `luaM_malloc_`, in all 60 rounds of a paired check)."""
     index = {f.name: i for i, f in enumerate(plan.functions)}
+    own_names = {whole(f.name) for f in binary.functions}  # (a narrowed plan leaves some of them out)
     root = plan.functions[plan.root].name
     bases = {k.value: v.value for k, v in b["bases"].items()}
     libs = _library_biases(b, binary)
@@ -175,7 +176,7 @@ def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]
         path = _path(frames, first, k.kstackid >= 0)
         got.stacks[path] = got.stacks.get(path, 0) + v.value
         got.rooted += v.value if root in frames else 0
-        if frames and first and frames[0] not in index:  # (a function of the project's own libraries)
+        if frames and first and frames[0] not in own_names:  # (a function of the project's own libraries)
             got.library_functions[frames[0]] = got.library_functions.get(frames[0], 0) + v.value
         elif not frames or frames[0] not in index:
             got.unknown += v.value
