@@ -361,3 +361,18 @@ def test_a_watched_function_the_binary_lacks_is_refused(repo, fake):
     assert r.exit_code == 2, r.stderr
     assert "collect.watch" in r.stderr and "no function tock" in r.stderr and "(near: tick)" in r.stderr, r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
+
+
+def test_a_workload_that_exits_non_zero_fails_plain_collect_and_stores_nothing(repo, fake):
+    """Issue #59: plain `collect` of a workload that ran the program and then exited 1 stored a profile
+    marked PARTIAL and exited 0, where `check --collect` of the same refuses.  It fails alike: exit 2,
+    the workload, its command and what it said, nothing stored (a crash or a timeout is still kept,
+    marked: a finding)."""
+    toml = repo / ".gitperf.toml"
+    toml.write_text(toml.read_text().replace("./s; true", "./s; echo cannot open input.txt >&2; exit 1"))
+    git(repo, "commit", "-qam", "the workload fails")
+    r = CliRunner().invoke(main, ["collect", "-q"])
+    assert r.exit_code == 2, r.stderr
+    assert "workload w failed: exit status 1" in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert "  | cannot open input.txt" in r.stderr, r.stderr
+    assert NotesStore(open_repo(repo)).commits() == []

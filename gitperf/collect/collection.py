@@ -24,7 +24,7 @@ from gitperf.core.config import FILENAME, Config, Workload
 from gitperf.core.config import load as load_config
 from gitperf.core.config import load_file
 from gitperf.core.config import parse as parse_config
-from gitperf.core.errors import CollectionAborted, ConfigError, InputError
+from gitperf.core.errors import CollectionAborted, ConfigError, InputError, WorkloadFailed
 from gitperf.core.model import ROOT, Mode, Profile, content_id
 from gitperf.engine.base import Engine
 from gitperf.git import buildcache
@@ -222,6 +222,17 @@ def check_it_ran(p: Profile, wl: Workload, ctx: CollectContext) -> None:
     raise never_ran(wl, ctx, p.header.exit_status)
 
 
+def failed(wl: Workload, commit: str, partial: str, when: str, stderr: str = "") -> WorkloadFailed:
+    """A failing workload fails the collection and the check: its runs measure a different amount of
+    work (issue #37: one that exited 1 after 5 ms was "no significant change", exit 0; issue #59: plain
+    `collect` stored it marked PARTIAL and exited 0)."""
+    said = ("\nits stderr ended with:\n" + "\n".join(f"  | {line}" for line in stderr.splitlines())
+            if stderr.strip() else "\nit wrote nothing to stderr")
+    return WorkloadFailed(f"workload {wl.name} {partial} on {commit[:12]} ({when}): the runs of a failing workload "
+                          f"say nothing, and nothing was stored.  Its command: {' '.join(wl.argv)} (run it in a "
+                          f"checkout of {commit[:12]}; `timeout` in .gitperf.toml if it needs longer){said}")
+
+
 def never_ran(wl: Workload, ctx: CollectContext, status: int | None) -> InputError:
     """The error of a workload that never ran the binary's root function (`collect`'s runs, `check
     --collect`'s counting run), naming the programs it runs instead where it names them."""
@@ -278,6 +289,8 @@ def _run_workloads(ctx: CollectContext) -> list[Profile]:
     for k, (wl, i) in enumerate(runs_of, start=1):
         ctx.progress(f"[{k}/{len(runs_of)}] workload {wl.name} (run {i + 1}): {wl.command}")
         p = profile_run(ctx, plans[wl.name], wl)
+        if p.header.partial.startswith("failed"):  # (a crash or a timeout is a finding, kept: `check_it_ran`)
+            raise failed(wl, ctx.target.commit, p.header.partial, f"run {i + 1}", p.header.stderr)
         check_it_ran(p, wl, ctx)
         if p.header.partial:
             ctx.progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")

@@ -37,13 +37,13 @@ import pygit2
 from gitperf.analysis import bindiff, elf
 from gitperf.analysis.bindiff import BinDiff
 from gitperf.collect.budgeted import count_pass
-from gitperf.collect.collection import built, check_it_ran, never_ran
+from gitperf.collect.collection import built, check_it_ran, failed, never_ran
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.pilot import run_pilot
 from gitperf.collect.profile import profile_run
 from gitperf.core import codec
 from gitperf.core.config import Workload
-from gitperf.core.errors import CollectionAborted, WorkloadFailed
+from gitperf.core.errors import CollectionAborted
 from gitperf.core.fmt import names
 from gitperf.core.names import short
 from gitperf.core.model import ROOT, InstructionCounts, Profile, StoredProfile, content_id
@@ -181,16 +181,6 @@ def run_round(pair: Pair, r: int) -> tuple[Profile, Profile]:
         return b, run(pair.target)
     t = run(pair.target)
     return run(pair.base), t
-
-
-def failed(wl: Workload, commit: str, partial: str, when: str, stderr: str = "") -> WorkloadFailed:
-    """A failing workload fails the check: its runs measure a different amount of work (issue #37:
-    one that exited 1 after 5 ms was "no significant change", exit 0)."""
-    said = ("\nits stderr ended with:\n" + "\n".join(f"  | {line}" for line in stderr.splitlines())
-            if stderr.strip() else "\nit wrote nothing to stderr")
-    return WorkloadFailed(f"workload {wl.name} {partial} on {commit[:12]} ({when}): a check of a failing workload "
-                          f"says nothing, and nothing was stored.  Its command: {' '.join(wl.argv)} (run it in a "
-                          f"checkout of {commit[:12]}; `timeout` in .gitperf.toml if it needs longer){said}")
 
 
 def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRuns:
