@@ -216,8 +216,10 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
     why = ("valgrind is not installed (apt-get install valgrind): no instruction counts" if not callgrind.available()
            else f"callgrind would take ~{predicted:.0f} s a run, over the {callgrind.BUDGET_S:.0f} s budget"
            if predicted > callgrind.BUDGET_S else "")
-    if why:
-        say(f"  instruction witness skipped: {why}")
+    # said before the runs, the longest quiet step of a check (an interrupt test once missed them and
+    # stopped a check that had finished)
+    say(f"  instruction witness skipped: {why}" if why else
+        f"  instruction witness: callgrind, 3 runs, ~{predicted:.0f} s each predicted")
     sides = ((pair.base, runs.base, 2), (pair.target, runs.target, 1))
     for side, profiles, n in sides:
         counts = (InstructionCounts(error=why),) if why else tuple(
@@ -225,8 +227,6 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
                           (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)), side.ctx.env)
             for _ in range(n))
         profiles[0] = replace(profiles[0], instructions=counts)
-    if not why:
-        say(f"  instruction witness: callgrind, 3 runs, ~{predicted:.0f} s each predicted")
 
 
 def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Engine, progress: Progress,
