@@ -289,9 +289,9 @@ def _run_workloads(ctx: CollectContext) -> list[Profile]:
     for k, (wl, i) in enumerate(runs_of, start=1):
         ctx.progress(f"[{k}/{len(runs_of)}] workload {wl.name} (run {i + 1}): {wl.command}")
         p = profile_run(ctx, plans[wl.name], wl)
+        check_it_ran(p, wl, ctx)  # (first: a command that never ran the binary is told as such)
         if p.header.partial.startswith("failed"):  # (a crash or a timeout is a finding, kept: `check_it_ran`)
             raise failed(wl, ctx.target.commit, p.header.partial, f"run {i + 1}", p.header.stderr)
-        check_it_ran(p, wl, ctx)
         if p.header.partial:
             ctx.progress(f"  warning: run is partial ({p.header.partial}); the profile is kept and marked")
         out.append(p)
