@@ -17,7 +17,7 @@ from gitperf.core.model import ROOT
 from gitperf.stats import models
 from gitperf.store.notes import NotesStore
 from gitperf.views.report import not_significant
-from gitperf.web import plots
+from gitperf.web import links, plots
 from gitperf.web.db import get_index
 
 bp = Blueprint("pages", __name__)
@@ -125,6 +125,7 @@ def commit(sha: str):
                              {(w["workload"],): w["config_key"] for w in check["workloads"]} if check else {})
     for f in functions:
         f["change"] = by_fn.get((f["workload"], f["name"]))
+    links.profiled_already(f["name"] for f in functions)
     profiles = idx.profiles(sha)
     diff_traced = sorted(set(idx.diff_traced(sha)) | {c["function"] for c in changes if c["changed"]})
     figures = []
