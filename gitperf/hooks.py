@@ -201,7 +201,7 @@ def _pushed_range(h: _Hook, r: PushedRange) -> int:
     if result.result != DEGRADATION:
         return _judge(repo, r.local_sha, result, h.cfg.hook, say)
     _print_report(repo, r.local_sha, result, f"{len(commits)} commits since {base[:12]}")
-    culprit = _responsible(h, commits)
+    culprit = _responsible(h, commits, kept)
     where = (f"{culprit[:12]} ({printable(repo.get(culprit).message.splitlines()[0])}) makes it slower" if culprit
              else f"the slowdown is somewhere in these {len(commits)} commits (none of the {h.cfg.hook.max_commits} "
                   "newest is slower alone: [hook] max_commits checks more)")
@@ -210,14 +210,13 @@ def _pushed_range(h: _Hook, r: PushedRange) -> int:
     return 1
 
 
-def _responsible(h: _Hook, commits: list[str]) -> str | None:
-    """The pushed commit that is slower than its parent: a stored check's degradation, else each
-    commit checked against its parent, newest first, up to [hook] max_commits (a commit whose machine
-    code is its parent's is told in seconds)."""
-    store = NotesStore(h.repo)
+def _responsible(h: _Hook, commits: list[str], kept: dict) -> str | None:
+    """The pushed commit that is slower than its parent: a stored check's degradation (`kept`: each
+    commit's stored check against its parent, or None), else each commit checked against its parent,
+    newest first, up to [hook] max_commits (a commit whose machine code is its parent's is told in
+    seconds)."""
     for c in commits:
-        kept = record.newest(store, c, parent(h.repo, c), h.workloads)
-        if kept is not None and kept.result.result == DEGRADATION:
+        if kept[c] is not None and kept[c].result.result == DEGRADATION:
             return c
     h.say("finding the commit responsible: each pushed commit against its parent, newest first")
     for c in commits[:h.cfg.hook.max_commits]:
