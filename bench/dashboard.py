@@ -58,7 +58,8 @@ def generate(dest: Path, commits: int, functions: int, runs: int, seed: int = 0,
     names = ["main"] + [f"fn_{i:03d}" for i in range(1, functions)]
     base = np.geomspace(2e9, 1e5, functions)
     factor = np.ones(functions)
-    shas, parent = [], []
+    shas, parent, pending = [], [], {}
+    store = NotesStore(repo)
     for i in range(commits):
         blob = repo.create_blob(f"{i}\n".encode())
         tb = repo.TreeBuilder()
@@ -71,8 +72,10 @@ def generate(dest: Path, commits: int, functions: int, runs: int, seed: int = 0,
             slowed = int(rng.integers(1, functions))
             factor[slowed] *= 1.4
             changed = (names[slowed],) if diff else ()
-        text = "".join(codec.encode(_profile(str(sha), rng, names, base, factor, changed)) + "\n" for _ in range(runs))
-        repo.create_note(text, SIG, SIG, str(sha), NOTES_REF, True)
+        pending[str(sha)] = [codec.encode(_profile(str(sha), rng, names, base, factor, changed)) for _ in range(runs)]
+        if len(pending) == 200 or i == commits - 1:  # through the store, fanned out as `collect` writes
+            store.add_lines(pending)
+            pending = {}
     return shas
 
 

@@ -150,3 +150,55 @@ def test_a_writer_killed_at_any_moment_leaves_both_commits_lines_or_neither(empt
     assert base and base == target, sorted(base ^ target)[:5]
     store.add_lines({a: ["after base"], b: ["after target"]})
     assert not [r for r in open_repo(empty_repo).references if "staging" in r]
+
+
+def _commits(repo_dir: Path, n: int) -> list[str]:
+    """`n` commits on top of HEAD, made directly (a notes tree only needs their ids)."""
+    repo = open_repo(repo_dir)
+    sig, tree, parent, made = pygit2.Signature("T", "t@example.com"), repo.head.peel().tree.id, repo.head.target, []
+    for i in range(n):
+        parent = repo.create_commit(None, sig, sig, f"c{i}", tree, [parent])
+        made.append(str(parent))
+    repo.references.create("refs/heads/main", parent, force=True)
+    return made
+
+
+def _notes_tree(repo_dir: Path) -> pygit2.Tree:
+    return open_repo(repo_dir).references[NOTES_REF].peel(pygit2.Commit).tree
+
+
+def test_notes_fan_out_as_git_does_so_a_write_copies_small_trees(empty_repo):
+    """300 notes written one at a time: the top level of the notes tree is two-digit subtrees (at most
+    256 entries) as git's own `git notes add` lays it out, and git reads every note back."""
+    commits = _commits(empty_repo, 300)
+    store = NotesStore(open_repo(empty_repo))
+    for c in commits:
+        store.add_line(c, f"line of {c}")
+    top = _notes_tree(empty_repo)
+    assert len(top) <= 256 and all(e.filemode == pygit2.GIT_FILEMODE_TREE and len(e.name) == 2 for e in top)
+    assert max(len(open_repo(empty_repo)[e.id]) for e in top) < 20  # 300 notes over ~190 subtrees
+    listed = git(empty_repo, "notes", f"--ref={NOTES_REF}", "list").splitlines()
+    assert sorted(ln.split()[1] for ln in listed) == sorted(commits)
+    assert git(empty_repo, "notes", f"--ref={NOTES_REF}", "show", commits[123]) == f"line of {commits[123]}"
+    store.add_line(commits[123], "second line")  # a note already fanned out grows in place
+    assert store.note_text(commits[123]).splitlines() == [f"line of {commits[123]}", "second line"]
+    assert len(store.commits()) == 300
+
+
+def test_a_flat_notes_tree_of_an_older_version_is_read_then_fanned_out_without_losing_a_line(empty_repo):
+    """Older versions (libgit2's create_note) wrote every note at the top level.  Such a history reads
+    as before, and the first write fans it out with every line of every note kept."""
+    commits = _commits(empty_repo, 300)
+    repo = open_repo(empty_repo)
+    sig = pygit2.Signature("T", "t@example.com")
+    for c in commits:
+        repo.create_note(f"old {c}\n", sig, sig, c, NOTES_REF, True)
+    assert len(_notes_tree(empty_repo)) == 300  # flat
+    store = NotesStore(open_repo(empty_repo))
+    assert store.note_text(commits[7]) == f"old {commits[7]}\n" and len(store.commits()) == 300
+    store.add_line(commits[7], "new")
+    top = _notes_tree(empty_repo)
+    assert all(e.filemode == pygit2.GIT_FILEMODE_TREE for e in top)
+    for c in commits:
+        assert store.note_text(c).splitlines() == [f"old {c}"] + (["new"] if c == commits[7] else [])
+    subprocess.run(["git", "fsck", "--no-progress"], cwd=empty_repo, check=True, capture_output=True)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -28,13 +29,15 @@ from gitperf.core.errors import InputError, NoteFormatError, StoreConflict
 from gitperf.core.model import Profile, StoredProfile, content_id
 from gitperf.core.typed import Real
 from gitperf.git.repo import ancestors, perf_dir
+from gitperf.store import notestree
 
 NOTES_REF = "refs/notes/perf"
 SIDE_REF = "refs/notes/perf-remote"  # where `pull` fetches the remote's notes before merging
-STAGING = "-staging-"  # + the writer's pid: refs/notes/perf-staging-PID, where `add_lines` writes first
+STAGING = "-staging-"  # + a pid: refs/notes/perf-staging-PID, where writers of older versions wrote first
 ACCEPT_PREFIX = "gitperf-accept "  # a note line recording that this commit's performance change was intended
 CHECK_PREFIX = "gitperf-check "  # a note line holding a paired check's result (checks.record)
 RECORDS = (ACCEPT_PREFIX, CHECK_PREFIX)  # lines that are records, not profiles
+NETWORK_TIMEOUT = 300  # seconds a `git perf push`/`pull` may take (a notes ref of years is a few MB)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,22 @@ class NotesStore:
         """The lines of a commit's note that start with `prefix` (a kind of record), in note order."""
         return [ln for ln in self.note_text(commit).splitlines() if ln.startswith(prefix)]
 
+    def arrivals(self, commit: str, lines: list[str]) -> dict[str, int]:
+        """How many of this clone's notes commits ago each of `lines` (of `commit`'s note) arrived: 0 in
+        the newest.  The notes ref's first parents are this clone's own history of writes, and a pull
+        is one merge on it, so a pulled line arrives when it was pulled, whatever its content claims."""
+        key, left, ages, tip = _full_id(self.repo, commit), set(lines), {}, self._tip()
+        notes, depth, seen = (self.repo[tip] if tip is not None else None), 0, (None, frozenset())
+        while notes is not None and left:
+            blob = notestree.find(notes.tree, key)
+            if blob != seen[0]:
+                seen = (blob, frozenset(self.repo[blob].data.decode(errors="replace").splitlines()) if blob else ())
+            for ln in [ln for ln in left if ln not in seen[1]]:
+                ages[ln] = depth - 1  # not here, so it arrived in the commit after this one
+                left.discard(ln)
+            notes, depth = (notes.parents[0] if notes.parents else None), depth + 1
+        return {**ages, **{ln: depth - 1 for ln in left}}
+
     def acceptance(self, commit: str) -> Acceptance | None:
         """The `git perf accept` record of a commit, if any (the newest when there are several)."""
         found = None
@@ -179,33 +198,54 @@ class NotesStore:
 
     def add_lines(self, lines: dict[str, list[str]]) -> dict[str, list[str]]:
         """Append lines to several commits' notes, all or nothing; returns each line's id.  A line
-        already in a note is not added twice (identity is the content hash).  Under the lock, the
-        notes are written on a staging ref that starts at the notes' tip, and the notes ref is then
-        moved to it in one update: a reader (or a SIGKILL between two commits' notes) sees every
-        line or none -- a paired check's base and target profiles together, never half a set."""
+        already in a note is not added twice (identity is the content hash).  Under the lock, every
+        commit's new note goes into one notes commit on the notes' tip, and the ref moves to it in one
+        update: a reader (or a SIGKILL at any moment) sees every line or none -- a paired check's base
+        and target profiles together, never half a set."""
         if any("\n" in line for ls in lines.values() for line in ls):
             raise ValueError("a profile line cannot contain a newline")
         with self._lock():
             # Re-read inside the lock: another process may have written since we last looked.
             self.repo = pygit2.Repository(self.repo.path)
-            sig, staging = _signature(self.repo), f"{self.ref}{STAGING}{os.getpid()}"
-            self._sweep_staging()  # a writer killed here before: its staging ref is all that is left
-            tip = self._tip()
-            if tip is not None:
-                self.repo.references.create(staging, tip, force=True)
-            try:
-                for commit, new in lines.items():
-                    text = self.note_text(commit)
-                    existing = set(text.splitlines())
-                    fresh = [ln for ln in dict.fromkeys(new) if ln not in existing]
-                    if fresh:
-                        text = text if text.endswith("\n") or not text else text + "\n"
-                        self.repo.create_note(text + "".join(ln + "\n" for ln in fresh), sig, sig, commit, staging, True)
-                if staging in self.repo.references and self.repo.references[staging].target != tip:
-                    self.repo.references.create(self.ref, self.repo.references[staging].target, force=True)
-            finally:
-                self._sweep_staging()
+            self._sweep_staging()  # what a writer of an older version killed mid-write left
+            texts = {}
+            for commit, new in lines.items():
+                text = self.note_text(commit)
+                existing = set(text.splitlines())
+                fresh = [ln for ln in dict.fromkeys(new) if ln not in existing]
+                if fresh:
+                    text = text if text.endswith("\n") or not text else text + "\n"
+                    texts[_full_id(self.repo, commit)] = text + "".join(ln + "\n" for ln in fresh)
+            if texts:
+                try:
+                    self._commit_notes(texts)
+                except pygit2.GitError as e:
+                    _raise_if_disk_full(perf_dir(self.repo).parent / "objects", sum(map(len, texts.values())), e)
+                    raise
+                self._pack_if_due()
         return {c: [content_id(ln) for ln in ls] for c, ls in lines.items()}
+
+    def _commit_notes(self, texts: dict[str, str]) -> None:
+        """One notes commit on the tip setting each commit's note, then the ref moved to it."""
+        tip = self._tip()
+        tree = self.repo[tip].peel(pygit2.Tree) if tip is not None else None
+        blobs = {commit: self.repo.create_blob(text) for commit, text in texts.items()}
+        sig = _signature(self.repo)
+        written = self.repo.create_commit(None, sig, sig, "Notes added by 'git perf'",
+                                          notestree.write(self.repo, tree, blobs), [tip] if tip else [])
+        self.repo.references.create(self.ref, written, force=True)
+
+    def _pack_if_due(self) -> None:
+        """Pack loose objects as `git gc --auto` would, under our lock so that no git perf writes
+        meanwhile.  git's own estimate (builtin/gc.c, too_many_loose_objects): objects/17 holding more
+        than gc.auto/256 files (6,700/256 by default); the count is a directory listing, the gc runs
+        only then and keeps the user's gc settings (gc.auto = 0 turns it off)."""
+        try:
+            loose = sum(1 for _ in os.scandir(perf_dir(self.repo).parent / "objects" / "17"))
+        except FileNotFoundError:
+            return
+        if loose > 6700 // 256:
+            self._git("-c", "gc.autoDetach=false", "gc", "--auto", "--quiet", check=False)
 
     def _tip(self):
         try:
@@ -227,6 +267,16 @@ class NotesStore:
         workdir = self.repo.workdir or self.repo.path
         return subprocess.run(["git", *args], cwd=workdir, capture_output=True, text=True, check=check)
 
+    def _network(self, *args: str) -> subprocess.CompletedProcess:
+        """`git fetch`/`git push` of the notes, bounded in time: a remote that stalls must not hold a
+        CI job (or the user) for minutes; the notes are on their own ref, nothing is lost by stopping."""
+        try:
+            return subprocess.run(["git", *args], cwd=self.repo.workdir or self.repo.path, capture_output=True,
+                                  text=True, timeout=NETWORK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"git {args[0]} did not finish in {NETWORK_TIMEOUT} s: nothing was lost (the notes stay "
+                             f"under {self.ref}); check the remote and run the command again") from None
+
     def merge_from(self, other_ref: str) -> None:
         """Union-merge another notes ref into ours (no line is ever lost)."""
         with self._lock():
@@ -241,7 +291,7 @@ class NotesStore:
 
     def pull(self, remote: str = "origin") -> None:
         _remote_name(remote)
-        r = self._git("fetch", "-q", "--", remote, f"+{self.ref}:{SIDE_REF}", check=False)
+        r = self._network("fetch", "-q", "--", remote, f"+{self.ref}:{SIDE_REF}")
         if r.returncode != 0:
             if "couldn't find remote ref" in r.stderr:
                 return  # the remote has no profiles yet
@@ -260,13 +310,25 @@ class NotesStore:
             if self._git("rev-parse", "-q", "--verify", self.ref, check=False).returncode != 0:
                 return  # nothing to push
             # --no-verify: pushing notes is not pushing code; it must not run (our own) pre-push hook
-            r = self._git("push", "-q", "--no-verify", "--", remote, f"{self.ref}:{self.ref}", check=False)
+            r = self._network("push", "-q", "--no-verify", "--", remote, f"{self.ref}:{self.ref}")
             if r.returncode == 0:
                 return
             if "rejected" not in r.stderr and "fetch first" not in r.stderr and "non-fast-forward" not in r.stderr:
                 raise InputError(f"git push {remote} failed: {r.stderr.strip()}")
             self.pull(remote)
         raise StoreConflict(f"{remote}'s {self.ref} kept moving during {attempts} attempts; run git perf push again")
+
+
+def _raise_if_disk_full(objects: os.PathLike, size: int, e: Exception) -> None:
+    """libgit2 reports a failed object write on a full disk as "no error": say what it was."""
+    st = os.statvfs(objects)
+    if st.f_bavail * st.f_frsize < 2 * size + 2**16:
+        raise OSError(errno.ENOSPC, f"no space left on the device for {size} bytes of notes under {objects}") from e
+
+
+def _full_id(repo: pygit2.Repository, commit: str) -> str:
+    """The id a notes tree is keyed by: the full hex id (an abbreviated one is resolved)."""
+    return commit.lower() if len(commit) in (40, 64) else str(repo[commit].id)
 
 
 def _remote_name(remote: str) -> str:
