@@ -41,7 +41,7 @@ def _runs(tmp_path: Path) -> int:
 def _build(repo, commit: str, build: BuildConfig, cache: Path) -> tuple[Path, Built]:
     with buildcache.slot(repo, commit, buildcache.key(commit, build), cache) as kept:
         if kept.built is None:
-            kept.finish(run_build(build, kept.root, commit, cache))
+            kept.finish(run_build(build, kept.root, commit, cache), [kept.root / "app"])
         assert (kept.root / "app").is_file()
         return kept.root, kept.built
 
@@ -168,3 +168,45 @@ def test_a_build_runs_as_the_repositorys_owner_when_git_perf_runs_as_root(monkey
         assert (root / "built-by").read_text().strip() == str(nobody.pw_uid)
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def _kept(repo, commit: str, build: BuildConfig, cache: Path, rebuild: bool = False) -> tuple[str, Path]:
+    """Why the kept build was dropped ("" = reused or new), with the binary the slot then holds."""
+    with buildcache.slot(repo, commit, buildcache.key(commit, build), cache, rebuild) as kept:
+        if kept.built is None:
+            kept.finish(run_build(build, kept.root, commit, cache), [kept.root / "app"])
+        return kept.dropped, kept.root / "app"
+
+
+@pytest.mark.parametrize("harm, why", [
+    ("edit", "its tree was edited (main.c)"),
+    ("truncate", "app changed since it was built"),
+    ("script", "app changed since it was built"),
+    ("delete", "app is gone"),
+    ("rebuild", "--rebuild asked for a new build"),
+    ("old record", "it has no record of its binary (kept by an earlier git perf)"),
+])
+def test_a_kept_build_that_is_not_what_its_commit_builds_is_built_again_and_says_why(tmp_path, harm, why):
+    """Issue #59: a kept tree whose source was edited and rebuilt by hand was reused and its verdict
+    stored over the right one; a truncated or deleted binary stopped every later check."""
+    root, commits, build = _repo(tmp_path)
+    repo, cache = open_repo(root), tmp_path / "perf"
+    _, binary = _kept(repo, commits[1], build, cache)
+    right = binary.read_bytes()
+    tree = binary.parent
+    if harm == "edit":
+        (tree / "main.c").write_text("int main(void) { return 7; }\n")
+        subprocess.run(["make", "-s", "-C", str(tree)], check=True, capture_output=True)
+    elif harm == "truncate":
+        binary.write_bytes(right[:4096])
+    elif harm == "script":
+        binary.write_text("#!/bin/sh\nexit 0\n")
+    elif harm == "delete":
+        binary.unlink()
+    elif harm == "old record":
+        done = tree.parent / buildcache.DONE
+        done.write_text(done.read_text().replace('"outputs"', '"was"'))
+    dropped, binary = _kept(repo, commits[1], build, cache, rebuild=harm == "rebuild")
+    assert dropped.startswith(why) and _runs(tmp_path) == 2
+    assert binary.read_bytes() == right  # what the commit builds (cc -O2 -g is deterministic here)
+    assert _kept(repo, commits[1], build, cache)[0] == "" and _runs(tmp_path) == 2  # and that one is reused

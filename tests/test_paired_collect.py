@@ -148,6 +148,27 @@ def test_a_commit_that_changes_no_code_is_told_without_rounds_and_recorded(demo,
     assert rerun.returncode == 0 and "no function's machine code differs" in rerun.stderr, rerun.stderr
     for c in commits[index - 1:index + 1]:
         assert f"reusing the build of {c[:12]}" in rerun.stderr and f"building {c[:12]}" not in rerun.stderr
+    # a kept build that is no longer what its commit builds is built again, and says why (issue #59:
+    # the slow source edited back into a kept tree and rebuilt there was reused, its verdict stored)
+    tree = _kept_tree(root, commits[index])
+    if index == 1:
+        (tree / "mathx.c").write_text((tree / "mathx.c").read_text().replace("65521", "65519"))
+        subprocess.run(["make", "-s", "-C", str(tree)], check=True, capture_output=True)
+        why = "its tree was edited (mathx.c)"
+    else:
+        binary = tree / "wordstat"
+        binary.write_bytes(binary.read_bytes()[:4096])
+        why = "wordstat changed since it was built"
+    rerun = run_cli(root, "check", commits[index], "--collect", "--workload", "gate", "--json", timeout=900)
+    assert rerun.returncode == 0 and json.loads(rerun.stdout)["result"] == "no-change", rerun.stderr[-3000:]
+    assert f"not reusing the kept build of {commits[index][:12]}: {why}; building it again" in rerun.stderr
+    assert f"reusing the build of {commits[index - 1][:12]}" in rerun.stderr
+
+
+def _kept_tree(root: Path, commit: str) -> Path:
+    """The worktree of `commit`'s kept build under .git/perf/builds (git.buildcache)."""
+    [tree] = [t for t in (root / ".git" / "perf" / "builds").glob("*/tree") if git(t, "rev-parse", "HEAD") == commit]
+    return tree
 
 
 def test_a_commit_from_before_adoption_is_collected_with_the_working_trees_configuration(demo):

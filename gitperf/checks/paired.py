@@ -54,6 +54,7 @@ class PairedOptions:
     depth: int = 1  # callers of changed functions traced, levels up
     config: str | None = None  # --config FILE for commits without a .gitperf.toml
     time_limit_s: float = TIME_LIMIT_S
+    rebuild: bool = False  # build both sides again rather than reuse kept builds (git.buildcache)
 
 
 def hopeless(c: Change, rounds: int, cfg: CheckConfig) -> bool:
@@ -164,7 +165,7 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     stop = paired.Stop(opts.rounds, MIN_ROUNDS, MAX_ROUNDS, opts.time_limit_s)
     # both sides built alike, from scratch, by the check itself (CheckConfig.probe_pad)
     req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config, probe_pad=cfg.probe_pad,
-                         align_functions=cfg.align_functions, fresh=True)
+                         align_functions=cfg.align_functions, fresh=True, rebuild=opts.rebuild)
     preq = paired.PairedRequest(req, base, opts.depth, stop, witness=cfg.witness == "instructions")
     collected = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
     runs = collected.runs

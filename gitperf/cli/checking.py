@@ -49,12 +49,16 @@ CHECKS = (EXIT_DEGRADATION, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA)
 @click.option("--rounds", type=click.IntRange(min=2, max=MAX_COUNT), help="--collect: this many rounds (default: until every "
               "changed function is decided, 3 to 60 rounds, rounds added for at most 90 s).")
 @config_option("--collect: the configuration for commits without a .gitperf.toml (default: the working tree's).")
+@click.option("--rebuild", is_flag=True, help="--collect: build both sides again from fresh worktrees instead of "
+              "reusing the builds kept from an earlier check (a kept build is reused only while its tree is clean "
+              "and its binary and libraries are the ones it built).")
 @click.option("--recompute", is_flag=True, help="Derive the result from all stored profiles even when REV has the "
                                                 "stored result of a paired check (`check --collect`).")
 @json_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages (--collect).")
 @verbose_option
-def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, recompute, as_json, quiet, verbose):
+def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, rebuild, recompute, as_json, quiet,
+          verbose):
     """Degradations of REV (default HEAD) against its baseline and history.
 
     \b
@@ -70,11 +74,12 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     repo = _repo()
     if collect_now:
         from gitperf.checks.paired import PairedOptions, check_collect
-        opts = PairedOptions(rev=rev, base=base, workloads=tuple(workloads), rounds=rounds, config=config_file)
+        opts = PairedOptions(rev=rev, base=base, workloads=tuple(workloads), rounds=rounds, config=config_file,
+                             rebuild=rebuild)
         result = check_collect(repo, opts, _check_config(repo), _engine(), _progress(quiet or as_json, verbose))
     else:
-        if rounds or config_file:
-            raise click.UsageError("--rounds and --config go with --collect")
+        if rounds or config_file or rebuild:
+            raise click.UsageError("--rounds, --config and --rebuild go with --collect")
         result = _stored_check(repo, rev, base, workloads, recompute)
     if as_json:
         _echo_json(result.to_dict(all_functions))

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pygit2
+from elftools.common.exceptions import ELFError
 
+from gitperf.analysis import elf
 from gitperf.collect.budgeted import budgeted
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.profile import profile_run
@@ -163,7 +165,9 @@ def _tree(target: Target) -> Iterator[tuple[Path, buildcache.Slot | None]]:
         with checkout(target.repo, target.commit, fresh=_fresh(target)) as root:
             yield root, None
     else:
-        with buildcache.slot(target.repo, target.commit, key, target.cache_dir) as kept:
+        with buildcache.slot(target.repo, target.commit, key, target.cache_dir, target.req.rebuild) as kept:
+            if kept.dropped:
+                target.progress(f"not reusing the kept build of {target.commit[:12]}: {kept.dropped}; building it again")
             yield kept.root, kept
 
 
@@ -183,13 +187,23 @@ def built(target: Target) -> Iterator[CollectContext]:
                             + (" (NOP-padded entries)" if cfg.build.probe_pad else ""))
             done = run_build(cfg.build, root, target.commit, target.cache_dir)
             if kept is not None:
-                kept.finish(done)
+                kept.finish(done, _outputs(root, root / cfg.build.binary))
         if done.pad:
             target.progress(f"  padded entries: {done.pad}")
         if done.note:
             target.progress(f"  note: {done.note}")
         binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
         yield replace(CollectContext.build(target, cfg, root, binary), pad=done.pad)
+
+
+def _outputs(root: Path, binary: Path) -> list[Path]:
+    """What a kept build records of what it made (`Slot.finish`): the binary and the project's own
+    libraries it loads from the tree; nothing when the build made no readable binary (the collection
+    then says so, and the kept build is never reused)."""
+    try:
+        return [binary, *map(Path, elf.own_libraries(str(binary), str(root)).values())]
+    except (OSError, ELFError):
+        return []
 
 
 def _collect_checkout(target: Target) -> list[Profile]:

@@ -55,6 +55,7 @@ class CollectRequest:
     probe_pad: bool | None = None  # build with NOP-padded entries (None: the configuration's build.probe_pad)
     align_functions: int | None = None  # padded builds align functions (None: build.align_functions)
     fresh: bool = False  # build in a new worktree even when REV is the clean checked-out HEAD
+    rebuild: bool = False  # a fresh build made again even where a kept one would be reused (git.buildcache)
     replan: bool = False  # a budgeted plan chosen anew, not kept from the workload's history
     # budgeted plans to keep, given: (workload, stack Hz, traced functions) each (`noise`: its first
     # session's, for the others)

@@ -10,8 +10,12 @@ the environment a build reads (`ENV`).  Anything else differing is another key, 
 build once reused without the padding made every function "changed").
 
 A build that did not finish (failed, interrupted, killed) has no `built.json` and is never reused;
-the next build of its key starts from a fresh worktree.  A kept build is used under a shared lock, so
-the `KEEP` most recently used survive and an older one is removed only when nobody holds it.
+the next build of its key starts from a fresh worktree.  A finished one is reused only while it is
+what its commit builds (`damage`): its tree clean at the commit, and the binary and the project's own
+libraries the files it recorded (size and SHA-256).  An edited tree rebuilt by hand was once reused
+and its verdict stored over the right one (issue #59); anything else, or `--rebuild`, is built again
+from a fresh worktree with one line saying why.  A kept build is used under a shared lock, so the
+`KEEP` most recently used survive and an older one is removed only when nobody holds it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import os
 import shutil
 import subprocess
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -61,13 +65,23 @@ def key(commit: str, build: BuildConfig, env: dict[str, str] | None = None) -> s
 @dataclass
 class Slot:
     """A kept build's place: `root` holds the commit's tree; `built` is what its finished build
-    said (None: not built yet — build at `root`, then `finish`)."""
+    said (None: not built yet — build at `root`, then `finish`); `dropped`: why the build kept under
+    this key was not reused ("" = there was none, or it was)."""
 
     root: Path
     built: Built | None
     done: Path
+    dropped: str = ""
 
-    def finish(self, built: Built) -> None:
+    def finish(self, built: Built, outputs: list[Path] = ()) -> None:
+        """Record the finished build with what it made that a collection runs (`outputs`: the binary
+        and the project's own libraries; unreadable ones are left out, and a build recording none is
+        never reused, `damage`)."""
+        made = {}
+        for path in outputs:
+            with suppress(OSError, ValueError):
+                made[str(path.relative_to(self.root))] = fingerprint(path)
+        built = replace(built, outputs=made)
         tmp = self.done.with_suffix(f".{os.getpid()}")
         tmp.write_text(json.dumps(asdict(built)))
         tmp.replace(self.done)  # atomic: a killed writer leaves no half file that reads as done
@@ -89,21 +103,60 @@ def _remove(repo: pygit2.Repository, place: Path) -> None:
 def _read(done: Path) -> Built | None:
     try:
         d = json.loads(done.read_text())
-        return Built(pad=str(d.get("pad", "")), note=str(d.get("note", "")))
+        outputs = d.get("outputs", {})
+        return Built(pad=str(d.get("pad", "")), note=str(d.get("note", "")),
+                     outputs={str(k): str(v) for k, v in outputs.items()})
     except (OSError, ValueError, AttributeError):
         return None  # absent or damaged: built again
 
 
+def fingerprint(path: Path) -> str:
+    """A build output as `Built.outputs` records it: "size:sha256" (a 10 MB binary hashes in ~10 ms)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return f"{path.stat().st_size}:{h.hexdigest()}"
+
+
+def damage(tree: Path, commit: str, built: Built) -> str:
+    """Why a kept build is not what `commit` builds ("" = it is): its tree moved or edited, an output
+    it recorded gone or changed, or no record of its outputs (kept by an earlier version)."""
+    if not built.outputs:
+        return "it has no record of its binary (kept by an earlier git perf)"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True)
+    if head.returncode != 0 or head.stdout.strip() != commit:
+        return "its worktree is gone or at another commit"
+    edited = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=tree,
+                            capture_output=True, text=True).stdout.splitlines()
+    if edited:
+        return f"its tree was edited ({', '.join(ln[3:] for ln in edited[:3])}{', ...' if len(edited) > 3 else ''})"
+    for rel, recorded in built.outputs.items():
+        path = tree / rel
+        try:
+            now = fingerprint(path)
+        except OSError:
+            return f"{rel} is gone"
+        if now != recorded:
+            was, size = recorded.split(":")[0], now.split(":")[0]
+            return f"{rel} changed since it was built ({f'{was} -> {size} bytes' if was != size else 'other bytes'})"
+    return ""
+
+
 @contextmanager
-def slot(repo: pygit2.Repository, commit: str, key: str, cache_dir: Path) -> Iterator[Slot]:
-    """The kept build of `key` (a worktree of `commit`), held for as long as the context lasts."""
+def slot(repo: pygit2.Repository, commit: str, key: str, cache_dir: Path, rebuild: bool = False) -> Iterator[Slot]:
+    """The kept build of `key` (a worktree of `commit`), held for as long as the context lasts; a
+    damaged one (`damage`), or any when `rebuild`, is dropped and its slot built again."""
     builds = cache_dir / KEPT
     place = builds / key
     builds.mkdir(parents=True, exist_ok=True)
     with open(builds / f"{key}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = place / DONE
-        built = _read(done)
+        built, dropped = _read(done), ""
+        if built is not None:
+            dropped = "--rebuild asked for a new build" if rebuild else damage(place / "tree", commit, built)
+            built = None if dropped else built
         if built is None:
             _remove(repo, place)  # a build that did not finish
             place.mkdir(parents=True)
@@ -113,7 +166,7 @@ def slot(repo: pygit2.Repository, commit: str, key: str, cache_dir: Path) -> Ite
                 raise BuildError(f"cannot check out {commit[:12]} into {place}: {r.stderr.strip()}")
         else:
             os.utime(done)  # most recently used
-        s = Slot(place / "tree", built, done)
+        s = Slot(place / "tree", built, done, dropped)
         ok = False
         try:
             if built is not None:

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import threading
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -89,6 +89,9 @@ class Built:
 
     pad: str = ""
     note: str = ""
+    # what the build made that a collection runs, by path relative to the tree: "size:sha256" each
+    # (the binary and the project's own libraries): a kept build is reused only while they are these
+    outputs: dict[str, str] = field(default_factory=dict)
 
 
 def probe_pad_path(lock_dir: Path, align: int = 0) -> tuple[str, dict[str, pad.Pad]]:
