@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -25,13 +26,14 @@ def _paired(p, pairing: str, rnd: int):
     return replace(p, plan=replace(p.plan, pairing=pairing, round=rnd))
 
 
-def _check_session(store, base: str, target: str, pairing: str, slow: dict, rng, runs: int = 5):
-    """What `check --collect` writes: both sides' runs marked with one pairing id, and the result."""
+def _check_session(store, base: str, target: str, pairing: str, slow: dict, rng, runs: int = 5, at=None):
+    """What `check --collect` writes: both sides' runs marked with one pairing id, and the result
+    (its record claiming the time `at`, default now)."""
     lines = {base: [codec.encode(_paired(profile(base, rng), pairing, r)) for r in range(runs)],
              target: [codec.encode(_paired(profile(target, rng, slow), pairing, r)) for r in range(runs)]}
     store.add_lines(lines)
     result = checks.recompute(store, target, CheckConfig())
-    store.add_lines({target: [record.line(result, [pairing])]})
+    store.add_lines({target: [record.line(result, [pairing], at)]})
     return result
 
 
@@ -154,22 +156,62 @@ def test_show_prints_one_block_per_session_and_every_run_with_runs(three):
 
 def test_a_record_claiming_an_impossible_time_neither_wins_nor_stops_a_command(three):
     """Issue #37: a pulled record dated 2100 saying "degradation" outranked every later check until
-    2100, and one dated 1e300 stopped `check` with an OverflowError.  Undated records rank oldest and
-    show their time as unknown."""
+    2100, and one dated 1e300 stopped `check` with an OverflowError.  A later check is the current
+    one whatever the earlier records claim; an impossible time shows as unknown."""
     root, commits = three
     store = NotesStore(open_repo(root))
     rng = np.random.default_rng(3)
-    ours = _check_session(store, commits[0], commits[1], "p1", {}, rng)
     pair = checks.WorkloadPair("w", "k", 5, commits[0], 5, 0, "paired")
     slow = checks.Change("w", "parse", checks.DEGRADATION, 0.5, 10.0, 5.0, 0.99, 0.4, 0.6, "forged")
     forged = checks.CheckResult(commits[1], commits[0], checks.DEGRADATION, (slow,), (pair,))
     store.add_lines({commits[1]: [record.line(forged, ["p9"], at=4_102_444_800.0),  # 2100-01-01
                                   record.line(forged, ["p8"], at=1e300)]})
+    ours = _check_session(store, commits[0], commits[1], "p1", {}, rng)
     assert [r.result.result for r in record.records(store, commits[1])][-1] == ours.result
     assert checks.check(store, commits[1], CheckConfig()).result == ours.result
     r = run_cli(root, "check", commits[1])
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
     assert record.when(1e300) == "unknown time" and record.when(4_102_444_800.0) == "unknown time"
+
+
+def test_the_current_record_is_the_one_that_arrived_last_whatever_time_it_claims(three, tmp_path):
+    """Issue #59: a pulled record dated 60 s to 20 h ahead outranked the check run here after it, and
+    `check` (so the hook) showed the pulled verdict.  Records are ordered by when they arrived in
+    this clone's notes (its writes and its pulls), never by the time a record claims."""
+    root, commits = three
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(root), str(remote))
+    git(root, "remote", "add", "origin", str(remote))
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(remote), str(other))
+    theirs, store = NotesStore(open_repo(other)), NotesStore(open_repo(root))
+    rng = np.random.default_rng(7)
+    _check_session(theirs, commits[0], commits[1], "theirs-ahead", {}, rng, at=time.time() + 20 * 3600)
+    theirs.push("origin")
+    store.pull("origin")
+    _check_session(store, commits[0], commits[1], "ours", {"parse": 1.6}, rng)
+    assert record.newest(NotesStore(open_repo(root)), commits[1]).pairings == ("ours",)
+    r = run_cli(root, "check", commits[1], "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["result"] == checks.DEGRADATION, r.stdout[:300]
+    # a check pulled after ours is the newer news, even dated an hour back
+    _check_session(theirs, commits[0], commits[1], "theirs-later", {}, rng, at=time.time() - 3600)
+    theirs.push("origin")
+    store.pull("origin")
+    assert [r.pairings for r in record.records(NotesStore(open_repo(root)), commits[1])] == [
+        ("theirs-ahead",), ("ours",), ("theirs-later",)]
+
+
+def test_a_record_line_that_does_not_read_is_named_in_a_warning(three):
+    """Issue #59: a record with an invalid `result` was dropped without a word."""
+    root, commits = three
+    store = NotesStore(open_repo(root))
+    ours = _check_session(store, commits[0], commits[1], "p1", {}, np.random.default_rng(8))
+    bad = record.line(ours, ["p2"]).replace(f'"result":"{ours.result}"', '"result":"bogus"')
+    store.add_line(commits[1], bad)
+    out = json.loads(run_cli(root, "check", commits[1], "--json").stdout)
+    assert out["result"] == ours.result
+    [warning] = [w for w in out["warnings"] if "check record" in w]
+    assert f"note of {commits[1][:12]} line" in warning and "bogus" in warning and "ignored" in warning
 
 
 def test_a_remote_is_never_an_option_to_git(three, tmp_path):

@@ -235,8 +235,12 @@ def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = 
     commit = resolve_commit(repo, rev)
     forced = _base(repo, commit, base_rev)
     if (rec := record.newest(store, commit, forced, workloads)) is not None:
-        return restored(Request(repo, store, commit, cfg, store.ancestors(commit)), rec, workloads)
-    return recompute(store, commit, cfg, base_rev, workloads)
+        result = restored(Request(repo, store, commit, cfg, store.ancestors(commit)), rec, workloads)
+    else:
+        result = recompute(store, commit, cfg, base_rev, workloads)
+    if bad := record.unreadable(store, commit):
+        result = replace(result, warnings=result.warnings + tuple(bad))
+    return result
 
 
 def _base(repo: pygit2.Repository, commit: str, base_rev: str | None) -> str | None:

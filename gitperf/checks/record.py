@@ -45,21 +45,28 @@ def line(result: CheckResult, pairings: list[str], at: float | None = None) -> s
 def parse(text: str, commit: str) -> CheckRecord | None:
     """A record line of `commit`'s note, or None when it does not read as one (a pulled note may hold
     anything, and a record of another commit is not this commit's)."""
+    got = _read(text, commit)
+    return got if isinstance(got, CheckRecord) else None
+
+
+def _read(text: str, commit: str) -> CheckRecord | str:
+    """The record, or why the line is not one of `commit`'s."""
     try:
         body = msgspec.json.decode(text[len(PREFIX):])  # (refuses a lone surrogate, which no terminal takes)
         if not isinstance(body, dict) or body.get("v") != VERSION or not isinstance(body.get("result"), dict):
-            return None
+            return f"not a version {VERSION} record"
         result = CheckResult.from_dict(body["result"])
         if result.commit != commit:
-            return None
+            return f"it is a record of {str(result.commit)[:12]}"
         return CheckRecord(read_field(body.get("pairings"), tuple[str, ...], "pairings"),
                            read_field(body.get("time"), float, "time"), result)
-    except (ValueError, RecursionError, TypeError, KeyError, msgspec.MsgspecError):  # ResultFormatError is a ValueError
-        return None
+    except (ValueError, RecursionError, TypeError, KeyError, msgspec.MsgspecError) as e:  # ResultFormatError is a ValueError
+        return str(e)[:200] or type(e).__name__
 
 
-# A record's time is what its writer claims (records come from pulled notes too): one before this or
-# after a day from now is no time at all: shown as unknown, and never newer than a dated record.
+# A record's time is what its writer claims (records come from pulled notes too): shown to people
+# when plausible, never used to order records (`records`).  One before this or after a day from now
+# is no time at all: shown as unknown.
 EARLIEST = 946_684_800.0  # 2000-01-01 UTC
 LATEST_AHEAD_S = 86_400.0
 
@@ -74,11 +81,26 @@ def when(t: float) -> str:
 
 
 def records(store: NotesStore, commit: str) -> list[CheckRecord]:
-    """The commit's readable check records, oldest first (undated ones, `plausible`, first of all:
-    a pulled record claiming the year 2100 does not outrank every later check)."""
-    found = [r for ln in store.record_lines(commit, PREFIX) if (r := parse(ln, commit)) is not None]
-    now = time.time()
-    return sorted(found, key=lambda r: r.time if plausible(r.time, now) else float("-inf"))
+    """The commit's readable check records in the order they arrived in this clone's notes
+    (`NotesStore.arrivals`), oldest first.  Never by the time a record claims: a pulled record dated
+    a few hours ahead outranked the check run here after it (issue #59).  Only records that arrived
+    together (in one pull) are ordered by the times they claim, none of them being this clone's own."""
+    lines = store.record_lines(commit, PREFIX)
+    found = [(ln, r) for ln in lines if (r := parse(ln, commit)) is not None]
+    if len(found) < 2:
+        return [r for _, r in found]
+    age, now = store.arrivals(commit, [ln for ln, _ in found]), time.time()
+    return [r for ln, r in sorted(found, key=lambda lr: (-age[lr[0]], lr[1].time if plausible(lr[1].time, now)
+                                                          else float("-inf")))]
+
+
+def unreadable(store: NotesStore, commit: str) -> list[str]:
+    """A warning for each record line of `commit`'s note that is not a readable record of it."""
+    out = []
+    for no, ln in enumerate(store.note_text(commit).splitlines(), start=1):
+        if ln.startswith(PREFIX) and isinstance(why := _read(ln, commit), str):
+            out.append(f"note of {commit[:12]} line {no}: a check record that does not read ({why}): ignored, left as is")
+    return out
 
 
 def newest(store: NotesStore, commit: str, base: str | None = None,
