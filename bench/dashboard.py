@@ -5,7 +5,8 @@ one new note, and serving the overview (and a commit page) warm through the real
 
     .venv/bin/python bench/dashboard.py [--commits 1000] [--functions 200] [--runs 3] [--seed 0] [--no-diff]
 
-A planted commit's profiles record the slowed function as changed by the diff, as `git perf collect`'s
+A planted commit (a function slowed 40%, among those where that adds at least `check.min_share` of the
+run) records the slowed function as changed by the diff, as `git perf collect`'s
 diff tracing does (`PlanRecord.changed`: the check's error budget favours it); `--no-diff` leaves that
 out, so that the times alone must find it.
 
@@ -58,6 +59,8 @@ def generate(dest: Path, commits: int, functions: int, runs: int, seed: int = 0,
     names = ["main"] + [f"fn_{i:03d}" for i in range(1, functions)]
     base = np.geomspace(2e9, 1e5, functions)
     factor = np.ones(functions)
+    # where 40% adds at least check.min_share of the run (below it no change is a verdict)
+    plantable = int(np.sum(base * 0.4 >= CheckConfig().min_share * base[0]))
     shas, parent, pending = [], [], {}
     store = NotesStore(repo)
     for i in range(commits):
@@ -69,7 +72,7 @@ def generate(dest: Path, commits: int, functions: int, runs: int, seed: int = 0,
         shas.append(str(sha))
         changed = ()
         if i and i % 100 == 0:
-            slowed = int(rng.integers(1, functions))
+            slowed = int(rng.integers(1, plantable))
             factor[slowed] *= 1.4
             changed = (names[slowed],) if diff else ()
         pending[str(sha)] = [codec.encode(_profile(str(sha), rng, names, base, factor, changed)) for _ in range(runs)]

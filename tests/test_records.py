@@ -26,14 +26,13 @@ def _paired(p, pairing: str, rnd: int):
     return replace(p, plan=replace(p.plan, pairing=pairing, round=rnd))
 
 
-def _check_session(store, base: str, target: str, pairing: str, slow: dict, rng, runs: int = 5, at=None):
-    """What `check --collect` writes: both sides' runs marked with one pairing id, and the result
-    (its record claiming the time `at`, default now)."""
+def _check_session(store, base: str, target: str, pairing: str, slow: dict, rng, runs: int = 5):
+    """What `check --collect` writes: both sides' runs marked with one pairing id, and the result."""
     lines = {base: [codec.encode(_paired(profile(base, rng), pairing, r)) for r in range(runs)],
              target: [codec.encode(_paired(profile(target, rng, slow), pairing, r)) for r in range(runs)]}
     store.add_lines(lines)
     result = checks.recompute(store, target, CheckConfig())
-    store.add_lines({target: [record.line(result, [pairing], at)]})
+    store.add_lines({target: [record.line(result, [pairing])]})
     return result
 
 
@@ -186,7 +185,9 @@ def test_the_current_record_is_the_one_that_arrived_last_whatever_time_it_claims
     git(tmp_path, "clone", "-q", str(remote), str(other))
     theirs, store = NotesStore(open_repo(other)), NotesStore(open_repo(root))
     rng = np.random.default_rng(7)
-    _check_session(theirs, commits[0], commits[1], "theirs-ahead", {}, rng, at=time.time() + 20 * 3600)
+    pair = checks.WorkloadPair("w", "k", 5, commits[0], 5, 0, "paired")
+    fine = checks.CheckResult(commits[1], commits[0], checks.NO_CHANGE, (), (pair,))
+    theirs.add_line(commits[1], record.line(fine, ["theirs-ahead"], at=time.time() + 20 * 3600))
     theirs.push("origin")
     store.pull("origin")
     _check_session(store, commits[0], commits[1], "ours", {"parse": 1.6}, rng)
@@ -194,7 +195,7 @@ def test_the_current_record_is_the_one_that_arrived_last_whatever_time_it_claims
     r = run_cli(root, "check", commits[1], "--json")
     assert r.returncode == 1 and json.loads(r.stdout)["result"] == checks.DEGRADATION, r.stdout[:300]
     # a check pulled after ours is the newer news, even dated an hour back
-    _check_session(theirs, commits[0], commits[1], "theirs-later", {}, rng, at=time.time() - 3600)
+    theirs.add_line(commits[1], record.line(fine, ["theirs-later"], at=time.time() - 3600))
     theirs.push("origin")
     store.pull("origin")
     assert [r.pairings for r in record.records(NotesStore(open_repo(root)), commits[1])] == [

@@ -348,12 +348,14 @@ def test_a_40pct_slowdown_among_200_functions_is_found_from_the_history():
     """Issue #34: an unpaired check of 200 functions, 3 runs a commit, found none of 9 planted 40%
     slowdowns (bench/dashboard.py): every function's own few history points set its noise, and the
     largest of three estimates won.  The residuals' session noise moderated across functions
-    (`noisemodel.session_noise`) finds 27 of these 30 (2 before), with no other function alarmed."""
+    (`noisemodel.session_noise`) finds 27 of these 30 (2 before), with no other function alarmed.
+    Planted where 40% adds at least `check.min_share` of the run (below, no change is a verdict)."""
     rng = np.random.default_rng(11)
     base_ns = np.geomspace(2e9, 1e5, 200)
+    can = int(np.sum(base_ns * 0.4 >= CheckConfig().min_share * base_ns[0]))
     hits = others = 0
     for _ in range(30):
-        i = int(rng.integers(1, 200))
+        i = int(rng.integers(1, can))
         hist = [_wide_session(rng, base_ns, f"h{k}") for k in range(10)]
         a, b = _wide_session(rng, base_ns, "a"), _wide_session(rng, base_ns, "b", {i: 1.4})
         r = checks.compare_workload(checks.Sides("w", b, a, hist, [f"h{k}" for k in range(10)]), CheckConfig(),
@@ -361,6 +363,20 @@ def test_a_40pct_slowdown_among_200_functions_is_found_from_the_history():
         hits += any(c.function == f"f{i}" and c.type == checks.DEGRADATION for c in r)
         others += any(c.function != f"f{i}" and c.type == checks.DEGRADATION for c in r)
     assert hits >= 22 and others == 0, (hits, others)  # (at the measured 0.9, P(hits <= 21) = 1%)
+
+
+def test_a_change_adding_less_than_min_share_of_the_run_is_never_a_verdict():
+    """`check.min_share`: a function of 0.02% of the run doubling is significant (it is a verdict with
+    the floor off) but adds 0.02% to the run, under the 0.05% floor: no degradation.  Figures of what
+    moves that much on an unchanged build: `core.config.CheckConfig.min_share`."""
+    rng = np.random.default_rng(5)
+    base_ns = np.geomspace(2e9, 4e5, 40)  # the last: 0.02% of main's 2 s
+    hist = [_wide_session(rng, base_ns, f"h{k}") for k in range(10)]
+    a, b = _wide_session(rng, base_ns, "a"), _wide_session(rng, base_ns, "b", {39: 2.0})
+    sides = checks.Sides("w", b, a, hist, [f"h{k}" for k in range(10)])
+    kind = lambda cfg: {c.function: c.type for c in checks.compare_workload(sides, cfg, opinions=False)}["f39"]  # noqa: E731
+    assert kind(replace(CheckConfig(), min_share=0.0)) == checks.DEGRADATION
+    assert kind(CheckConfig()) == checks.NO_CHANGE
 
 
 def _lua_like_sessions(rng, k=5, n=336, noisy=38):

@@ -29,7 +29,7 @@ from gitperf.checks.designs.paired import Rounds, call_tests, paired_diffs, pair
 from gitperf.checks.designs.pooled import pooled_tests
 from gitperf.checks.noisemodel import MIN_HISTORY, Sessions, Shift, center_spreads, is_exact, session_noise, shift_of
 from gitperf.checks.opinions import level_shift_since, opinions_of
-from gitperf.checks.sides import Side, Sides, pair
+from gitperf.checks.sides import Side, Sides, pair, run_time
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT
 from gitperf.stats import inference
@@ -50,6 +50,7 @@ class _Shared:
     sign: int  # 1: lower is better ("higher": a larger value is better)
     opinions: bool
     sessions: Sessions | None  # the residuals' session-to-session noise in the history (unpaired tests)
+    run_ns: float = 0.0  # the workload's time a run (`sides.run_time`: what check.min_share is a share of)
 
     def history(self, n: str) -> list[tuple[str, float]]:
         """(commit, center) of function `n` in the history, nearest first; a commit it is missing from
@@ -80,7 +81,7 @@ def _shared(sides: Sides, both: dict[str, tuple[Side, Side]], cfg: CheckConfig, 
                 if sessions and n in sessions.noise and sessions_alike(*v, sessions)} - {ROOT}
         shift = replace(shift, centers=center_spreads(sides, {n: v for n, v in both.items() if n not in held}))
     return _Shared(sides, cfg, rs, shift, list(zip(commits, levels[1:])), paired_diffs(rs, both),
-                   1 if cfg.direction == "lower" else -1, opinions, sessions)
+                   1 if cfg.direction == "lower" else -1, opinions, sessions, run_time(sides))
 
 
 # Which test a function gets, from what its two sides allow: (pooled samples on both sides, per-round
@@ -117,7 +118,7 @@ def _change(sh: _Shared, sides: tuple[Side, Side], r: Result, method: str, chang
     # the test's change applies to, and the target value, change and interval all from the statistic
     mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else b.total
     mt = mb * math.exp(x.statistic)
-    kind, conf = verdict_of(r, mb, sh.cfg, sh.sign)
+    kind, conf = verdict_of(r, mb, sh.cfg, sh.sign, sh.run_ns)
     h = sh.values(x.name) if sh.opinions else []  # (the z-score is an opinion; the index asks for none)
     z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
     votes, per_call = opinions_of(t, b, z, sh.cfg, sh.sign) if sh.opinions else ({}, None)

@@ -4,7 +4,7 @@ per function; `decide` turns them into a `Result` each.
 p-values are Holm-adjusted over the functions of a workload with weights (`error_budget`): a
 slowdown is far likelier where the code changed, and the family-wise level holds for any fixed
 weights.  A change is a degradation only if significant at `check.confidence` *and* at least
-`check.min_relative` and `check.min_absolute_ns` (`verdict_of`); an improvement is an optimization
+`check.min_relative`, `check.min_absolute_ns` and `check.min_share` of the run (`verdict_of`); an improvement is an optimization
 and never fails."""
 
 from __future__ import annotations
@@ -97,11 +97,18 @@ def _agrees(call: Result, run: Result | None, base_ns: float) -> bool:
     return run.ci[0] * base_ns <= gained <= run.ci[1] * base_ns
 
 
-def verdict_of(r: Result, base_ns: float, cfg: CheckConfig, sign: int) -> tuple[str, float]:
-    """Degradation or optimization when significant and large enough; the confidence of the direction."""
+def floor_ns(cfg: CheckConfig, run_ns: float) -> float:
+    """The smallest change a run (`run_ns`: the workload's time a run, in the measure the function's
+    test uses; 0 = unknown) can call a verdict: `min_absolute_ns`, or `min_share` of the run."""
+    return max(cfg.min_absolute_ns, cfg.min_share * run_ns)
+
+
+def verdict_of(r: Result, base_ns: float, cfg: CheckConfig, sign: int, run_ns: float = 0.0) -> tuple[str, float]:
+    """Degradation or optimization when significant and large enough (`min_relative`, `floor_ns`);
+    the confidence of the direction."""
     x, p = r.tested, r.pvalue(sign)
     rel, absolute = math.expm1(x.statistic), base_ns * math.expm1(x.statistic)
-    large = abs(rel) >= cfg.min_relative and abs(absolute) >= cfg.min_absolute_ns
+    large = abs(rel) >= cfg.min_relative and abs(absolute) >= floor_ns(cfg, run_ns)
     if large and p <= 1 - cfg.confidence:
         return (DEGRADATION if sign * x.statistic > 0 else OPTIMIZATION if sign * x.statistic < 0 else NO_CHANGE), 1 - p
     return NO_CHANGE, 1 - p

@@ -20,6 +20,7 @@ import pygit2
 from gitperf.checks import record, verdict
 from gitperf.checks.change import DEGRADATION, INLINED, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult, WorkloadPair
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
+from gitperf.checks.decision import floor_ns
 from gitperf.checks.sides import Sides
 from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
@@ -74,12 +75,13 @@ def hopeless(c: Change, rounds: int, cfg: CheckConfig) -> bool:
 
 def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int = 0) -> list[str]:
     """The focus functions more rounds could still decide: their change is neither significant at the
-    early-stopping level nor bounded inside ±min_relative (or below min_absolute_ns), or they have no
+    early-stopping level nor bounded inside ±min_relative (or below `floor_ns`), or they have no
     comparison yet although the workload calls them (too few samples so far); after `rounds` rounds,
     not the `hopeless` ones but for changed functions.  New and removed functions have nothing to
     decide; a withheld comparison (`unknown`) stays withheld."""
     early = 1 - (1 - cfg.confidence) * EARLY_STOP_SHARE
     out, seen = [], set()
+    runs = {c.workload: c.base_ns for c in changes if c.function == ROOT}
     for c in changes:
         if c.function not in focus.decisive:
             continue
@@ -89,7 +91,7 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
         if c.function not in focus.changed and hopeless(c, rounds, cfg):
             continue  # (a changed function is what the check is for: it gets every round there is)
         inside = -cfg.min_relative < c.ci_low and c.ci_high < cfg.min_relative
-        small = max(abs(c.ci_low), abs(c.ci_high)) * c.base_ns < cfg.min_absolute_ns  # cannot reach min_absolute_ns
+        small = max(abs(c.ci_low), abs(c.ci_high)) * c.base_ns < floor_ns(cfg, runs.get(c.workload, 0.0))  # cannot reach it
         if not (inside or small):
             out.append(c.function)
     # a changed function (not a new one: it has no base to compare with) not yet compared at all

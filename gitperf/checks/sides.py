@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from gitperf.checks.change import NEW, REMOVED, UNKNOWN, Change
 from gitperf.core import stacks
-from gitperf.core.model import FunctionStats, Profile, StoredProfile
+from gitperf.core.model import ROOT, FunctionStats, Profile, StoredProfile
 from gitperf.stats import inference
 from gitperf.stats.estimate import Z95
 
@@ -215,6 +215,14 @@ def _sides(target: Runs, base: Runs, n: str) -> tuple[Side | None, Side | None, 
     tp, bp = _side(target, n, PROBED), _side(base, n, PROBED)
     scale = min(tp.total, bp.total)
     return tp, bp, abs(tp.probe - bp.probe) <= PROBE_MATCH * scale
+
+
+def run_time(sides: Sides) -> float:
+    """The workload's time a run on the base side: its root function's, native where the probes
+    allow, else probed (an upper bound of the native run); 0 when no run measured the root.  What
+    `check.min_share` is a share of."""
+    s = _side(Runs(p.profile for p in sides.base), ROOT)
+    return s.total if s is not None else 0.0
 
 
 WITHHELD = ("probes differ between the sides and outweigh its own time: neither its probed times nor its "

@@ -100,6 +100,11 @@ class CollectConfig:
 class CheckConfig:
     min_relative: Annotated[float, Meta(ge=0, le=10.0)] = 0.05  # smaller relative changes are never called degradations
     min_absolute_ns: Annotated[int, Meta(ge=0, le=3_600 * 10 ** 9)] = 10_000
+    # nor changes adding less than this share of the workload's run.  Between sessions of one build
+    # (git perf noise, the demo's `small`, 632 ms a run probed), functions that allocate or print
+    # (ht_new, report_top, report_summary, checksum_all) moved by 95-165 us together in one session
+    # of seven: 0.015-0.026% of the run, each "significant" (5 of 42 A/A pairs alarmed in one run)
+    min_share: Annotated[float, Meta(ge=0, le=1.0)] = 0.0005
     # a probability: below a half no verdict would be likelier right than wrong; above 0.9999 no check
     # of a few dozen rounds could ever reach it
     confidence: Annotated[float, Meta(ge=0.5, le=0.9999)] = 0.99
@@ -288,6 +293,7 @@ max_overhead = 5                # percent of native time: trace what it allows, 
 [check]
 min_relative = 0.05             # relative changes below this are never degradations
 min_absolute_ns = 10000         # nor are absolute changes below this
+min_share = 0.0005              # nor changes adding less than this share of the run's time (0.05%)
 confidence = 0.99
 direction = "lower"             # lower | higher is better
 votes = true                    # other methods' opinions beside each verdict (slower; never change it)

@@ -173,8 +173,8 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
     out.append("- Each row's change, interval, before and after are one estimate of what its *measured as* says "
                "(after = before x (1 + change)); traced times are measured under eBPF probes, sampled ones are shares "
                "of the stack samples x run time; instructions are inclusive per run, counted by callgrind (the "
-               "witness). A change counts only if it is significant at the configured confidence (Holm-adjusted "
-               "over all functions), and above `check.min_relative` and `check.min_absolute_ns`.")
+               "witness). A change counts only if significant at the configured confidence (Holm-adjusted over all "
+               "functions), and above `check.min_relative`, `check.min_absolute_ns` and `check.min_share` of the run.")
     for c in degr[:5]:
         if c.votes:
             out.append(f"- {_code(short(c.function, 80))}: other methods say " +
