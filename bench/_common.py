@@ -51,7 +51,7 @@ def probed(exe: Path, argv: list[str], cfg: CollectConfig, funcs: tuple[str, ...
     binary = elf.load(exe)
     plan = make_plan(binary, cfg, funcs)
     eng = BccEngine(force_per_probe=per_probe)
-    raw = eng.collect(binary, plan, lambda where: workload.run(argv, str(exe.parent), 600, where), lambda m: None)
+    raw = eng.collect(binary, plan, lambda where: workload.run(workload.Command(argv, str(exe.parent)), 600, where), lambda m: None)
     fs = build_functions(plan, raw)
     header = Header("bench", "0" * 40, exe.name, binary.build_id, tuple(argv), "bench", "bcc", machine_fingerprint(),
                     "", 0.0, 0.0)

@@ -422,7 +422,7 @@ def inclusive_per_call(p: Project, repo: Path, runs: int = 10) -> tuple[float, f
     without frame pointers: the indexer's -O2 leaves its callees' samples with no caller), that share.
     (Lua: 12.5 ns a call from samples, 10.1 from instructions.)"""
     exe, argv = repo / p.exe, workload_argv(repo, p)
-    counted = callgrind.run(argv, str(repo), 600, str(exe))
+    counted = callgrind.run(workload.Command(argv, str(repo)), 600, str(exe))
     if counted.error:
         raise SystemExit(f"callgrind: {counted.error}")
     calls = counted.functions[p.hot][0]
@@ -433,7 +433,7 @@ def inclusive_per_call(p: Project, repo: Path, runs: int = 10) -> tuple[float, f
         t0 = time.perf_counter()
         subprocess.run(argv, cwd=repo, check=True, capture_output=True)
         wall += time.perf_counter() - t0
-        raw = BccEngine().collect(binary, plan, lambda where: workload.run(argv, str(repo), 600, where),
+        raw = BccEngine().collect(binary, plan, lambda where: workload.run(workload.Command(argv, str(repo)), 600, where),
                                   lambda _m: None)
         folded = stacks.folded(raw.stacks)
         held += stacks.inclusive(folded).get(p.hot, 0)

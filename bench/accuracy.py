@@ -77,7 +77,7 @@ class Bench:
 
     def runner(self, where: workload.Scope) -> workload.RunResult:
         """One run of the workload in `where` (its session and cgroup)."""
-        return workload.run(self.argv, str(self.exe.parent), 3600, where)
+        return workload.run(workload.Command(self.argv, str(self.exe.parent)), 3600, where)
 
     def native(self) -> workload.RunResult:
         """Launched as the probed runs are (own session and cgroup), without probes."""

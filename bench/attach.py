@@ -30,12 +30,12 @@ def build(dest: Path) -> Path:
 
 
 def measure(exe: Path, n: int, per_probe: bool) -> tuple[float, float, int]:
-    from gitperf.engine.workload import run as run_workload
+    from gitperf.engine.workload import Command, run as run_workload
     binary = elf.load(exe)
     names = tuple(f"f{i}" for i in range(n))
     plan = make_plan(binary, CollectConfig(strategy="funcs"), names)
     raw = BccEngine(force_per_probe=per_probe).collect(
-        binary, plan, lambda where: run_workload([str(exe)], str(exe.parent), 60, where), lambda m: None)
+        binary, plan, lambda where: run_workload(Command([str(exe)], str(exe.parent)), 60, where), lambda m: None)
     return raw.attach_s, raw.detach_s, sum(1 for f in raw.functions if f.count)
 
 

@@ -87,7 +87,7 @@ def make_repo(dest: Path, script: str) -> Path:
 def _collect(exe: Path, cfg: CollectConfig, argv: list[str]):
     binary = elf.load(exe)
     plan = make_plan(binary, cfg)
-    raw = BccEngine().collect(binary, plan, lambda where: workload.run(argv, str(exe.parent), 600, where),
+    raw = BccEngine().collect(binary, plan, lambda where: workload.run(workload.Command(argv, str(exe.parent)), 600, where),
                               lambda _m: None)
     return plan, raw
 

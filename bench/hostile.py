@@ -66,6 +66,8 @@ def shapes(valid: dict) -> dict[str, list[str]]:
         "names no URL or terminal takes": [_packed(one(lambda d: d["f"].extend(
             dict(valid["f"][2], n=n) for n in ("/etc/passwd", "", "x\ny", "\x1b]0;pwned\x07", "..", "<script>x</script>",
                                                "n" * 20_000))))],
+        "100,000 functions": [_packed(one(lambda d: d["f"].extend(dict(valid["f"][2], n=f"fn_{i:06d}")
+                                                                  for i in range(100_000))))],
         "times from 1e300 to negative": [_packed(one(lambda d: d["h"].update(started=t, finished=t)))
                                          for t in (1e300, 1e17, -1.0)],
         "check record dated 1e300": ['gitperf-check {"v":1,"pairings":[],"time":1e300,'

@@ -40,7 +40,7 @@ from gitperf.analysis import elf
 from gitperf.core import stacks
 from gitperf.core.model import ROOT, Mode
 from gitperf.engine.bcc_engine import BccEngine
-from gitperf.engine.workload import run
+from gitperf.engine.workload import Command, run
 from gitperf.plan.probes import ProbePlan
 binary, cwd, command, hz, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 info = elf.load(binary)
@@ -50,7 +50,7 @@ plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index(ROOT), mode
 merged = {}
 with BccEngine().session(info, plan, lambda _m: None) as s:
     for _ in range(runs):
-        raw = s.collect(lambda where: run(["/bin/sh", "-c", "exec " + command], cwd, 600, where))
+        raw = s.collect(lambda where: run(Command(["/bin/sh", "-c", "exec " + command], cwd), 600, where))
         for k, v in stacks.folded(raw.stacks).items():
             merged[k] = merged.get(k, 0) + v
 print(json.dumps({"from": gitperf.__file__, "stacks": merged}))

@@ -110,7 +110,7 @@ def _build_leaf(work: Path, name: str, flags: list[str], link: tuple[str, ...] =
 def _traced_wall(engine: BccEngine, exe: Path, argv: list[str], funcs: tuple[str, ...] = ()) -> tuple[float, dict]:
     binary = elf.load(exe)
     plan = make_plan(binary, CollectConfig(strategy="funcs" if funcs else "userspace"), funcs)
-    raw = engine.collect(binary, plan, lambda where: workload.run(argv, str(exe.parent), 900, where), lambda m: None)
+    raw = engine.collect(binary, plan, lambda where: workload.run(workload.Command(argv, str(exe.parent)), 900, where), lambda m: None)
     counts = {f.name: r.count for f, r in zip(plan.functions, raw.functions)}
     return raw.run.wall_s, {"counts": counts, "plan": plan}
 

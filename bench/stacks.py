@@ -21,7 +21,7 @@ from gitperf.analysis import elf
 from gitperf.core import stacks
 from gitperf.core.model import ROOT, Mode
 from gitperf.engine.bcc_engine import BccEngine
-from gitperf.engine.workload import run
+from gitperf.engine.workload import Command, run
 from gitperf.plan.probes import ProbePlan
 
 
@@ -34,7 +34,7 @@ def measure(name: str, cwd: str, binary: str, command: str, hz: int) -> list:
     funcs = tuple(info.functions)
     plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index(ROOT), mode=Mode.STACK, record_limit=0,
                      stack_hz=hz)
-    raw = BccEngine().collect(info, plan, lambda where: run(["/bin/sh", "-c", f"exec {command}"], cwd, 600, where),
+    raw = BccEngine().collect(info, plan, lambda where: run(Command(["/bin/sh", "-c", f"exec {command}"], cwd), 600, where),
                               lambda _m: None)
     folded = stacks.folded(raw.stacks)
     kept = stacks.bound(folded)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _common import build_demo, table
 
-from gitperf.engine import callgrind
+from gitperf.engine import callgrind, workload
 
 
 def _wall(argv: list[str], cwd: str, repeat: int) -> float:
@@ -39,7 +39,7 @@ def measure(name: str, cwd: str, binary: str, command: str) -> list:
     runs, walls = [], []
     for _ in range(3):
         t0 = time.perf_counter()
-        runs.append(callgrind.run(argv, cwd, 600, binary))
+        runs.append(callgrind.run(workload.Command(argv, cwd), 600, binary))
         walls.append(time.perf_counter() - t0)
     if runs[0].error:
         return [name, f"{native * 1e3:.1f}", "-", "-", "-", runs[0].error]

@@ -377,7 +377,7 @@ def test_samples_taken_while_a_probe_is_handled_are_probe_time_not_a_functions(t
     from gitperf.analysis import elf
     from gitperf.core.model import Mode
     from gitperf.engine.bcc_engine import BccEngine
-    from gitperf.engine.workload import run
+    from gitperf.engine.workload import Command, run
     from gitperf.plan.probes import ProbePlan
 
     src = tmp_path / "p.c"
@@ -393,7 +393,7 @@ def test_samples_taken_while_a_probe_is_handled_are_probe_time_not_a_functions(t
     funcs = tuple(f for f in binary.functions if f.name in ("main", "outer", "leaf"))
     plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index("main"), mode=Mode.HYBRID,
                      record_limit=0, stack_hz=999, traced=frozenset({"leaf"}))
-    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe)], str(tmp_path), 60, where), lambda _m: None)
+    raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe)], str(tmp_path)), 60, where), lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
     assert got["leaf"].count == calls
     total = raw.samples_total
@@ -412,7 +412,7 @@ def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apar
     from gitperf.analysis import elf
     from gitperf.core.model import Mode
     from gitperf.engine.bcc_engine import BccEngine
-    from gitperf.engine.workload import run
+    from gitperf.engine.workload import Command, run
     from gitperf.plan.probes import ProbePlan
 
     src = tmp_path / "p.c"
@@ -439,7 +439,7 @@ def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apar
     funcs = tuple(f for f in binary.functions if f.name in ("main", "spin", "fill"))
     plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index("main"), mode=Mode.STACK,
                      record_limit=0, stack_hz=999)
-    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), str(spin_n), str(fill_n)], str(tmp_path), 60,
+    raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe), str(spin_n), str(fill_n)], str(tmp_path)), 60,
                                                               where), lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
     spin, fill = got["spin"], got["fill"]
@@ -456,7 +456,7 @@ def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apar
     binary = elf.load(exe)
     funcs = tuple(f for f in binary.functions if f.name in ("main", "spin", "fill"))
     plan = replace(plan, functions=funcs, root=[f.name for f in funcs].index("main"))
-    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), str(spin_n), "0"], str(tmp_path), 60,
+    raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe), str(spin_n), "0"], str(tmp_path)), 60,
                                                               where), lambda _m: None)
     assert raw.stacks.get(("main", "spin"), 0) >= 0.9 * raw.functions[funcs.index(binary.by_name()["spin"])].stack_samples
     # but a frame deeper than the words the sampler records cannot be left: the profile says its paths
@@ -472,7 +472,7 @@ def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apar
     binary = elf.load(exe)
     funcs = tuple(f for f in binary.functions if f.name in ("main", "deep"))
     plan = replace(plan, functions=funcs, root=[f.name for f in funcs].index("main"))
-    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), str(spin_n), "0"], str(tmp_path), 60,
+    raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe), str(spin_n), "0"], str(tmp_path)), 60,
                                                               where), lambda _m: None)
     framed = sum(n for s, n in raw.stacks.items() if not s[0].startswith("["))
     assert framed > 20 and raw.rooted_samples < 0.5 * framed, raw.stacks
@@ -505,7 +505,7 @@ def test_a_cold_part_is_never_probed_and_its_samples_are_its_functions(tmp_path)
     from gitperf.analysis import elf
     from gitperf.core.config import CollectConfig
     from gitperf.engine.bcc_engine import BccEngine
-    from gitperf.engine.workload import run
+    from gitperf.engine.workload import Command, run
     from gitperf.plan.probes import make_plan
 
     src, exe = tmp_path / "c.c", tmp_path / "c"
@@ -519,7 +519,7 @@ def test_a_cold_part_is_never_probed_and_its_samples_are_its_functions(tmp_path)
 
     plan = make_plan(binary, CollectConfig(mode="trace", stack_hz=999))
     assert "work.cold" not in {f.name for f in plan.functions} and plan.removed["split-part"] == ("work.cold",)
-    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), "30000", str(inner)], str(tmp_path), 60,
+    raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe), "30000", str(inner)], str(tmp_path)), 60,
                                                               where), lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
     assert got["work"].count == 1 and got["report"].count == 30 and raw.overflow == 0 and raw.unmatched == 0
@@ -569,7 +569,7 @@ def test_a_frameless_leafs_samples_are_charged_to_its_real_callers(tmp_path):
     from gitperf.analysis import elf
     from gitperf.core.model import Mode
     from gitperf.engine.bcc_engine import BccEngine
-    from gitperf.engine.workload import run
+    from gitperf.engine.workload import Command, run
     from gitperf.plan.probes import ProbePlan
 
     exe = build_leaf(tmp_path)
@@ -581,7 +581,7 @@ def test_a_frameless_leafs_samples_are_charged_to_its_real_callers(tmp_path):
     funcs = tuple(f for f in binary.functions if f.name in ("main", "astar", "relax", "via", "travel"))
     plan = ProbePlan(functions=funcs, root=[f.name for f in funcs].index("main"), mode=Mode.STACK,
                      record_limit=0, stack_hz=999)
-    raw = BccEngine().collect(binary, plan, lambda where: run([str(exe), str(rounds)], str(tmp_path), 60, where),
+    raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe), str(rounds)], str(tmp_path)), 60, where),
                               lambda _m: None)
     leaf = {s: n for s, n in raw.stacks.items() if s[-1] == "travel"}
     total = sum(leaf.values())

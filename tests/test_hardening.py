@@ -285,7 +285,7 @@ from gitperf.engine import workload
 os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
 t0 = time.monotonic()
 try:
-    workload.run(["sleep", "30"], ".", 60, workload.Scope(None, 0))
+    workload.run(workload.Command(["sleep", "30"], "."), 60, workload.Scope(None, 0))
 except KeyboardInterrupt:
     print("interrupted after %.1f s" % (time.monotonic() - t0))
     sys.exit(130)
@@ -475,6 +475,33 @@ def test_a_range_killed_with_sigkill_takes_its_workers_builds_along(empty_repo, 
     if alive(build):  # (do not leave it running if the assertion fails)
         os.kill(build, signal.SIGKILL)
         pytest.fail("the worker's build outlived the range killed with SIGKILL")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a repository to another user")
+def test_what_sudo_writes_under_git_is_the_owners_and_what_a_killed_run_left_is_given_back():
+    """Issue #59: root's files under .git (a notes write: objects, refs, the lock; a SIGKILLed run's
+    leftovers) made the owner's `git gc` fail.  `sudo git perf accept` leaves none, and the next
+    command hands back what a killed one left."""
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    top = Path(tempfile.mkdtemp(dir="/tmp", prefix="gitperf-owner-"))
+    try:
+        top.chmod(0o755)
+        root = init_repo(top / "p")
+        subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(root)], check=True)
+        sudo = {"SUDO_UID": str(nobody.pw_uid), "SUDO_GID": str(nobody.pw_gid)}
+        assert run_cli(root, "accept", "HEAD", "-m", "intended", env=sudo).returncode == 0
+        left = root / ".git" / "perf" / "builds" / "killed"
+        left.mkdir(parents=True)  # as a SIGKILLed root run leaves it
+        (left / "built.json").write_text("{}")
+        assert run_cli(root, "log", env=sudo).returncode == 0
+        roots = [str(p) for p in (root / ".git").rglob("*") if p.lstat().st_uid == 0]
+        assert roots == [], roots[:10]
+        gc = subprocess.run(["git", "gc", "-q"], cwd=root, user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
+                            capture_output=True, text=True, env={"PATH": os.environ["PATH"], "HOME": str(top)})
+        assert gc.returncode == 0, gc.stderr
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a repository to another user")

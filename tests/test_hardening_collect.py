@@ -5,6 +5,7 @@ failing workload, interrupts at every moment of a check) is tested without root 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,39 @@ def test_a_check_interrupted_under_probes_leaves_no_probe_and_no_half_set(tmp_pa
     before = set(uprobe_multi_links())
     interrupt_at(repo, "later round", sig, GIT_PERF)
     wait_for(lambda: set(uprobe_multi_links()) == before, "no probe left", 30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the case is `sudo git perf` in a repository its user owns")
+def test_sudo_check_leaves_the_repository_its_owners_and_runs_the_workload_as_the_owner():
+    """Issue #59: `sudo git perf check --collect` left 42-47 paths under .git root's (the owner's `git
+    gc` then exited 128, `git perf accept` said "Permission denied") and ran every workload as root.
+    Now the build and the workload (under probes and under callgrind) run as the owner, and what root
+    wrote into .git is the owner's when the command ends."""
+    import pwd
+    import shutil
+    import tempfile
+    from test_paired_collect import SUM_PROG, sumlib_repo
+    nobody = pwd.getpwnam("nobody")
+    top = Path(tempfile.mkdtemp(dir="/tmp", prefix="gitperf-sudo-"))  # (pytest's tmp is root's alone)
+    try:
+        top.chmod(0o755)
+        ids = top / "ids"
+        root = sumlib_repo(top, SUM_PROG, f"sh -c 'id -u >> {ids}; exec ./build/prog'")
+        ids.touch()
+        subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(top)], check=True)
+        sudo = {"SUDO_UID": str(nobody.pw_uid), "SUDO_GID": str(nobody.pw_gid)}
+        r = run_cli(root, "check", "HEAD", "--collect", "--rounds", "3", env=sudo, timeout=900)
+        assert r.returncode in (0, 1), r.stderr[-3000:]
+        assert "instruction witness: callgrind" in r.stderr, r.stderr[-2000:]
+        roots = [str(p) for p in (root / ".git").rglob("*") if p.lstat().st_uid == 0]
+        assert roots == [] and (root / ".git").stat().st_uid == nobody.pw_uid, roots[:10]
+        ran_as = ids.read_text().split()
+        assert len(ran_as) >= 2 * 3 and set(ran_as) == {str(nobody.pw_uid)}, ran_as
+        as_owner = dict(user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[], cwd=root, capture_output=True,
+                        text=True, env={"PATH": os.environ["PATH"], "HOME": str(top)})
+        gc = subprocess.run(["git", "gc", "-q"], **as_owner)
+        assert gc.returncode == 0, gc.stderr
+        accept = subprocess.run([str(Path(sys.executable).parent / "git-perf"), "accept", "HEAD", "-m", "ok"], **as_owner)
+        assert accept.returncode == 0, accept.stderr
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

@@ -376,3 +376,10 @@ def test_a_workload_that_exits_non_zero_fails_plain_collect_and_stores_nothing(r
     assert "workload w failed: exit status 1" in r.stderr and "nothing was stored" in r.stderr, r.stderr
     assert "  | cannot open input.txt" in r.stderr, r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
+    # unless the workload declares that status a finished run's (`exit_codes`)
+    toml.write_text(toml.read_text().replace('name = "w"\n', 'name = "w"\nexit_codes = [0, 1]\n'))
+    git(repo, "commit", "-qam", "exit 1 is how it finishes")
+    r = CliRunner().invoke(main, ["collect", "-q"])
+    assert r.exit_code == 0, r.stderr
+    [stored] = NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]
+    assert stored.profile.header.exit_status == 1 and stored.profile.header.partial == "", stored.profile.header

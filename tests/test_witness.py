@@ -14,6 +14,7 @@ from gitperf.checks import witness
 from gitperf.checks.change import Change
 from gitperf.core.model import InstructionCounts, StoredProfile
 from gitperf.engine import callgrind
+from gitperf.engine.workload import Command
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -41,7 +42,7 @@ def _build(tmp_path, extra: str = "") -> str:
 @pytest.mark.valgrind
 def test_callgrind_counts_calls_and_charges_library_instructions_to_the_caller(tmp_path):
     binary = _build(tmp_path)
-    w = callgrind.run(["/bin/sh", "-c", "./p && ./p"], str(tmp_path), 120, binary)  # two processes: both count
+    w = callgrind.run(Command(["/bin/sh", "-c", "./p && ./p"], str(tmp_path)), 120, binary)  # two processes: both count
     assert w.error == "" and w.total > 0
     calls, own, incl = w.functions["leaf"]
     assert (calls, own, incl) == (2000, own, own) and own > 0  # a leaf: inclusive is its own
@@ -58,7 +59,7 @@ def test_a_workload_valgrind_cannot_run_is_a_clear_note_not_a_failure(tmp_path):
     """An AVX-512 instruction (what -march=native emits on these machines, as Lua's makefile does):
     valgrind 3.19 does not know it."""
     binary = _build(tmp_path, ' __asm__ volatile(".byte 0x62,0xf1,0xfe,0x48,0x7f,0x44,0x24,0x01");')
-    w = callgrind.run(["/bin/sh", "-c", "./p"], str(tmp_path), 120, binary)
+    w = callgrind.run(Command(["/bin/sh", "-c", "./p"], str(tmp_path)), 120, binary)
     assert "does not know an instruction" in w.error and not w.functions
 
 

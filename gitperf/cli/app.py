@@ -116,6 +116,14 @@ class PerfGroup(click.Group):
             signal.signal(signal.SIGINT, signal.default_int_handler)
         _follow_git()
         try:
+            return self._invoke(ctx)
+        finally:  # also after an error, Ctrl-C or SIGTERM (SIGKILL: the next command's `_repo`)
+            from gitperf.core.owner import give_back
+            for d in _OPENED:
+                give_back(d)
+
+    def _invoke(self, ctx):
+        try:
             return super().invoke(ctx)
         except GitPerfError as e:
             _echo(f"git perf: error: {e}", err=True)
@@ -176,9 +184,19 @@ def _progress(quiet: bool, verbose: bool = False):
     return say
 
 
+_OPENED: list = []  # the git directories this command opened: handed back to their owners as it ends
+
+
 def _repo():
-    from gitperf.git.repo import open_repo
-    return open_repo(".")
+    """The repository here.  Run as root in one another user owns (sudo), what root left in its git
+    directory is handed back to the owner now (a SIGKILLed run's) and as the command ends (`core.owner`)."""
+    from gitperf.core.owner import give_back
+    from gitperf.git.repo import common_dir, open_repo
+    repo = open_repo(".")
+    if (d := common_dir(repo)) not in _OPENED:
+        _OPENED.append(d)
+        give_back(d)
+    return repo
 
 
 def _engine(per_probe: bool = False):

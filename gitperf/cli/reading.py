@@ -55,6 +55,8 @@ def log(max_count, as_json, rev):
 @json_option
 def show(rev, workload, top, models, folded, runs, fmt, output, as_json):
     """The profiles stored for REV."""
+    import msgspec
+
     from gitperf.git.repo import resolve_commit
     from gitperf.store.notes import NotesStore
     from gitperf.views.render import folded_text, show_json, show_text
@@ -75,7 +77,10 @@ def show(rev, workload, top, models, folded, runs, fmt, output, as_json):
                   "(`mode = \"stack\"`, a budgeted plan, or `check --collect`)", err=True)
         return _emit(printable(text).encode() + b"\n", "folded", output) if text else None
     if as_json:
-        return _emit(json.dumps(show_json(commit, profiles), indent=2).encode() + b"\n", "json", output)
+        # (msgspec: the same text as json.dumps(indent=2) in half the memory: a pulled line of 100,000
+        # functions took 571 MB that way, 294 MB this way; issue #59)
+        return _emit(msgspec.json.format(msgspec.json.encode(show_json(commit, profiles)), indent=2) + b"\n", "json",
+                     output)
     _emit(printable(show_text(commit, profiles, top, models, runs or models)).encode() + b"\n", "text", output)
 
 

@@ -24,6 +24,7 @@ from gitperf.core.config import load as load_config
 from gitperf.core.errors import ConfigError, InputError
 from gitperf.core.model import Header, Mode
 from gitperf.core.names import readable
+from gitperf.core.owner import Owner
 from gitperf.core.progress import Progress
 from gitperf.engine import calibrate, workload
 from gitperf.engine.base import Engine, RunWorkload
@@ -223,7 +224,14 @@ class CollectContext:
 
     def runner(self, wl: Workload, timeout: float | None = None) -> RunWorkload:
         """Runs `wl` once in the work tree, in the engine's scope, killed after `timeout` (default its own)."""
-        return lambda where: workload.run(wl.argv, str(self.root), timeout or wl.timeout, where, self.env)
+        cmd = self.command(wl)
+        return lambda where: workload.run(cmd, timeout or wl.timeout, where)
+
+    def command(self, wl: Workload) -> workload.Command:
+        """`wl`'s command in the work tree, as the repository's owner when we run as root for them
+        (`core.owner`)."""
+        return workload.Command(wl.argv, str(self.root), self.env, Owner.of(self.target.cache_dir.parent),
+                                tuple(wl.exit_codes))
 
     def config_key(self, wl: Workload) -> str:
         return Header(**self.header_base, workload=wl.name, command=(), started=0, finished=0).config_key

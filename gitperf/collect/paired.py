@@ -223,8 +223,8 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
     sides = ((pair.base, runs.base, 2), (pair.target, runs.target, 1))
     for side, profiles, n in sides:
         counts = (InstructionCounts(error=why),) if why else tuple(
-            callgrind.run(pair.workload.argv, str(side.ctx.root), 2 * callgrind.BUDGET_S,
-                          (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)), side.ctx.env)
+            callgrind.run(side.ctx.command(pair.workload), 2 * callgrind.BUDGET_S,
+                          (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)))
             for _ in range(n))
         profiles[0] = replace(profiles[0], instructions=counts)
 

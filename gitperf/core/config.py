@@ -64,6 +64,9 @@ class Workload:
     repeat: Annotated[int, Meta(gt=0, le=1_000)] = 0
     # a timeout below 0.01 s kills every run at once (`timeout = 1e-300` stored a partial profile and passed)
     timeout: Annotated[float, Meta(ge=0.01, le=DAY_S)] = 300.0
+    # the exit statuses of a run that finished as intended (a test driver that exits 1 when a case
+    # fails, by design); any other fails the collection and the check (collect.collection.failed)
+    exit_codes: Annotated[tuple[Annotated[int, Meta(ge=0, le=255)], ...], Meta(min_length=1)] = (0,)
 
     @property
     def argv(self) -> list[str]:
@@ -271,6 +274,7 @@ command = "{command}"           # required; a shell command (may run the binary 
 # repeat = 3                    # runs per collection (default: 3 where three take under 30 s at native
                                 # speed, measured by the overhead budget's pilot; else 1): check uses medians
 timeout = 300                   # seconds before the run is killed and the profile marked partial
+# exit_codes = [0, 1]           # exit statuses of a run that finished as intended (default: 0 only)
 
 [collect]
 engine = "bcc"                  # eBPF via bcc (needs root or CAP_BPF+CAP_PERFMON)

@@ -33,7 +33,7 @@ from gitperf.core.config import CollectConfig
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
 from gitperf.engine.base import Engine, Session
-from gitperf.engine.workload import run
+from gitperf.engine.workload import Command, run
 from gitperf.git.repo import user_cache
 from gitperf.plan.costs import SAMPLE_KEY
 from gitperf.plan.probes import make_plan
@@ -71,7 +71,7 @@ def _plans(exe: Path):
 
 
 def _run(session: Session, exe: Path, workdir: Path, out: Path):
-    return session.collect(lambda where: run([str(exe), str(out), str(CALLS)], str(workdir), 120, where))
+    return session.collect(lambda where: run(Command([str(exe), str(out), str(CALLS)], str(workdir)), 120, where))
 
 
 def _class_costs(session: Session, exe: Path, workdir: Path, plan) -> dict[str, float]:

@@ -17,9 +17,11 @@ name` defines an id, `(id)` refers to it.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from gitperf.core.model import InstructionCounts
@@ -111,8 +113,7 @@ def parse(text: str, binary: str | frozenset[str], counts: dict[str, list[int]] 
     return out, total
 
 
-def run(argv: list[str], cwd: str, timeout: float, binary: str | tuple[str, ...], env: dict | None = None,
-        ) -> InstructionCounts:
+def run(command: workload.Command, timeout: float, binary: str | tuple[str, ...]) -> InstructionCounts:
     """The workload once under callgrind; an InstructionCounts with `error` set when valgrind cannot
     run it (an instruction it does not know, a crash, the timeout): the check then goes on on time.
     The functions counted are the binary's, and those of the project's own libraries when `binary` is
@@ -121,17 +122,19 @@ def run(argv: list[str], cwd: str, timeout: float, binary: str | tuple[str, ...]
     objects, binary = frozenset(str(Path(p).resolve()) for p in paths), paths[0]
     with tempfile.TemporaryDirectory(prefix="gitperf-callgrind-") as d, workload.scope() as where:
         err = Path(d) / "valgrind.log"
+        if command.user is not None:  # the workload runs as the repository's owner: its output goes here
+            os.chown(d, command.user.uid, command.user.gid)
         # --separate-recs=1: a recursive function is one function at every depth (not `fib'2`)
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.%p", "--demangle=no",
-               "--separate-recs=1", "--trace-children=yes", f"--log-file={err}", *argv]
-        r = workload.run(cmd, cwd, timeout, where, env)
+               "--separate-recs=1", "--trace-children=yes", f"--log-file={err}", *command.argv]
+        r = workload.run(replace(command, argv=cmd), timeout, where)
         log = err.read_text(errors="replace") if err.exists() else ""
         if r.timed_out:
             return InstructionCounts(error=f"callgrind did not finish within {timeout:.0f} s")
         if _UNSUPPORTED.search(log):
             return InstructionCounts(error="valgrind does not know an instruction of this build (AVX-512 from "
                                            "-march=native?): no instruction counts")
-        if r.exit_status:
+        if r.partial:  # (an exit status the workload declares, `exit_codes`, is a finished run)
             return InstructionCounts(error=f"the workload under callgrind exited with status {r.exit_status}")
         counts: dict[str, list[int]] = {}
         total = 0

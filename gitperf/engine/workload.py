@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from gitperf.core.owner import Owner
 from gitperf.core.proc import alive, in_child, keep_tail, signals_held
 
 
@@ -30,6 +31,7 @@ class RunResult:
     # to the task they interrupt, so this shows their cost without the VM's scheduling noise
     cpu_s: float = 0.0
     stderr: str = ""  # the last lines it wrote to stderr (STDERR_LINES, each cut at STDERR_LINE bytes)
+    expected: tuple[int, ...] = (0,)  # the exit statuses of a run that finished as intended
 
     @property
     def partial(self) -> str:
@@ -37,7 +39,7 @@ class RunResult:
         if self.timed_out:
             return "timeout"
         status = self.exit_status
-        if status is None or status == 0:
+        if status is None or status in self.expected:
             return ""
         # killed by a signal: -N from Popen, or 128+N when a shell ran the program and reported it
         sig = -status if status < 0 else status - 128 if 128 < status < 128 + signal.NSIG else 0
@@ -131,12 +133,24 @@ def scope() -> Iterator[Scope]:
         _remove(path)
 
 
+@dataclass(frozen=True)
+class Command:
+    """A workload's command line, run in `cwd` with `env` (None: ours), as `user` when given (the
+    repository's owner when we run as root for them: `core.owner`)."""
+
+    argv: list[str]
+    cwd: str
+    env: dict | None = None
+    user: Owner | None = None
+    expected: tuple[int, ...] = (0,)  # exit statuses of a run that finished as intended (`Workload.exit_codes`)
+
+
 STDERR_LINES = 8  # what a failing workload's error shows of its stderr (a ring: memory stays bounded)
 STDERR_LINE = 300
 
 
-def _spawn(argv: list[str], cwd: str, where: Scope, env: dict | None) -> subprocess.Popen:
-    """The workload started in its own session and `where`'s cgroup, dying with us."""
+def _spawn(cmd: Command, where: Scope) -> subprocess.Popen:
+    """The workload started in its own session and `where`'s cgroup, dying with us, as its user."""
     procs = str(where.path / "cgroup.procs") if where.path else None
 
     def enter_scope() -> None:  # runs in the child between fork and exec
@@ -144,12 +158,15 @@ def _spawn(argv: list[str], cwd: str, where: Scope, env: dict | None) -> subproc
         if procs:
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
+        if cmd.user is not None:  # (after joining the cgroup, which takes root)
+            cmd.user.become()
 
     proc = None
     try:  # Ctrl-C or SIGTERM during the fork arrives once Popen has returned, and kills the workload
         with signals_held() as mask:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=enter_scope)
+            proc = subprocess.Popen(cmd.argv, cwd=cmd.cwd, env=cmd.user.env(cmd.env) if cmd.user else cmd.env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, preexec_fn=enter_scope)
     except BaseException:
         if proc is not None:
             _kill(proc, where)
@@ -157,9 +174,9 @@ def _spawn(argv: list[str], cwd: str, where: Scope, env: dict | None) -> subproc
     return proc
 
 
-def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | None = None) -> RunResult:
+def run(cmd: Command, timeout: float, where: Scope) -> RunResult:
     """Run one workload to completion (or timeout).  KeyboardInterrupt kills it and propagates."""
-    proc = _spawn(argv, cwd, where, env)
+    proc = _spawn(cmd, where)
     # The clock starts when Popen returns, i.e. once the child has exec'd (fork and the move into
     # the cgroup are not the program's run time).  The wait blocks in waitpid with a timer thread for
     # the timeout: Popen.wait(timeout) polls with sleeps of up to 50 ms, which made run times jump
@@ -190,8 +207,8 @@ def run(argv: list[str], cwd: str, timeout: float, where: Scope, env: dict | Non
     if expired.is_set() or status:  # what it said is the reason: wait for its last lines (not forever:
         reader.join(1.0)            # a process it left behind may hold the pipe)
     if expired.is_set():
-        return RunResult(None, wall, True, cpu, "\n".join(tail))
-    return RunResult(status, wall, False, cpu, "\n".join(tail) if status else "")
+        return RunResult(None, wall, True, cpu, "\n".join(tail), cmd.expected)
+    return RunResult(status, wall, False, cpu, "\n".join(tail) if status else "", cmd.expected)
 
 
 def _children_cpu() -> float:

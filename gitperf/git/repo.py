@@ -38,12 +38,17 @@ def _sudo_for_owner(git_dir: str) -> bool:
         return False
 
 
-def perf_dir(repo: pygit2.Repository) -> Path:
-    """Machine-local state (`.git/perf/`), shared by all worktrees of the repository."""
+def common_dir(repo: pygit2.Repository) -> Path:
+    """The git directory all worktrees of the repository share (`.git`)."""
     common = Path(repo.path)
     if (common / "commondir").exists():  # a linked worktree: .git/worktrees/NAME
         common = (common / (common / "commondir").read_text().strip()).resolve()
-    d = common / "perf"
+    return common
+
+
+def perf_dir(repo: pygit2.Repository) -> Path:
+    """Machine-local state (`.git/perf/`), shared by all worktrees of the repository."""
+    d = common_dir(repo) / "perf"
     d.mkdir(parents=True, exist_ok=True)
     return d
 

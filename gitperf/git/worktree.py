@@ -7,7 +7,6 @@ import collections
 import fcntl
 import hashlib
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -23,6 +22,7 @@ import pygit2
 
 from gitperf.core.config import BuildConfig
 from gitperf.core.errors import BuildError
+from gitperf.core.owner import Owner
 from gitperf.core.proc import alive, in_child, keep_tail, signals_held
 from gitperf.git import pad
 
@@ -133,45 +133,6 @@ CCACHE_MAXSIZE = "2G"  # ninja's objects are ~30 MB a configuration: dozens of c
 BUILD_LINES, BUILD_LINE = 40, 400  # what is kept of a build's output (a ring: it may print 300 MB)
 
 
-@dataclass(frozen=True)
-class Owner:
-    """Whom a build runs as when git perf runs as root for another user (ARCHITECTURE.md §6a)."""
-
-    uid: int
-    gid: int
-
-    @staticmethod
-    def of(lock_dir: Path) -> Owner | None:
-        """The repository's owner (of its git directory, `lock_dir`'s parent), when we are root and it
-        is not: a build runs the project's own commands, which need no privileges (sudo, the pre-push
-        hook).  None: builds run as we do."""
-        if os.geteuid() != 0:
-            return None
-        st = os.stat(lock_dir.parent)
-        return Owner(st.st_uid, st.st_gid) if st.st_uid != 0 else None
-
-    def give(self, path: Path) -> None:
-        """`path` and everything under it made the owner's (our worktree, the compiler cache)."""
-        for d, dirs, files in os.walk(path):
-            for name in [d, *(os.path.join(d, f) for f in dirs + files)]:
-                with suppress(OSError):
-                    os.lchown(name, self.uid, self.gid)
-
-    def env(self, env: dict | None) -> dict:
-        """The build's environment with the owner's home and name (not root's)."""
-        try:
-            pw = pwd.getpwuid(self.uid)
-            home, name = pw.pw_dir, pw.pw_name
-        except KeyError:  # a uid without a passwd entry (a container's)
-            home, name = "/", str(self.uid)
-        return {**(env if env is not None else os.environ), "HOME": home, "USER": name, "LOGNAME": name}
-
-    def become(self) -> None:  # in the child, between fork and exec
-        os.setgroups([])
-        os.setgid(self.gid)
-        os.setuid(self.uid)
-
-
 def _build(command: str, root: Path, env: dict | None, timeout: float, owner: Owner | None = None,
            ) -> subprocess.CompletedProcess:
     """The build command in a process group of its own, all of it killed when we stop waiting (Ctrl-C,
@@ -249,7 +210,7 @@ def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeo
     if not command.strip():
         return Built()
     lock = lock_dir / f"build-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}.lock"
-    owner = Owner.of(lock_dir)
+    owner = Owner.of(lock_dir.parent)
     if owner is not None and _in_our_worktree(root):
         owner.give(root)  # checked out by us, as root: the owner's build writes into it
     try:
