@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
-from interrupts import GIT_PERF, env_for, interrupt_at, our_cgroups, running, tick_repo, wait_for
+from interrupts import GIT_PERF, busy_neighbour, env_for, interrupt_at, our_cgroups, running, tick_repo, wait_for
 
 from gitperf.engine.bpflink import uprobe_multi_links
 from gitperf.git.repo import open_repo
@@ -98,7 +98,8 @@ def test_a_check_interrupted_under_probes_leaves_no_probe_and_no_half_set(tmp_pa
     repo = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")  # ~25 ms a run
     subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)  # for the next command
     before = set(uprobe_multi_links())
-    interrupt_at(repo, "later round", sig, GIT_PERF)
+    with busy_neighbour():
+        interrupt_at(repo, "later round", sig, GIT_PERF)
     wait_for(lambda: set(uprobe_multi_links()) == before, "no probe left", 30)
 
 

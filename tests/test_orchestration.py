@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import git
 from fakeengine import FakeEngine, install
-from interrupts import FAKE_GIT_PERF, MOMENTS, interrupt_at, tick_repo
+from interrupts import FAKE_GIT_PERF, MOMENTS, busy_neighbour, interrupt_at, tick_repo
 
 from gitperf.checks import paired as checks_paired
 from gitperf.checks.paired import MAX_ROUNDS, MIN_ROUNDS, PairedOptions, check_collect
@@ -255,12 +255,13 @@ def test_noise_keeps_the_first_sessions_plan_for_all_and_reports_each_workload(r
 def test_a_check_interrupted_at_any_moment_leaves_nothing_and_no_half_set(tmp_path, sig):
     """Issue #28: SIGINT and SIGTERM to the process group (Ctrl-C, CI's cancel) and SIGKILL to git perf
     alone, at every moment of `check --collect` (a real process under the fake engine; the real one's
-    probes: test_hardening_collect)."""
+    probes: test_hardening_collect), beside two cores busy in bursts; each says what it stored."""
     repo = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")
     import subprocess
     subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)  # for the next command
-    for moment in MOMENTS:
-        interrupt_at(repo, moment, sig, FAKE_GIT_PERF)
+    with busy_neighbour():
+        for moment in MOMENTS:
+            interrupt_at(repo, moment, sig, FAKE_GIT_PERF)
 
 
 def test_the_calibration_is_kept_per_machine_and_kernel_not_per_repository(tmp_path, monkeypatch):
@@ -383,3 +384,26 @@ def test_a_workload_that_exits_non_zero_fails_plain_collect_and_stores_nothing(r
     assert r.exit_code == 0, r.stderr
     [stored] = NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]
     assert stored.profile.header.exit_status == 1 and stored.profile.header.partial == "", stored.profile.header
+
+
+def test_an_interrupt_after_a_store_says_what_was_kept(repo, monkeypatch):
+    """Issue #59: an interrupt outside a collection said only "git perf: interrupted".  It says what
+    this command stored before it (a write is whole or not at all), or that it stored nothing."""
+    from gitperf.store import notes
+    monkeypatch.setattr(notes, "STORED_HERE", {})
+    r = CliRunner().invoke(main, ["accept", "HEAD", "-m", "intended"])
+    assert r.exit_code == 0, r.stderr
+    accept = NotesStore.accept
+
+    def stored_then_interrupted(self, *args):
+        accept(self, *args)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(NotesStore, "accept", stored_then_interrupted)
+    monkeypatch.setattr(notes, "STORED_HERE", {})
+    r = CliRunner().invoke(main, ["accept", "HEAD", "-m", "again"])
+    head = git(repo, "rev-parse", "HEAD")
+    assert r.exit_code == 130 and f"what it stored before is kept: 1 note line(s) on {head[:12]}" in r.stderr, r.stderr
+    monkeypatch.setattr(NotesStore, "accept", lambda self, *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(notes, "STORED_HERE", {})
+    r = CliRunner().invoke(main, ["accept", "HEAD", "-m", "third"])
+    assert r.exit_code == 130 and "git perf: interrupted: nothing was stored" in r.stderr, r.stderr

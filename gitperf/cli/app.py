@@ -129,7 +129,7 @@ class PerfGroup(click.Group):
             _echo(f"git perf: error: {e}", err=True)
             ctx.exit(e.exit_code)
         except KeyboardInterrupt:  # outside a collection (which says what it left): notes are written whole or not
-            _echo("git perf: interrupted", err=True)
+            _echo(f"git perf: interrupted: {_stored_here()}", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except Exception as e:
             if _disk_full(e):  # the notes are written whole or not at all (store.notes)
@@ -141,6 +141,17 @@ class PerfGroup(click.Group):
             _echo(f"git perf: error: {e.filename}: {e.strerror or e} (check the path and its permissions)",
                        err=True)
             ctx.exit(EXIT_USAGE)
+
+
+def _stored_here() -> str:
+    """What this command stored before an interrupt (`store.notes.STORED_HERE`; a write is whole or
+    not at all), for the line that says it stopped."""
+    stored = getattr(sys.modules.get("gitperf.store.notes"), "STORED_HERE", {})
+    if not stored:
+        return "nothing was stored"
+    lines, commits = sum(stored.values()), sorted(stored)
+    return (f"what it stored before is kept: {lines} note line(s) on {', '.join(c[:12] for c in commits[:3])}"
+            + (f" and {len(commits) - 3} more commit(s)" if len(commits) > 3 else "") + "; nothing after")
 
 
 def _disk_full(e: Exception) -> bool:

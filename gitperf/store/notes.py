@@ -37,6 +37,8 @@ STAGING = "-staging-"  # + a pid: refs/notes/perf-staging-PID, where writers of 
 ACCEPT_PREFIX = "gitperf-accept "  # a note line recording that this commit's performance change was intended
 CHECK_PREFIX = "gitperf-check "  # a note line holding a paired check's result (checks.record)
 RECORDS = (ACCEPT_PREFIX, CHECK_PREFIX)  # lines that are records, not profiles
+# what this process has added to the notes, commit -> lines: an interrupt says what was kept (cli.app)
+STORED_HERE: dict[str, int] = {}
 NETWORK_TIMEOUT = 300  # seconds a `git perf push`/`pull` may take (a notes ref of years is a few MB)
 
 
@@ -208,20 +210,23 @@ class NotesStore:
             # Re-read inside the lock: another process may have written since we last looked.
             self.repo = pygit2.Repository(self.repo.path)
             self._sweep_staging()  # what a writer of an older version killed mid-write left
-            texts = {}
+            texts, added = {}, {}
             for commit, new in lines.items():
                 text = self.note_text(commit)
                 existing = set(text.splitlines())
                 fresh = [ln for ln in dict.fromkeys(new) if ln not in existing]
                 if fresh:
                     text = text if text.endswith("\n") or not text else text + "\n"
-                    texts[_full_id(self.repo, commit)] = text + "".join(ln + "\n" for ln in fresh)
+                    texts[key := _full_id(self.repo, commit)] = text + "".join(ln + "\n" for ln in fresh)
+                    added[key] = len(fresh)
             if texts:
                 try:
                     self._commit_notes(texts)
                 except pygit2.GitError as e:
                     _raise_if_disk_full(perf_dir(self.repo).parent / "objects", sum(map(len, texts.values())), e)
                     raise
+                for key, n in added.items():
+                    STORED_HERE[key] = STORED_HERE.get(key, 0) + n
                 self._pack_if_due()
         return {c: [content_id(ln) for ln in ls] for c, ls in lines.items()}
 
