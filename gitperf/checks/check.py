@@ -234,11 +234,12 @@ def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = 
     repo = store.repo
     commit = resolve_commit(repo, rev)
     forced = _base(repo, commit, base_rev)
-    if (rec := record.newest(store, commit, forced, workloads)) is not None:
+    found, bad = record.read(store, commit)
+    if (rec := record.newest_of(found, forced, workloads)) is not None:
         result = restored(Request(repo, store, commit, cfg, store.ancestors(commit)), rec, workloads)
     else:
         result = recompute(store, commit, cfg, base_rev, workloads)
-    if bad := record.unreadable(store, commit):
+    if bad:
         result = replace(result, warnings=result.warnings + tuple(bad))
     return result
 

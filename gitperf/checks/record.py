@@ -80,34 +80,43 @@ def when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if plausible(t) else "unknown time"
 
 
-def records(store: NotesStore, commit: str) -> list[CheckRecord]:
+def read(store: NotesStore, commit: str) -> tuple[list[CheckRecord], list[str]]:
     """The commit's readable check records in the order they arrived in this clone's notes
-    (`NotesStore.arrivals`), oldest first.  Never by the time a record claims: a pulled record dated
-    a few hours ahead outranked the check run here after it (issue #59).  Only records that arrived
-    together (in one pull) are ordered by the times they claim, none of them being this clone's own."""
-    lines = store.record_lines(commit, PREFIX)
-    found = [(ln, r) for ln in lines if (r := parse(ln, commit)) is not None]
+    (`NotesStore.arrivals`), oldest first, and a warning for each record line that does not read, in
+    one pass over the note (the index reads every commit's).  Never ordered by the time a record
+    claims: a pulled record dated a few hours ahead outranked the check run here after it (issue #59).
+    Only records that arrived together (in one pull) are ordered by the times they claim, none of
+    them being this clone's own."""
+    found, bad = [], []
+    for no, ln in enumerate(store.note_text(commit).splitlines(), start=1):
+        if not ln.startswith(PREFIX):
+            continue
+        if isinstance(got := _read(ln, commit), str):
+            bad.append(f"note of {commit[:12]} line {no}: a check record that does not read ({got}): ignored, left as is")
+        else:
+            found.append((ln, got))
     if len(found) < 2:
-        return [r for _, r in found]
+        return [r for _, r in found], bad
     age, now = store.arrivals(commit, [ln for ln, _ in found]), time.time()
     return [r for ln, r in sorted(found, key=lambda lr: (-age[lr[0]], lr[1].time if plausible(lr[1].time, now)
-                                                          else float("-inf")))]
+                                                          else float("-inf")))], bad
 
 
-def unreadable(store: NotesStore, commit: str) -> list[str]:
-    """A warning for each record line of `commit`'s note that is not a readable record of it."""
-    out = []
-    for no, ln in enumerate(store.note_text(commit).splitlines(), start=1):
-        if ln.startswith(PREFIX) and isinstance(why := _read(ln, commit), str):
-            out.append(f"note of {commit[:12]} line {no}: a check record that does not read ({why}): ignored, left as is")
-    return out
+def records(store: NotesStore, commit: str) -> list[CheckRecord]:
+    """The commit's readable check records, oldest first (`read`)."""
+    return read(store, commit)[0]
 
 
 def newest(store: NotesStore, commit: str, base: str | None = None,
            workloads: tuple[str, ...] = ()) -> CheckRecord | None:
     """The newest record of `commit` against `base` (any base when None) that covers `workloads` (all
     when empty): what `check`, `report`, the hook and the dashboard show."""
-    for r in reversed(records(store, commit)):
+    return newest_of(records(store, commit), base, workloads)
+
+
+def newest_of(found: list[CheckRecord], base: str | None, workloads: tuple[str, ...]) -> CheckRecord | None:
+    """`newest` among records already read, oldest first."""
+    for r in reversed(found):
         covered = {p.workload for p in r.result.pairs}
         if (base is None or r.base == base) and set(workloads) <= covered:
             return r
