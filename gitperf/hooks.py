@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pygit2
 
-from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, CheckResult, check, record
+from gitperf.checks import DEGRADATION, NOT_ENOUGH_DATA, UNRESOLVED, CheckResult, check, record
 from gitperf.core import config
 from gitperf.core.errors import EnvironmentUnavailable, GitPerfError, InputError
 from gitperf.core.fmt import printable
+from gitperf.core.names import short
 from gitperf.core.progress import Progress
 from gitperf.git.repo import first_parent, parent
 from gitperf.store.notes import NotesStore
@@ -274,6 +275,11 @@ def _judge(repo: pygit2.Repository, commit: str, result: CheckResult, hook: conf
             say(f"{commit[:12]}: not enough data to decide; hook.on_not_enough_data = reject: push stopped")
             return 1
         say(f"warning: {commit[:12]}: not enough data to decide ({'; '.join(result.warnings)}); allowing the push")
+        return 0
+    if result.result == UNRESOLVED:
+        asked = ", ".join(short(c.function, 60) for c in result.notable() if c.type == UNRESOLVED)
+        say(f"{commit[:12]}: unresolved ({asked}): no verdict, the push goes on; `git perf check {commit[:12]} "
+            "--collect` adds rounds to the stored ones")
         return 0
     say(f"{commit[:12]}: {result.result}")
     return 0

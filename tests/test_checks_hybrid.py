@@ -32,6 +32,9 @@ def run(commit: str, rng, traced: tuple[str, ...], mode: str = "hybrid", rare: b
     return StoredProfile(commit, 0, commit, Profile(h, Metrics(), plan, tuple(funcs)))
 
 
+NO_VERDICT = (checks.NO_CHANGE, checks.UNRESOLVED)  # the outcomes that are not an alarm
+
+
 def compare(target, base):
     return checks.compare_workload(checks.Sides("w", target, base), CheckConfig(), opinions=False)
 
@@ -41,7 +44,7 @@ def test_traced_here_sampled_there_is_not_a_slowdown_and_unsampled_is_not_remove
     base = [run("b", rng, ("main",)) for _ in range(5)]
     target = [run("t", rng, ("main", "parse"), rare=False) for _ in range(5)]  # parse changed: traced now
     found = {c.function: c.type for c in compare(target, base)}
-    assert set(found) <= {"main"} and found.get("main", checks.NO_CHANGE) == checks.NO_CHANGE, found
+    assert set(found) <= {"main"} and found.get("main", checks.NO_CHANGE) in NO_VERDICT, found
 
 
 def test_the_same_numbers_as_exact_traces_would_be_a_slowdown():
@@ -130,7 +133,8 @@ def test_a_traced_functions_paired_noise_is_moderated_by_traced_functions_only()
     found = {c.function: c for c in compare(target, base)}
     assert found["a"].type == checks.DEGRADATION, (found["a"].noise, found["a"].ci_low)
     assert float(found["a"].noise.split("±")[1].rstrip("%")) < 5, found["a"].noise
-    assert all(found[n].type == checks.NO_CHANGE for n in sampled + ["b", "c"]), {n: found[n].type for n in found}
+    assert all(found[n].type in NO_VERDICT for n in sampled + ["b", "c"]), {n: found[n].type for n in found}
+    assert all(found[n].type == checks.NO_CHANGE for n in ["b", "c"]), {n: found[n].type for n in found}  # 2% noise
 
 
 def test_a_paired_check_has_one_changed_set_the_machine_code_diff():

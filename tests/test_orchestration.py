@@ -73,6 +73,73 @@ def test_rounds_alternate_which_side_runs_first_and_store_both_sides_once(repo, 
     assert len(NotesStore(open_repo(repo)).record_lines(head, "gitperf-check ")) == 1
 
 
+def test_a_recheck_adds_its_rounds_to_the_stored_ones_and_one_record_holds_them(repo, fake):
+    """Issue #55 item 4: checking the same pair again (the kept builds, the stored plan) runs rounds
+    only, numbered on from the stored ones under the same pairing id, and decides on all of them; its
+    record, of every round, supersedes the first (`record.read` keeps one), so `check`, the hook and
+    the dashboard show one check whose evidence grew."""
+    from gitperf.checks import record
+    _check(repo, fake, rounds=3)
+    runs_before = len(fake.log)
+    result, said = _check(repo, fake, rounds=2)
+    assert len(fake.log) - runs_before == 4, fake.log[runs_before:]  # two rounds of two runs: no pilot, no counting
+    assert any("adding rounds to the 3 stored by the earlier check of this pair" in s for s in said), said
+    target, base = _sides(repo)
+    assert [p.plan.round for p in target] == [0, 1, 2, 3, 4] == [p.plan.round for p in base]
+    assert len({p.plan.pairing for p in target + base}) == 1 and len({p.plan.spec for p in target + base}) == 1
+    head = git(repo, "rev-parse", "HEAD")
+    store = NotesStore(open_repo(repo))
+    assert len(store.record_lines(head, "gitperf-check ")) == 2  # both lines kept (notes merge by union) ...
+    kept = record.records(store, head)
+    assert len(kept) == 1 and kept[0].result.pairs[0].target_profiles == 5  # ... and one check read
+    assert "5 interleaved rounds (3 of them stored by earlier checks of this pair, 2 added now)" in \
+        " ".join(result.pairs[0].notes)
+    r = CliRunner().invoke(main, ["check", "HEAD", "--json"])
+    assert json.loads(r.stdout)["workloads"][0]["target_profiles"] == 5, r.stdout
+
+
+def test_fresh_starts_a_new_series_and_a_kept_build_made_again_adds_to_it(repo, fake):
+    """`--fresh` measures a plan again and starts a series of its own.  A kept build removed and made
+    again is the same binary (the same build id: the build is reproducible at its own path), and adds
+    rounds."""
+    from gitperf.checks import record
+    import shutil
+    _check(repo, fake, rounds=2)
+    _check(repo, fake, rounds=2, fresh=True)
+    target, _base = _sides(repo)
+    assert len({p.plan.pairing for p in target}) == 2 and len(target) == 4
+    head = git(repo, "rev-parse", "HEAD")
+    assert [r.result.pairs[0].target_profiles for r in record.records(NotesStore(open_repo(repo)), head)] == [2, 2]
+    shutil.rmtree(repo / ".git" / "perf" / "builds")
+    _result, said = _check(repo, fake, rounds=2)
+    assert any("adding rounds to the 2 stored" in s for s in said), said
+
+
+def test_a_series_takes_rounds_only_from_the_same_builds_command_and_machine():
+    """`why_not_resumed`: another build id on either side, another command or another machine is
+    another series (the stored rounds measured something else)."""
+    from types import SimpleNamespace
+    from gitperf.collect.paired import Resume, why_not_resumed
+    from gitperf.core.config import Workload
+    from gitperf.core.model import Header, Metrics, PlanRecord, Profile, StoredProfile
+    wl = Workload("w", "./s")
+
+    def stored(build_id: str, machine: str = "m1") -> list[StoredProfile]:
+        h = Header("t", "c", "s", build_id, tuple(wl.argv), "w", "bcc", machine, "k", 0.0, 1.0)
+        return [StoredProfile("c", 0, "i", Profile(h, Metrics(), PlanRecord(probed=("main",)), ()))]
+
+    def ctx(build_id: str, machine: str = "m1"):
+        h = Header("t", "c", "s", build_id, (), "w", "bcc", machine, "k", 0.0, 1.0)
+        return SimpleNamespace(header_base={"build_id": build_id}, config_key=lambda _wl: h.config_key,
+                               target=SimpleNamespace(commit="0123456789abcdef"))
+    r = Resume("p", None, stored("b1"), stored("t1"))
+    assert why_not_resumed((ctx("b1"), ctx("t1")), wl, r) == ""
+    assert "0123456789ab was built again (build id t2" in why_not_resumed((ctx("b1"), ctx("t2")), wl, r)
+    assert "was built again" in why_not_resumed((ctx("b2"), ctx("t1")), wl, r)
+    assert "the machine" in why_not_resumed((ctx("b1", "m2"), ctx("t1", "m2")), wl, r)
+    assert "the workload's command" in why_not_resumed((ctx("b1"), ctx("t1")), Workload("w", "./s --more"), r)
+
+
 def test_rounds_stop_at_the_first_round_that_leaves_nothing_open(repo, fake, monkeypatch):
     """The stop rule is asked after every round from MIN_ROUNDS on, and the rounds end at its first
     empty answer (here: the second time it is asked)."""
@@ -346,11 +413,12 @@ def test_a_check_on_a_terminal_says_its_progress_on_one_line(repo):
     status, screen = _in_a_terminal(repo, argv)
     assert status in (0, 1), screen
     assert any(line.startswith("git perf check") for line in screen), screen  # the result
-    assert not [line for line in screen if "round 1:" in line], screen  # no per-round lines stay
+    assert not [line for line in screen if re.search(r"round \d+:", line)], screen  # no per-round lines stay
     assert max(map(len, screen)) <= 120, screen
     status, verbose = _in_a_terminal(repo, [*argv, "-v"])
     assert status in (0, 1), verbose
-    assert [line for line in verbose if "round 1:" in line], verbose
+    # (the second check of the pair adds its rounds to the first's: 5 to 8)
+    assert [line for line in verbose if "round 5:" in line], verbose
 
 
 def test_a_watched_function_the_binary_lacks_is_refused(repo, fake):

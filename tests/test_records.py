@@ -58,6 +58,25 @@ def test_a_record_reads_back_as_the_result_it_stored():
     assert record.parse(record.line(r, ["p1"]), "c" * 40) is None  # another commit's record
 
 
+def test_a_records_series_reads_back_and_a_later_record_of_it_supersedes_the_earlier():
+    """A paired check's record keeps each workload's series (pairing id and focus) for a re-check to add
+    rounds to; a record of every round so far (the same pairing ids) supersedes the earlier ones, a
+    record of another series does not (issue #55 item 4)."""
+    from gitperf.plan.focus import Focus
+    focus = Focus(("f",), ("g",), ("main",), ("main", "f"), {"g": "hot"}, {"main": ("f",)}, 4999, {"f": 10.0},
+                  {"a": "b"}, {"h": ("main",)}, "libx.so: 2 changed", ("lf",))
+    r = checks.CheckResult("a" * 40, "b" * 40, checks.NO_CHANGE, (), (), ())
+    rec = record.parse(record.line(r, ["p1"], at=5.0, series={"w": record.Series("p1", focus)}), "a" * 40)
+    assert rec.series == {"w": record.Series("p1", focus)}
+    old = record.parse(record.line(r, ["p1"], at=1.0), "a" * 40)  # (a record from before series: none)
+    assert old.series == {}
+    first, again, other, empty = (replace(rec, pairings=p) for p in (("p1",), ("p1",), ("p2",), ()))
+    assert record.superseded_left_out([first, again]) == [again]
+    assert record.superseded_left_out([first, other, again]) == [other, again]
+    assert record.superseded_left_out([first, other]) == [first, other]
+    assert record.superseded_left_out([empty, empty]) == [empty, empty]  # nothing measured: nothing to add to
+
+
 def test_from_dict_reads_what_to_dict_wrote_and_names_what_does_not_read():
     """Issue #35: `from_dict` beside every `to_dict` of a result (WorkloadPair's renamed keys in one
     class, not undone by hand in the record's reader)."""

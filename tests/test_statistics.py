@@ -84,20 +84,30 @@ def test_a_biased_check_would_fail_the_false_alarm_test():
 
 # Documented power, on a quiet machine (per-run noise 2%, per-session 1% per function and 5% for the
 # whole program; `git perf noise` tells whether yours is one):
-# * a 10% slowdown of a function the commit changed is found with probability >= 0.9 when each side
-#   has 10 runs (weighted Holm gives the diff's functions half the error budget);
+# * a 15% slowdown of a function the commit changed is a verdict with probability >= 0.9 when each side
+#   has 10 runs (weighted Holm gives the diff's functions half the error budget); a 10% one is a verdict
+#   in 27% and unresolved in the rest, never no change (a verdict's whole interval lies beyond the 5%
+#   threshold, and sessions apart share ±5% of luck: ARCHITECTURE.md §10, "Three outcomes");
 # * a function the diff did not touch needs a 20% slowdown for the same power, with 5 runs a side.
 QUIET = dict(factor_sd=0.05, function_sd=0.01, run_sd=0.02)
 
 
-@pytest.mark.parametrize("shift,changed,runs", [(1.10, frozenset({"f5"}), 10), (1.20, frozenset(), 5)],
-                         ids=["10%-changed-10-runs", "20%-untouched-5-runs"])
+@pytest.mark.parametrize("shift,changed,runs", [(1.15, frozenset({"f5"}), 10), (1.20, frozenset(), 5)],
+                         ids=["15%-changed-10-runs", "20%-untouched-5-runs"])
 def test_documented_slowdown_is_detected_with_power_090(shift, changed, runs):
     results = _simulate(300, shift={"f5": shift}, changed=changed, seed=3, runs=runs, **QUIET)
     hits = sum(any(c.function == "f5" and c.type == checks.DEGRADATION for c in r) for r in results)
     others = sum(any(c.function != "f5" and c.type == checks.DEGRADATION for c in r) for r in results)
     assert hits / 300 >= 0.9, hits
     assert others / 300 <= 0.02  # the slowed function does not drag the others into alarms
+
+
+def test_a_slowdown_near_the_threshold_is_unresolved_never_no_change():
+    """10% against the 5% threshold, sessions apart: the interval often reaches below 5%, and then the
+    check says unresolved with the interval, never no change (which would let it pass as measured)."""
+    results = _simulate(100, shift={"f5": 1.10}, changed=frozenset({"f5"}), seed=3, runs=10, **QUIET)
+    kinds = [next(c.type for c in r if c.function == "f5") for r in results]
+    assert checks.NO_CHANGE not in kinds and kinds.count(checks.UNRESOLVED) > 0, kinds
 
 
 def test_improvement_is_an_optimization_and_never_a_degradation():
@@ -111,7 +121,8 @@ def test_one_disturbed_run_among_five_does_not_hide_a_real_change():
     a real change.  At 8% run noise (the demo's `text_generate` under full tracing), f5's 45% speed-up
     is found in ~98% of pairs with the robust spread alone, in ~24% with the classical SD of the runs,
     and in 78% beside the resampled centers (`inference.center_diff_sds`), which count that a run like
-    it may come again: 1 run in 10 puts a median of five there ~1% of the time."""
+    it may come again: 1 run in 10 puts a median of five there ~1% of the time.  (Under the estimate's
+    rule; since a verdict's whole interval must lie beyond the threshold, 68%, the rest unresolved.)"""
     rng = np.random.default_rng(6)
     noise = dict(MACHINE, run_sd=0.08)
     base_ns = np.geomspace(5e8, 1e6, N_FUNCTIONS)
@@ -126,7 +137,8 @@ def test_one_disturbed_run_among_five_does_not_hide_a_real_change():
             slow.profile.header, slow.profile.metrics, slow.profile.plan, funcs))
         r = {c.function: c for c in checks.compare_workload(checks.Sides("w", b, a), CheckConfig(), frozenset({"f5"}))}
         found += r["f5"].type == checks.OPTIMIZATION
-    assert found >= 70, found
+        assert r["f5"].type in (checks.OPTIMIZATION, checks.UNRESOLVED), r["f5"]
+    assert found >= 60, found
 
 
 def test_a_global_slowdown_shows_in_the_workload_total_not_in_every_function():

@@ -17,6 +17,7 @@ from gitperf.checks.change import (
                                    OPTIMIZATION,
                                    REMOVED,
                                    UNKNOWN,
+                                   UNRESOLVED,
                                    Change,
                                    CheckResult,
                                    WorkloadPair,
@@ -29,5 +30,6 @@ from gitperf.checks.opinions import HISTORY_Z
 from gitperf.checks.sides import Sides
 
 __all__ = ["ACCEPTED", "CONFLICT", "DEGRADATION", "INLINED", "INSTRUCTIONS", "NEW", "NO_CHANGE", "NOT_ENOUGH_DATA", "OPTIMIZATION", "REMOVED", "UNKNOWN",
+           "UNRESOLVED",
            "Change", "CheckResult", "WorkloadPair", "Baseline", "baseline", "check", "comparable", "find_baseline",
            "group", "recompute", "result_of", "HISTORY_Z", "MIN_HISTORY", "Sides", "compare_workload", "error_budget"]

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from gitperf.core import typed
 from gitperf.core.errors import EXIT_DEGRADATION, EXIT_NOT_ENOUGH_DATA, EXIT_OK
+from gitperf.core.model import ROOT
 from gitperf.core.names import readable
 
 
@@ -33,10 +34,14 @@ class Verdict(StrEnum):
     # time moved one way and the exact instruction counts beyond their A/A spread the other
     # (checks.witness): no verdict in time's direction, and the report says why
     CONFLICT = "conflict"
+    # its interval reaches across the threshold: a change beyond it could be neither confirmed nor
+    # excluded (checks.decision.verdict_of); more rounds resolve it.  Of a commit: the run or a function
+    # it changed was left so, and nothing was a verdict.  Never fails a check.
+    UNRESOLVED = "unresolved"
 
 
 (DEGRADATION, OPTIMIZATION, NO_CHANGE, UNKNOWN, NEW, REMOVED, INLINED, NOT_ENOUGH_DATA, ACCEPTED, INSTRUCTIONS,
- CONFLICT) = Verdict
+ CONFLICT, UNRESOLVED) = Verdict
 
 
 def json_number(v):
@@ -59,7 +64,7 @@ def read_field(v, typ, where: str):
 
 # the verdicts' order in a report (`Change.severity`)
 _RANK = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT: 2, NEW: 3, REMOVED: 4, INLINED: 4,
-         UNKNOWN: 5, NO_CHANGE: 6}
+         UNRESOLVED: 5, UNKNOWN: 5, NO_CHANGE: 6}
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,11 @@ class Change:
     share: float | None = None
 
     @property
+    def asked(self) -> bool:
+        """Whether the check asks about this function: the run as a whole, or one the commit changed."""
+        return self.changed or self.function == ROOT
+
+    @property
     def severity(self) -> tuple:
         """Degradations first; among them, those whose instructions back their time (`cause`: the
         instructions locate, time confirms), then where the most time was added (exclusive time
@@ -141,6 +151,13 @@ class Change:
         if change.type not in set(Verdict):
             raise ResultFormatError(f"unknown verdict {change.type!r}")
         return change
+
+
+def listed(kind: str, asked: bool) -> bool:
+    """Whether a report lists a change (the CLI, markdown and the dashboard alike): every outcome but no
+    change, and unresolved only of what the check asks about (`Change.asked`: the run as a whole and the
+    functions the commit changed; `--json --all` has every function's)."""
+    return kind != NO_CHANGE and (kind != UNRESOLVED or asked)
 
 
 # Change's numbers that `to_dict` writes as null when undefined (NaN): NaN again on read
@@ -188,7 +205,7 @@ class CheckResult:
         return {DEGRADATION: EXIT_DEGRADATION, NOT_ENOUGH_DATA: EXIT_NOT_ENOUGH_DATA}.get(self.result, EXIT_OK)
 
     def notable(self) -> list[Change]:
-        return [c for c in self.changes if c.type != NO_CHANGE]
+        return [c for c in self.changes if listed(c.type, c.asked)]
 
     def to_dict(self, all_functions: bool = False) -> dict:
         """The stable JSON shape of `git perf check --json`: notable changes, or every function's."""

@@ -18,6 +18,7 @@ from gitperf.checks.change import (
     NO_CHANGE,
     NOT_ENOUGH_DATA,
     OPTIMIZATION,
+    UNRESOLVED,
     Change,
     CheckResult,
     WorkloadPair,
@@ -224,7 +225,8 @@ def result_of(pairs: list[WorkloadPair], changes: list[Change]) -> str:
     for kind in (DEGRADATION, ACCEPTED, OPTIMIZATION):
         if any(c.type == kind and not (kind == DEGRADATION and c.workload in faster) for c in changes):
             return kind
-    return NO_CHANGE
+    # no verdict, and the run or a function the commit changed left across the threshold: exit 0, said so
+    return UNRESOLVED if any(c.type == UNRESOLVED and c.asked for c in changes) else NO_CHANGE
 
 
 def check(store: NotesStore, rev: str, cfg: CheckConfig, base_rev: str | None = None,

@@ -22,8 +22,8 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from gitperf.checks.change import DEGRADATION, Change
-from gitperf.checks.decision import Result, Tested, decide, holm_note, verdict_of
+from gitperf.checks.change import DEGRADATION, UNRESOLVED, Change
+from gitperf.checks.decision import Result, Tested, decide, holm_note, threshold, unresolved_words, verdict_of
 from gitperf.checks.designs.history import history_levels, root_runs, sessions_alike, test_residual, test_root
 from gitperf.checks.designs.paired import Rounds, call_tests, paired_diffs, paired_s0, test_paired
 from gitperf.checks.designs.pooled import pooled_tests
@@ -119,6 +119,8 @@ def _change(sh: _Shared, sides: tuple[Side, Side], r: Result, method: str, chang
     mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else b.total
     mt = mb * math.exp(x.statistic)
     kind, conf = verdict_of(r, mb, sh.cfg, sh.sign, sh.run_ns)
+    if kind == UNRESOLVED:
+        method += "; " + unresolved_words(*r.ci, threshold(mb, sh.cfg, sh.run_ns))
     h = sh.values(x.name) if sh.opinions else []  # (the z-score is an opinion; the index asks for none)
     z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
     votes, per_call = opinions_of(t, b, z, sh.cfg, sh.sign) if sh.opinions else ({}, None)

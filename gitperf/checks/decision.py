@@ -3,9 +3,10 @@ per function; `decide` turns them into a `Result` each.
 
 p-values are Holm-adjusted over the functions of a workload with weights (`error_budget`): a
 slowdown is far likelier where the code changed, and the family-wise level holds for any fixed
-weights.  A change is a degradation only if significant at `check.confidence` *and* at least
-`check.min_relative`, `check.min_absolute_ns` and `check.min_share` of the run (`verdict_of`); an improvement is an optimization
-and never fails."""
+weights.  A change is a degradation only if significant at `check.confidence` *and* its whole
+interval lies beyond the threshold (`check.min_relative`, `check.min_absolute_ns`, `check.min_share` of
+the run); wholly within it, no change; across it, unresolved (`verdict_of`).  An improvement is an
+optimization and never fails."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from gitperf.checks.change import DEGRADATION, NO_CHANGE, OPTIMIZATION
+from gitperf.checks.change import DEGRADATION, NO_CHANGE, OPTIMIZATION, UNRESOLVED
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT
 from gitperf.stats import inference
@@ -103,15 +104,50 @@ def floor_ns(cfg: CheckConfig, run_ns: float) -> float:
     return max(cfg.min_absolute_ns, cfg.min_share * run_ns)
 
 
+def threshold(base_ns: float, cfg: CheckConfig, run_ns: float = 0.0) -> float:
+    """The relative change a verdict must lie beyond: `min_relative`, or `floor_ns` of the run in units
+    of the function's base value when that is more (infinite without a base value)."""
+    return max(cfg.min_relative, floor_ns(cfg, run_ns) / base_ns) if base_ns > 0 else math.inf
+
+
+BEYOND, WITHIN, ACROSS = "beyond", "within", "across"
+
+
+def band(low: float, high: float, t: float) -> str:
+    """Where an interval of a relative change lies against the threshold ±t: wholly beyond it (on one
+    side), wholly within it, or across it (undefined bounds are across: nothing is excluded)."""
+    if low >= t or high <= -t:
+        return BEYOND
+    return WITHIN if -t < low and high < t else ACROSS
+
+
 def verdict_of(r: Result, base_ns: float, cfg: CheckConfig, sign: int, run_ns: float = 0.0) -> tuple[str, float]:
-    """Degradation or optimization when significant and large enough (`min_relative`, `floor_ns`);
-    the confidence of the direction."""
+    """One rule, three outcomes (ARCHITECTURE.md §10, "Three outcomes"), on the interval at the check's
+    confidence against the threshold (`threshold`): wholly beyond it, and significant after Holm, a
+    degradation or optimization; wholly within it, no change; across it, unresolved.  As rounds
+    accumulate the interval narrows around the change, so an outcome moves from unresolved to one of
+    the other two, and not between them (a point estimate against the threshold flipped a re-check of
+    the same pair: issue #55).  Returns the outcome and the confidence of the direction."""
     x, p = r.tested, r.pvalue(sign)
-    rel, absolute = math.expm1(x.statistic), base_ns * math.expm1(x.statistic)
-    large = abs(rel) >= cfg.min_relative and abs(absolute) >= floor_ns(cfg, run_ns)
-    if large and p <= 1 - cfg.confidence:
-        return (DEGRADATION if sign * x.statistic > 0 else OPTIMIZATION if sign * x.statistic < 0 else NO_CHANGE), 1 - p
-    return NO_CHANGE, 1 - p
+    where = band(r.ci[0], r.ci[1], threshold(base_ns, cfg, run_ns))
+    if where == BEYOND and p <= 1 - cfg.confidence and sign * x.statistic != 0:
+        return (DEGRADATION if sign * x.statistic > 0 else OPTIMIZATION), 1 - p
+    return (NO_CHANGE if where == WITHIN else UNRESOLVED), 1 - p
+
+
+def resolvable_from(low: float, high: float, t: float) -> float:
+    """The smallest change these measurements could call a verdict: the threshold plus the interval's
+    half-width (an interval as wide as this one, centred on a change that large, lies beyond ±t)."""
+    return t + (high - low) / 2
+
+
+def unresolved_words(low: float, high: float, t: float) -> str:
+    """What an unresolved outcome says, the same in every view: the interval, the threshold it reaches
+    across, and the smallest change these measurements could have called (`resolvable_from`)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"unresolved: not measured on both sides, a change beyond ±{t:.0%} of any size could go unseen"
+    return (f"unresolved: a change between {low:+.0%} and {high:+.0%} cannot be told from ±{t:.0%}; these "
+            f"measurements resolve a change from ±{resolvable_from(low, high, t):.0%} (a re-check adds rounds)")
 
 
 def holm_note(tested: list[Tested], changed: frozenset[str]) -> str:

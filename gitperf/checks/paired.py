@@ -18,9 +18,11 @@ from dataclasses import dataclass, replace
 import pygit2
 
 from gitperf.checks import record, verdict
-from gitperf.checks.change import DEGRADATION, INLINED, NEW, OPTIMIZATION, REMOVED, UNKNOWN, Change, CheckResult, WorkloadPair
+from gitperf.checks.change import (CONFLICT, DEGRADATION, INLINED, INSTRUCTIONS, NEW, NO_CHANGE, OPTIMIZATION, REMOVED, UNKNOWN,
+                                   UNRESOLVED, Change, CheckResult, WorkloadPair)
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
-from gitperf.checks.decision import floor_ns
+from gitperf.checks.decision import WITHIN, band, threshold
+from gitperf.checks.designs.paired import rounds as by_round
 from gitperf.checks.sides import Sides
 from gitperf.collect import paired
 from gitperf.collect.context import CollectRequest, Progress
@@ -56,29 +58,32 @@ class PairedOptions:
     config: str | None = None  # --config FILE for commits without a .gitperf.toml
     time_limit_s: float = TIME_LIMIT_S
     rebuild: bool = False  # build both sides again rather than reuse kept builds (git.buildcache)
+    fresh: bool = False  # a new series of rounds, not added to the stored check's (implied by rebuild)
 
 
-def hopeless(c: Change, rounds: int, cfg: CheckConfig) -> bool:
-    """After `rounds` rounds, not even MAX_ROUNDS could decide `c`: its interval, narrowed as
-    1/sqrt(rounds) (more pairs of the same spread), would still be wider than ±min_relative and still
-    hold its center's distance from zero.  Judged from HOPELESS_AFTER rounds on: fewer say too little
-    of the spread.  Only for the root and callers (`undecided`): a changed function's estimate from a
-    few samples a round moves too much to give up on (zlib's 2x `pqdownheap` read +33% [-30%, +152%]
-    at round 34, given up, and +88% significant at 59).  (The demo's 5 ms `gate` left `main` at
-    -7%..+9% after 60 rounds of an unchanged commit, a minute each; from round 10 on it is seen to be
-    out of reach.)"""
+def hopeless(c: Change, rounds: int, cfg: CheckConfig, horizon: int = MAX_ROUNDS) -> bool:
+    """After `rounds` rounds, not even `horizon` rounds could decide `c`: its interval, narrowed as
+    1/sqrt(rounds) (more pairs of the same spread), would still reach across ±min_relative.  Judged
+    from HOPELESS_AFTER rounds on: fewer say too little of the spread.  Only for the root and callers
+    (`undecided`): a changed function's estimate from a few samples a round moves too much to give up
+    on (zlib's 2x `pqdownheap` read +33% [-30%, +152%] at round 34, given up, and +88% significant at
+    59).  (The demo's 5 ms `gate` left `main` at -7%..+9% after 60 rounds of an unchanged commit, a
+    minute each; from round 10 on it is seen to be out of reach.)"""
     if rounds < HOPELESS_AFTER or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
         return False
-    at_end = (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / MAX_ROUNDS)
+    at_end = (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / max(horizon, rounds))
     return at_end > cfg.min_relative and abs(c.ci_high + c.ci_low) / 2 < at_end
 
 
-def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int = 0) -> list[str]:
-    """The focus functions more rounds could still decide: their change is neither significant at the
-    early-stopping level nor bounded inside ±min_relative (or below `floor_ns`), or they have no
-    comparison yet although the workload calls them (too few samples so far); after `rounds` rounds,
-    not the `hopeless` ones but for changed functions.  New and removed functions have nothing to
-    decide; a withheld comparison (`unknown`) stays withheld."""
+def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int = 0,
+              horizon: int = MAX_ROUNDS) -> list[str]:
+    """The focus functions more rounds could still decide: unresolved ones (their interval across the
+    threshold, `decision.verdict_of`; an `instructions` one by its time's interval), verdicts not yet
+    significant at the early-stopping level, and those with no comparison yet although the workload
+    calls them (too few samples so far); after `rounds` rounds, not the `hopeless` ones (against
+    `horizon`, the round this check's rounds end at) but for changed functions.  New and removed
+    functions have nothing to decide; a withheld comparison (`unknown`) stays withheld; no change and
+    a conflict are decided (within the threshold, below the floor, or by the instruction witness)."""
     early = 1 - (1 - cfg.confidence) * EARLY_STOP_SHARE
     out, seen = [], set()
     runs = {c.workload: c.base_ns for c in changes if c.function == ROOT}
@@ -86,30 +91,29 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
         if c.function not in focus.decisive:
             continue
         seen.add(c.function)
-        if c.type in (NEW, REMOVED, INLINED, UNKNOWN) or (c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early):
+        if c.type in (NEW, REMOVED, INLINED, UNKNOWN, NO_CHANGE, CONFLICT):
             continue
-        if c.function not in focus.changed and hopeless(c, rounds, cfg):
+        if c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early:
+            continue
+        t = threshold(c.base_ns, cfg, runs.get(c.workload, 0.0))
+        if c.type == INSTRUCTIONS and band(c.ci_low, c.ci_high, t) == WITHIN:
+            continue
+        if c.function not in focus.changed and hopeless(c, rounds, cfg, horizon):
             continue  # (a changed function is what the check is for: it gets every round there is)
-        inside = -cfg.min_relative < c.ci_low and c.ci_high < cfg.min_relative
-        small = max(abs(c.ci_low), abs(c.ci_high)) * c.base_ns < floor_ns(cfg, runs.get(c.workload, 0.0))  # cannot reach it
-        if not (inside or small):
-            out.append(c.function)
+        out.append(c.function)
     # a changed function (not a new one: it has no base to compare with) not yet compared at all
     out += [n for n in {*focus.changed, ROOT} - seen if focus.resolvable(n)]
     return sorted(out)
 
 
-def unresolved_note(changes: list[Change], focus: Focus, cfg: CheckConfig) -> str:
-    """The focus functions the rounds left undecided, and what size of change each could hide."""
-    by_name = {c.function: c for c in changes}
-    parts = []
-    for n in undecided(changes, focus, cfg):
-        c = by_name.get(n)
-        if c is None or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
-            parts.append(f"{short(n)} (not measured: too few samples; a change of any size would go unseen)")
-        else:
-            parts.append(f"{short(n)} (a change between {c.ci_low:+.0%} and {c.ci_high:+.0%} cannot be told from "
-                         "noise)")
+def unresolved_note(changes: list[Change], focus: Focus) -> str:
+    """The focus functions the rounds left without an outcome: unresolved (each change's own line
+    says what could not be excluded), or not measured at all."""
+    said = {c.function for c in changes}
+    parts = [f"{short(c.function)} ({c.relative:+.1%} [{c.ci_low:+.0%}, {c.ci_high:+.0%}])" for c in changes
+             if c.function in focus.decisive and c.type == UNRESOLVED]
+    parts += [f"{short(n)} (not measured: too few samples; a change of any size would go unseen)"
+              for n in sorted({*focus.changed, ROOT} - said) if focus.resolvable(n)]
     return ("unresolved when the rounds ended: " + "; ".join(parts)) if parts else ""
 
 
@@ -118,7 +122,8 @@ def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
     would give now (`checks.verdict`: the same pipeline and the same changed set)."""
     sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
     changed = verdict.changed(runs.target, set)
-    return undecided(verdict.judge(sides, cfg, changed, opinions=False), runs.focus, cfg, len(runs.target))
+    return undecided(verdict.judge(sides, cfg, changed, opinions=False), runs.focus, cfg, len(runs.target),
+                     horizon=runs.kept + MAX_ROUNDS)
 
 
 def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
@@ -126,12 +131,13 @@ def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
     return [StoredProfile(commit, i, f"{commit}{i}", p) for i, p in enumerate(profiles)]
 
 
-def focus_note(focus: Focus, rounds: int) -> str:
+def focus_note(focus: Focus, rounds: int, kept: int = 0) -> str:
     """What the paired check looked at, for the report (text and JSON)."""
     names = lambda xs: ", ".join(short(x) for x in xs) or "-"  # noqa: E731
     sampled = "; ".join(f"{short(n)}: {why}" for n, why in focus.sampled.items())
     renamed = ", ".join(f"{short(a)} -> {short(b)}" for a, b in sorted(focus.renamed.items()))
-    return (f"paired check, {rounds} interleaved rounds: changed {names(focus.changed)}; new {names(focus.new)}; "
+    earlier = f" ({kept} of them stored by earlier checks of this pair, {rounds - kept} added now)" if kept else ""
+    return (f"paired check, {rounds} interleaved rounds{earlier}: changed {names(focus.changed)}; new {names(focus.new)}; "
             f"callers {names(focus.callers)}; traced {names(focus.traced)}"
             + (f"; renamed (same code, not measured as new): {renamed}" if renamed else "")
             + (f"; only stack-sampled: {sampled}" if sampled else "")
@@ -159,19 +165,37 @@ def _commits(repo: pygit2.Repository, rev: str, base_rev: str | None) -> tuple[s
     return commit, base
 
 
+def stored_series(store: NotesStore, commit: str, base: str, workloads: tuple[str, ...]) -> dict[str, paired.Resume]:
+    """Per workload, the rounds of the newest stored check of this pair that a re-check adds to: its
+    series' profiles on both sides, when every round is there on both (a pull may bring half)."""
+    rec = record.newest(store, commit, base, workloads)
+    if rec is None:
+        return {}
+    out = {}
+    for wl, s in rec.series.items():
+        mine = [[p for p in store.read(c)[0] if p.profile.plan.pairing == s.pairing and p.profile.complete
+                 and p.profile.header.workload == wl] for c in (base, commit)]
+        rb, rt = by_round(mine[0]), by_round(mine[1])
+        if rb and rt and rb.keys() == rt.keys():
+            out[wl] = paired.Resume(s.pairing, s.focus, [rb[k] for k in sorted(rb)], [rt[k] for k in sorted(rt)])
+    return out
+
+
 def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig, engine: Engine,
                   progress: Progress) -> CheckResult:
-    """Collect REV and its base in interleaved rounds (`collect.paired`), store both sides, and
-    check REV against them; the result ends like every check (`checks.check.conclude`)."""
+    """Collect REV and its base in interleaved rounds (`collect.paired`), added to the stored check of
+    the same pair where its builds and plan allow (`stored_series`; not with `fresh` or `rebuild`),
+    store both sides' new runs, and check REV against every round; the result ends like every check
+    (`checks.check.conclude`)."""
     commit, base = _commits(repo, opts.rev, opts.base)
+    store = NotesStore(repo)
     stop = paired.Stop(opts.rounds, MIN_ROUNDS, MAX_ROUNDS, opts.time_limit_s)
     # both sides built alike, from scratch, by the check itself (CheckConfig.probe_pad)
     req = CollectRequest(rev=commit, workloads=opts.workloads, config=opts.config, probe_pad=cfg.probe_pad,
                          align_functions=cfg.align_functions, fresh=True, rebuild=opts.rebuild)
-    preq = paired.PairedRequest(req, base, opts.depth, stop, witness=cfg.witness == "instructions")
-    collected = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg))
-    runs = collected.runs
-    store = NotesStore(repo)
+    resume = {} if opts.fresh or opts.rebuild else stored_series(store, commit, base, opts.workloads)
+    preq = paired.PairedRequest(req, base, opts.depth, stop, witness=cfg.witness == "instructions", resume=resume)
+    runs = paired.collect_pairs(repo, preq, engine, progress, lambda r: still_open(r, cfg)).runs
     request = Request(repo, store, commit, cfg, store.ancestors(commit))
     try:
         lines, sides = paired.encode_runs(base, commit, runs)
@@ -181,13 +205,14 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
                 pairs.append(WorkloadPair(run.workload, "", 0, base, 0, 0, "-", (run.skipped,)))
                 continue
             pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
-            notes = (focus_note(run.focus, len(t)), unresolved_note(found, run.focus, cfg), pad_note(t, cfg))
+            notes = (focus_note(run.focus, len(t), run.kept), unresolved_note(found, run.focus), pad_note(t, cfg))
             pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
             changes.extend(found)
         result = conclude(request, pairs, changes, [])
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
     # the profiles of both sides and the check's record, all or nothing (ARCHITECTURE.md §4, §10c)
-    pairings = sorted({p.plan.pairing for r in runs for p in r.target})
-    store.add_lines({**lines, commit: lines[commit] + [record.line(result, pairings)]})
+    series = {r.workload: record.Series(r.target[0].plan.pairing, r.focus) for r in runs if r.target}
+    store.add_lines({**lines, commit: lines[commit] + [record.line(result, sorted(s.pairing for s in series.values()),
+                                                                   series=series)]})
     return result

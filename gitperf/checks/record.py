@@ -1,23 +1,28 @@
 """A paired check kept as a record (ARCHITECTURE.md §10c): `check --collect` writes its result into the
 target commit's note, in the same all-or-nothing batch as the profiles it measured, as one line
 
-    gitperf-check {"v": 1, "pairings": [...], "time": ..., "result": <CheckResult.to_dict(all_functions)>}
+    gitperf-check {"v": 1, "pairings": [...], "time": ..., "result": <CheckResult.to_dict(all_functions)>,
+                   "series": {workload: {"pairing": ..., "focus": <plan.focus.Focus>}}}
 
 `check` (without --collect), `report`, the pre-push hook and the dashboard show that stored result for
 the commit; a later check that uses this commit as its base writes a record on *its* target and never
-changes this one.  Records come from pulled notes too, so reading one validates it like a profile and
-ignores one that does not read.
+changes this one.  A re-check of the same pair adds its rounds to a series (`series`: the pairing id
+its profiles carry and the plan they ran under) and writes a record of every round so far: it
+supersedes the records of the same series (`read` keeps the newest), so that one check's evidence
+grows rather than a second check replacing the first (ARCHITECTURE.md §10c).  Records come from pulled
+notes too, so reading one validates it like a profile and ignores one that does not read.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 import msgspec
 
 from gitperf.checks.change import CheckResult, read_field
+from gitperf.plan.focus import Focus
 from gitperf.store.notes import CHECK_PREFIX as PREFIX
 from gitperf.store.notes import NotesStore
 
@@ -25,20 +30,32 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
+class Series:
+    """One workload's rounds of a pair, which re-checks add to: the id both sides' profiles carry
+    (`PlanRecord.pairing`) and the focus their shared plan was made from (`plan.focus.side_plan`)."""
+
+    pairing: str
+    focus: Focus
+
+
+@dataclass(frozen=True)
 class CheckRecord:
     pairings: tuple[str, ...]  # per workload, the id both sides' profiles carry (`PlanRecord.pairing`)
     time: float  # when the check ended (seconds since the epoch)
     result: CheckResult
+    series: dict[str, Series] = field(default_factory=dict)  # workload -> its rounds' series (none: older records)
 
     @property
     def base(self) -> str | None:
         return self.result.base
 
 
-def line(result: CheckResult, pairings: list[str], at: float | None = None) -> str:
+def line(result: CheckResult, pairings: list[str], at: float | None = None,
+         series: dict[str, Series] | None = None) -> str:
     """The note line of a finished paired check."""
     body = {"v": VERSION, "pairings": sorted(pairings), "time": round(at if at is not None else time.time(), 3),
-            "result": result.to_dict(all_functions=True)}
+            "result": result.to_dict(all_functions=True),
+            "series": {w: asdict(s) for w, s in sorted((series or {}).items())}}
     return PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
@@ -59,7 +76,8 @@ def _read(text: str, commit: str) -> CheckRecord | str:
         if result.commit != commit:
             return f"it is a record of {str(result.commit)[:12]}"
         return CheckRecord(read_field(body.get("pairings"), tuple[str, ...], "pairings"),
-                           read_field(body.get("time"), float, "time"), result)
+                           read_field(body.get("time"), float, "time"), result,
+                           read_field(body.get("series", {}), dict[str, Series], "series"))
     except (ValueError, RecursionError, TypeError, KeyError, msgspec.MsgspecError) as e:  # ResultFormatError is a ValueError
         return str(e)[:200] or type(e).__name__
 
@@ -98,8 +116,22 @@ def read(store: NotesStore, commit: str) -> tuple[list[CheckRecord], list[str]]:
     if len(found) < 2:
         return [r for _, r in found], bad
     age, now = store.arrivals(commit, [ln for ln, _ in found]), time.time()
-    return [r for ln, r in sorted(found, key=lambda lr: (-age[lr[0]], lr[1].time if plausible(lr[1].time, now)
-                                                          else float("-inf")))], bad
+    ordered = [r for ln, r in sorted(found, key=lambda lr: (-age[lr[0]], lr[1].time if plausible(lr[1].time, now)
+                                                             else float("-inf")))]
+    return superseded_left_out(ordered), bad
+
+
+def superseded_left_out(ordered: list[CheckRecord]) -> list[CheckRecord]:
+    """Records oldest first, without those a later record of the same series holds (a re-check that
+    added rounds records every round so far, under the same pairing ids): one check whose evidence
+    grew, not several checks of one pair."""
+    out: list[CheckRecord] = []
+    later: list[set[str]] = []
+    for r in reversed(ordered):
+        if not any(set(r.pairings) <= ids for ids in later) or not r.pairings:
+            out.append(r)
+            later.append(set(r.pairings))
+    return out[::-1]
 
 
 def records(store: NotesStore, commit: str) -> list[CheckRecord]:

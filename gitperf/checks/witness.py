@@ -30,9 +30,11 @@ Then each time verdict meets the counts, in this order (`RULES`; the method says
    instructions on both sides; ninja's `Lexer::ReadToken` read -21% [-31%, -9%] with 10,211,448
    instructions on both sides); a changed function's shift whose whole interval lies beyond the
    spread stands.
-3. **Instructions**: a function the diff changed whose time the rounds could not resolve
-   (no-change) but whose instructions grew beyond the spread is named, as `instructions` (not a time
-   verdict: it does not fail the check).
+3. **Instructions**: a function the diff changed whose time is no verdict (unresolved, or within
+   the threshold) but whose instructions grew beyond the spread is named, as `instructions`, with its
+   time's outcome.  It never fails the check: the exit code follows time alone, so a re-check of the
+   same pair (the same builds execute the same instructions) names it again, and its exit code moves
+   only when time's outcome does, from unresolved to a verdict (ARCHITECTURE.md §10, "Three outcomes").
 
 A time verdict that stands and whose instructions moved the same way beyond their spread is a
 **cause** (`Change.cause`): the instructions locate, time confirms, and causes rank first among the
@@ -49,7 +51,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from gitperf.checks.change import CONFLICT, DEGRADATION, INSTRUCTIONS, NO_CHANGE, OPTIMIZATION, Change
+from gitperf.checks.change import CONFLICT, DEGRADATION, INSTRUCTIONS, NO_CHANGE, OPTIMIZATION, UNRESOLVED, Change
 from gitperf.checks.designs.pooled import PLACEMENT_SPREAD
 from gitperf.core.model import ROOT, InstructionCounts, StoredProfile
 
@@ -176,9 +178,10 @@ def _placement(c: Change, b: float, t: float, spread: float, allow: tuple[float,
 
 
 def _instructions(c: Change, b: float, t: float, spread: float, allow: tuple[float, str]) -> Change | None:
-    if c.changed and c.type == NO_CHANGE and _moved(t, b, spread) and t > b:
-        return replace(c, type=INSTRUCTIONS, method=f"{c.method}; time unresolved, inclusive instructions "
-                       f"{t / b - 1:+.1%} (callgrind; A/A spread ±{math.expm1(spread):.1%})")
+    if c.changed and c.type in (NO_CHANGE, UNRESOLVED) and _moved(t, b, spread) and t > b:
+        time = "" if c.type == UNRESOLVED else f"; time within the threshold: {c.relative:+.1%} [{c.ci_low:+.0%}, {c.ci_high:+.0%}]"
+        return replace(c, type=INSTRUCTIONS, method=f"{c.method}{time}; inclusive instructions {t / b - 1:+.1%} "
+                       f"(callgrind; A/A spread ±{math.expm1(spread):.1%})")
     return None
 
 

@@ -52,18 +52,22 @@ CHECKS = (EXIT_DEGRADATION, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA)
 @click.option("--rebuild", is_flag=True, help="--collect: build both sides again from fresh worktrees instead of "
               "reusing the builds kept from an earlier check (a kept build is reused only while its tree is clean "
               "and its binary and libraries are the ones it built).")
+@click.option("--fresh", is_flag=True, help="--collect: a new series of rounds with a plan measured now, instead of "
+              "adding rounds to the stored check of the same pair (which a re-check does while both builds are the "
+              "kept ones).")
 @click.option("--recompute", is_flag=True, help="Derive the result from all stored profiles even when REV has the "
                                                 "stored result of a paired check (`check --collect`).")
 @json_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages (--collect).")
 @verbose_option
-def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, rebuild, recompute, as_json, quiet,
-          verbose):
+def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, rebuild, fresh, recompute, as_json,
+          quiet, verbose):
     """Degradations of REV (default HEAD) against its baseline and history.
 
     \b
     git perf check --collect   profile REV and its parent now, like with like, decide, and
-                               store the result with the profiles
+                               store the result with the profiles; again, it adds rounds
+                               to the stored ones and decides on all of them
     git perf check             the stored result of REV's paired check; without one (or with
                                --recompute), from stored profiles: the baseline is the nearest
                                first-parent ancestor with profiles of the same configuration
@@ -75,11 +79,11 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     if collect_now:
         from gitperf.checks.paired import PairedOptions, check_collect
         opts = PairedOptions(rev=rev, base=base, workloads=tuple(workloads), rounds=rounds, config=config_file,
-                             rebuild=rebuild)
+                             rebuild=rebuild, fresh=fresh)
         result = check_collect(repo, opts, _check_config(repo), _engine(), _progress(quiet or as_json, verbose))
     else:
-        if rounds or config_file or rebuild:
-            raise click.UsageError("--rounds, --config and --rebuild go with --collect")
+        if rounds or config_file or rebuild or fresh:
+            raise click.UsageError("--rounds, --config, --rebuild and --fresh go with --collect")
         result = _stored_check(repo, rev, base, workloads, recompute)
     if as_json:
         _echo_json(result.to_dict(all_functions))

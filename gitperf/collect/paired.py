@@ -89,23 +89,41 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """A stored series of one workload's rounds that a re-check of the same pair adds to: its pairing
+    id, the focus its plan was made from, and both sides' stored rounds (round order)."""
+
+    pairing: str
+    focus: Focus
+    base: list[StoredProfile]
+    target: list[StoredProfile]
+
+
+@dataclass(frozen=True)
 class PairedRequest:
     req: CollectRequest  # rev = the target commit; workloads, config
     base: str  # the base commit
     depth: int  # callers of changed functions traced, levels up
     stop: Stop
     witness: bool = False  # also count instructions under callgrind (checks.witness)
+    resume: dict[str, Resume] = field(default_factory=dict)  # workload -> stored rounds to add to
 
 
 @dataclass(frozen=True)
 class PairedRuns:
-    """One workload's rounds: what was planned and both sides' profiles, round by round."""
+    """One workload's rounds: what was planned and both sides' profiles, round by round; the first
+    `kept` of them stored already (`resumed`: a re-check's earlier rounds), the rest new."""
 
     workload: str
     focus: Focus
     base: list[Profile] = field(default_factory=list)
     target: list[Profile] = field(default_factory=list)
     skipped: str = ""  # why no round ran ("" = they did)
+    resumed: Resume | None = None
+
+    @property
+    def kept(self) -> int:
+        return len(self.resumed.target) if self.resumed else 0
 
 
 @dataclass(frozen=True)
@@ -183,12 +201,17 @@ def run_round(pair: Pair, r: int) -> tuple[Profile, Profile]:
     return run(pair.base), t
 
 
-def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRuns:
-    """Rounds of the pair until `until` finds nothing open (or `stop`'s limits); a run that crashed,
-    failed or timed out ends the check (`failed`)."""
-    runs = PairedRuns(pair.workload.name, pair.focus)
+def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress, resumed: Resume | None = None) -> PairedRuns:
+    """Rounds of the pair until `until` finds nothing open (or `stop`'s limits, counted from the first
+    new round); after `resumed`'s stored rounds when given.  A run that crashed, failed or timed out
+    ends the check (`failed`)."""
+    runs = PairedRuns(pair.workload.name, pair.focus, resumed=resumed)
+    if resumed:
+        runs.base.extend(p.profile for p in resumed.base)
+        runs.target.extend(p.profile for p in resumed.target)
+    first = max((p.plan.round or 0 for p in runs.target), default=-1) + 1
     t0 = time.perf_counter()
-    for r in range(stop.fixed or stop.max_rounds):
+    for r in range(first, first + (stop.fixed or stop.max_rounds)):
         b, t = run_round(pair, r)
         for side, p in ((pair.base, b), (pair.target, t)):
             if p.header.partial:
@@ -197,7 +220,7 @@ def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRun
         runs.base.append(b)
         runs.target.append(t)
         line = f"  round {r + 1}: base {b.metrics.PRT:.3f} s, target {t.metrics.PRT:.3f} s"
-        if stop.fixed or r + 1 < stop.min_rounds:
+        if stop.fixed or r + 1 - first < stop.min_rounds:
             say(line)
             continue
         still = until(runs)
@@ -205,6 +228,27 @@ def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress) -> PairedRun
         if not still or time.perf_counter() - t0 > stop.time_limit_s:
             break
     return runs
+
+
+def why_not_resumed(ctxs: tuple[CollectContext, CollectContext], wl: Workload, r: Resume) -> str:
+    """Why a stored series cannot take more rounds ("" when it can): only the same builds (kept by
+    `git.buildcache`), workload command, machine and engine add to it."""
+    for ctx, stored in zip(ctxs, (r.base, r.target)):
+        h = stored[0].profile.header
+        if h.build_id != ctx.header_base["build_id"]:
+            return (f"{ctx.target.commit[:12]} was built again (build id {ctx.header_base['build_id'][:12]}, the stored "
+                    f"rounds' {h.build_id[:12]})")
+        if h.config_key != ctx.config_key(wl) or h.command != tuple(wl.argv):
+            return "the workload's command, the machine or the engine differ from the stored rounds'"
+    return ""
+
+
+def resumed_pair(base: CollectContext, target: CollectContext, wl: Workload, r: Resume) -> Pair:
+    """The stored series' pair: its plan made again from its focus (the same probes, the same
+    fingerprint: `planning.spec_of`), under its pairing id."""
+    sides = [Side(ctx, planning.side_plan(ctx.binary, ctx.collect, ctx.cost_ns, r.focus, base.target.commit))
+             for ctx in (base, target)]
+    return Pair(sides[0], sides[1], r.focus, wl, pairing=r.pairing)
 
 
 def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
@@ -279,6 +323,41 @@ def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidate
                    library_changed=libraries.functions)
 
 
+@dataclass(frozen=True)
+class BothBuilt:
+    """Both sides built, and what their machine code says to focus on."""
+
+    base: CollectContext
+    target: CollectContext
+    cands: Candidates
+
+
+def _workload(both: BothBuilt, wl: Workload, preq: PairedRequest, until: Until, progress: Progress) -> PairedRuns:
+    """One workload's rounds: added to its stored series when it can take them (`why_not_resumed`), else
+    a new series from a plan measured now; then the instruction witness (once a series)."""
+    bctx, tctx = both.base, both.target
+    progress(f"workload {wl.name}: {preq.base[:12]} (base) against {preq.req.rev[:12]}, interleaved")
+    resumed = preq.resume.get(wl.name)
+    if resumed and (why := why_not_resumed((bctx, tctx), wl, resumed)):
+        progress(f"  a new series of rounds, not added to the stored {len(resumed.target)}: {why}")
+        resumed = None
+    if resumed:
+        progress(f"  adding rounds to the {len(resumed.target)} stored by the earlier check of this pair "
+                 f"(same builds, same plan; --fresh starts a new series)")
+        pair = resumed_pair(bctx, tctx, wl, resumed)
+    else:
+        pair = prepare(bctx, tctx, wl, both.cands)
+        if not pair.focus.reached:
+            why = not_reached(pair.focus)
+            progress(f"  {why}")
+            return PairedRuns(wl.name, pair.focus, skipped=why)
+    with ExitStack() as programs:
+        runs = run_rounds(load(pair, programs), preq.stop, until, progress, resumed)
+    if preq.witness and not resumed:  # after the rounds, with the probes detached; a series keeps its first counts
+        count_instructions(pair, runs, progress)
+    return runs
+
+
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
                   until: Until) -> PairedCollection:
     """Both commits checked out and built, then per workload a shared plan and its rounds.  Nothing
@@ -286,7 +365,7 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
     engine.check()
     for path in sweep_worktrees(repo):
         progress(f"removed {path}: the worktree of a collection that was killed")
-    commit, out = preq.req.rev, []
+    out: list[PairedRuns] = []
     try:
         with ExitStack() as stack:
             bctx, tctx = build_both(stack, repo, preq, engine, progress)
@@ -300,17 +379,7 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
             progress(f"focus: changed {names(sorted(cands.changed))}; new {names(sorted(cands.new))}; "
                      f"callers {names(sorted(cands.callers))}")
             for wl in tctx.workloads():
-                progress(f"workload {wl.name}: {preq.base[:12]} (base) against {commit[:12]}, interleaved")
-                pair = prepare(bctx, tctx, wl, cands)
-                if not pair.focus.reached:
-                    why = not_reached(pair.focus)
-                    progress(f"  {why}")
-                    out.append(PairedRuns(wl.name, pair.focus, skipped=why))
-                    continue
-                with ExitStack() as programs:
-                    out.append(run_rounds(load(pair, programs), preq.stop, until, progress))
-                if preq.witness:  # after the rounds, with the probes detached
-                    count_instructions(pair, out[-1], progress)
+                out.append(_workload(BothBuilt(bctx, tctx, cands), wl, preq, until, progress))
     except KeyboardInterrupt:
         raise CollectionAborted("interrupted: probes detached, workloads killed, nothing was stored") from None
     return PairedCollection(cands.diff, out)
@@ -318,16 +387,18 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
 
 def encode_runs(base: str, commit: str, runs: list[PairedRuns],
                 ) -> tuple[dict[str, list[str]], list[tuple[list[StoredProfile], list[StoredProfile]]]]:
-    """Every workload's profiles of both sides as note lines (per commit), and per workload the
-    (base, target) profiles as they will read back once stored (ids are the lines' hashes): the check
-    is computed on them before anything is written, so that its record goes into the same batch."""
-    lines = {base: [codec.encode(p) for r in runs for p in r.base],
-             commit: [codec.encode(p) for r in runs for p in r.target]}
+    """Every workload's new profiles of both sides as note lines (per commit), and per workload the
+    (base, target) profiles as they will read back once stored (ids are the lines' hashes), a resumed
+    series' stored rounds first: the check is computed on them before anything is written, so that its
+    record goes into the same batch."""
+    lines = {base: [codec.encode(p) for r in runs for p in r.base[r.kept:]],
+             commit: [codec.encode(p) for r in runs for p in r.target[r.kept:]]}
     ids = {c: [content_id(ln) for ln in ls] for c, ls in lines.items()}
     out, at = [], 0
     for r in runs:
-        k = len(r.base)
-        out.append(([StoredProfile(base, 0, i, p) for i, p in zip(ids[base][at:at + k], r.base)],
-                    [StoredProfile(commit, 0, i, p) for i, p in zip(ids[commit][at:at + k], r.target)]))
+        k = len(r.base) - r.kept
+        kept = (r.resumed.base, r.resumed.target) if r.resumed else ([], [])
+        out.append((kept[0] + [StoredProfile(base, 0, i, p) for i, p in zip(ids[base][at:at + k], r.base[r.kept:])],
+                    kept[1] + [StoredProfile(commit, 0, i, p) for i, p in zip(ids[commit][at:at + k], r.target[r.kept:])]))
         at += k
     return lines, out

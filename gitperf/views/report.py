@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import math
 
-from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, Change, CheckResult
+from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, UNRESOLVED, Change, CheckResult
 from gitperf.checks.check import ELSEWHERE, faster_runs
 from gitperf.core.fmt import fmt_confidence, fmt_ns, table
 from gitperf.core.model import ROOT
 from gitperf.core.names import short
 
 HEADLINE = {
-    DEGRADATION: "slower", OPTIMIZATION: "faster", NO_CHANGE: "no significant change",
+    DEGRADATION: "slower", OPTIMIZATION: "faster", NO_CHANGE: "no change beyond the thresholds",
+    UNRESOLVED: "unresolved: no verdict, a change beyond the thresholds neither confirmed nor excluded",
     "not-enough-data": "not enough data to decide", "accepted": "slower, as accepted",
 }
 
@@ -67,6 +68,9 @@ def _line(c: Change) -> str:
                 f"{amount(c.absolute_ns, c.share)}  ({fmt_ns(c.base_ns)} -> {fmt_ns(c.target_ns)} {c.measure or 'per run'}; "
                 f"{_own(c.exclusive_delta_ns)})  confidence {fmt_confidence(c.confidence)}{calls}"
                 f"{_instructions(c)}  decided by {decided_by(c.decided)}")
+    if c.type == UNRESOLVED:  # its estimate first, as a verdict's; the method says what it could not exclude
+        return (f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {_pct(c.relative)} {_interval(c)} "
+                f"({c.measure or 'per run'}); {c.method}{calls}{_instructions(c)}")
     return f"{c.type:12s} {c.workload}/{short(c.function, 100)}{where}: {c.method}{calls}{_instructions(c)}"
 
 
@@ -78,20 +82,20 @@ def _own(delta_ns: float) -> str:
     return f"own time {'+' if delta_ns > 0 else ''}{fmt_ns(delta_ns)}"
 
 
-def not_significant(relative: float, low: float | None, high: float | None, noise: str) -> str:
-    """A run's change that is not significant, with the interval that says how large a change the
-    check could have missed: "the run +22.0% [-20%, +86%], not significant (noise: ...)" (a "no
-    significant change" from a noisy history is not a measured zero).  The CLI, the report and the
-    dashboard's commit page say it alike."""
+def within_threshold(relative: float, low: float | None, high: float | None, noise: str) -> str:
+    """A run's change within the thresholds, with the interval that says how large a change the check
+    could have missed: "the run +1.0% [-2%, +3%], within the thresholds (noise: ...)" (a no change from
+    a noisy history is not a measured zero).  The CLI, the report and the dashboard's commit page say
+    it alike."""
     if low is None or high is None or math.isnan(low):
         return ""
     said = f" (noise: {noise})" if noise else ""
-    return f"the run {_pct(relative)} [{low:+.0%}, {high:+.0%}], not significant{said}"
+    return f"the run {_pct(relative)} [{low:+.0%}, {high:+.0%}], within the thresholds{said}"
 
 
 def _within_noise(r: CheckResult, workload: str) -> str:
     run = next((c for c in r.changes if c.workload == workload and c.function == ROOT and c.type == NO_CHANGE), None)
-    return not_significant(run.relative, run.ci_low, run.ci_high, run.noise) if run else ""
+    return within_threshold(run.relative, run.ci_low, run.ci_high, run.noise) if run else ""
 
 
 def _inside(r: CheckResult) -> str:
@@ -132,10 +136,21 @@ def check_text(r: CheckResult, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
+# The markdown report's last word on how every row was decided.
+HOW_DECIDED = ("- Each row's change, interval, before and after are one estimate of what its *measured as* says "
+               "(after = before x (1 + change)); traced times are measured under eBPF probes, sampled ones are shares "
+               "of the stack samples x run time; instructions are inclusive per run, counted by callgrind (the "
+               "witness). A change is a verdict when significant at the configured confidence (Holm-adjusted over all "
+               "functions) and its whole interval lies beyond the threshold (`check.min_relative`, "
+               "`check.min_absolute_ns`, `check.min_share` of the run); no change when wholly within it; unresolved "
+               "when across it.")
+
+
 def check_markdown(r: CheckResult, subject: str = "") -> str:
     """A report that stands on its own in a pull-request comment: what got slower, by how much, how
     sure, where in the source, and how it was decided."""
-    icon = {DEGRADATION: ":red_circle:", OPTIMIZATION: ":green_circle:", NO_CHANGE: ":white_circle:"}.get(
+    icon = {DEGRADATION: ":red_circle:", OPTIMIZATION: ":green_circle:", NO_CHANGE: ":white_circle:",
+            UNRESOLVED: ":large_orange_diamond:"}.get(
         r.result, ":grey_question:")
     title = f"{r.commit[:12]}" + (f" ({subject})" if subject else "")
     out = [f"## {icon} git perf: {title} is {HEADLINE.get(r.result, r.result)}{_inside(r)}{_elsewhere(r)}", ""]
@@ -170,11 +185,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
                        f"{p.base_commit[:12]}, {p.history_commits} earlier commit(s) of history; run-to-run noise "
                        f"estimated from {p.noise_source}." + (f" {_md(run[0].upper() + run[1:])}." if run else ""))
         out += [f"- {_md(p.workload)}: {_md(n)}" for n in p.notes]
-    out.append("- Each row's change, interval, before and after are one estimate of what its *measured as* says "
-               "(after = before x (1 + change)); traced times are measured under eBPF probes, sampled ones are shares "
-               "of the stack samples x run time; instructions are inclusive per run, counted by callgrind (the "
-               "witness). A change counts only if significant at the configured confidence (Holm-adjusted over all "
-               "functions), and above `check.min_relative`, `check.min_absolute_ns` and `check.min_share` of the run.")
+    out.append(HOW_DECIDED)
     for c in degr[:5]:
         if c.votes:
             out.append(f"- {_code(short(c.function, 80))}: other methods say " +

@@ -16,7 +16,7 @@ from gitperf import checks
 from gitperf.core.model import ROOT
 from gitperf.stats import models
 from gitperf.store.notes import NotesStore
-from gitperf.views.report import not_significant
+from gitperf.views.report import within_threshold
 from gitperf.web import links, plots
 from gitperf.web.db import get_index
 
@@ -133,12 +133,12 @@ def commit(sha: str):
         types = {c["function"]: c["type"] for c in changes if c["workload"] == wl}
         figures.append(plots.exclusive_bars(f"{wl}: where the time goes (exclusive time)",
                                             [f for f in functions if f["workload"] == wl], types))
-    notable = [c for c in changes if c["type"] not in (checks.NO_CHANGE,)]
+    notable = [c for c in changes if checks.change.listed(c["type"], c["changed"] or c["function"] == ROOT)]
     threshold = current_app.config["CHECK"].min_relative
     forests = [plots.forest(f"{wl}: every tested function's change", [c for c in changes if c["workload"] == wl],
                             threshold) for wl in sorted({c["workload"] for c in changes})] if notable else []
     measures = sorted({c["measure"] for c in notable if c.get("measure")})
-    runs = {c["workload"]: not_significant(c["relative"], c["ci_low"], c["ci_high"], c["noise"])  # (as the CLI says)
+    runs = {c["workload"]: within_threshold(c["relative"], c["ci_low"], c["ci_high"], c["noise"])  # (as the CLI says)
             for c in changes if c["function"] == ROOT and c["type"] == checks.NO_CHANGE}
     flames = flame_figures(sha, check["base"] if check else None, frozenset(diff_traced))
     return render_template("commit.html", info=info, check=check, notable=notable, functions=functions, runs=runs,
