@@ -553,3 +553,17 @@ def test_a_frameless_leaf_and_a_tail_call_are_put_back_under_their_real_callers(
     # nor is anything put back where the frame is set up (relax's body after `mov %rsp,%rbp`)
     framed = next(a for a in range(relax.vaddr, relax.vaddr + relax.size) if frames.slots.slot(a) is None)
     assert frames.walk([framed, main_calls["relax"]], (main_calls["astar"], 0)) == [framed, main_calls["relax"]]
+
+
+def test_a_cxx_function_whose_signature_changed_is_paired_with_its_old_self():
+    """Issue #55: `find_id(const std::string&)` -> `find_id(std::string)` (4.8x its instructions) was
+    "new" beside "removed".  Its qualified name is the same: one function, renamed and changed.  Two
+    overloads changed at once are ambiguous, and C names carry no signature: no match."""
+    from gitperf.analysis.bindiff import Code, renames
+    ref = "_ZN5Index7find_idERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+    val = "_ZN5Index7find_idENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+    a = Code({ref: "old code", "main": "m", "c_fn": "x"}, {})
+    b = Code({val: "new code", "main": "m", "c_fn2": "y"}, {})
+    assert renames(a, b) == {ref: val}
+    other = "_ZN5Index7find_idEi"  # a second overload of find_id added too: which is which is unknown
+    assert renames(a, Code({**b.fingerprints, other: "z"}, {})) == {}

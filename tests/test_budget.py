@@ -138,3 +138,18 @@ def test_paired_plan_samples_what_its_probes_would_distort():
     assert why("rare", 20, base=22700.0) == ""  # 0.4 ms of difference in a 60 ms run: below 1%
     assert "90% of its measured time" in why("internshrstr", 89310, share=0.9)
     assert why("internshrstr", 89310, share=0.4) == ""
+
+
+def test_a_count_the_pass_cut_off_is_said_as_a_floor_not_a_count():
+    """Issue #55: a note printed "339392 calls" (then 454357) of a function callgrind counts 654,797
+    times: the counting pass had ended early.  A function over the budget by a cut-off count says so."""
+    from gitperf.analysis.bindiff import BinDiff
+    from gitperf.plan.focus import Candidates, Costs, choose
+    cands = Candidates(frozenset({"hot"}), frozenset(), frozenset(), {}, 1, BinDiff())
+    cut = "tracing costs at least 441 ms (the counting pass ended early (timeout) after 0.40 s at 339392 calls), more"
+
+    def costs(why: dict) -> Costs:
+        return Costs(calls={"hot": 339392.0}, own={"hot": 1e9}, probe_share={}, per_call={"hot": 1300.0},
+                     inside={"hot": 500.0}, base_per_call={"hot": 1300.0}, native_ns=1e8, budget_ns=2e8, why_uncounted=why)
+    assert choose(cands, costs({}))[1]["hot"].startswith("339392 calls x 1.3 us would take")  # a complete count
+    assert choose(cands, costs({"hot": cut}))[1]["hot"] == cut

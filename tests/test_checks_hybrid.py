@@ -84,7 +84,7 @@ def test_a_sampled_changed_functions_slowdown_is_located_through_its_traced_call
     assert "located through sort" in a.method
     # one estimate: its before and after moved by the gain located in it
     assert math.isclose(a.target_ns - a.base_ns, a.absolute_ns) and math.isclose(a.target_ns / a.base_ns - 1, a.relative)
-    assert sorted(out, key=lambda c: c.severity)[0].function == "auxsort"
+    assert checks.change.report_order(out)[0].function == "auxsort"
 
 
 @pytest.mark.parametrize("why, reaches, sort_excl", [

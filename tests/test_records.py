@@ -265,3 +265,17 @@ def test_names_that_name_nothing_or_hold_control_characters_are_shown_safely(thr
     page = (tmp_path / "site" / "commit" / f"{commits[1]}.html").read_text()
     assert "nosuchfn" in page and "function/nosuchfn" not in page  # named, not linked
     assert 'href="../function/' in page  # (functions a profile holds keep their links)
+
+
+def test_changed_in_this_commit_is_the_commits_own_diff_not_its_childs():
+    """The base side of a paired check carries the pair's diff (its child's): the commit page listed a
+    function the child changed as changed in this commit (issue #55).  Only a plan made against another
+    commit names this commit's own changes."""
+    from gitperf.core.model import Header, Metrics, PlanRecord, Profile
+    from gitperf.views.index_rows import own_diff
+
+    def side(commit: str) -> Profile:
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        return Profile(h, Metrics(), PlanRecord(probed=("main",), changed=("parse",), base="p" * 40, pairing="x"), ())
+    assert own_diff(side("c" * 40)) == ["parse"]  # the target: its own diff against its parent
+    assert own_diff(side("p" * 40)) == []  # the parent, as the base of its child's check

@@ -884,3 +884,25 @@ def test_a_library_function_sampled_on_one_side_only_is_neither_new_nor_removed(
     assert "gz_open" not in found and "gz_avail" not in found, found
     assert "crc32_z" in found, found  # sampled on both sides: compared
     assert found["gone"] == checks.REMOVED, found
+
+
+def test_a_report_reads_what_adds_most_to_the_run_first_and_the_changed_function_first_among_equals():
+    """Issue #55: a commit's first line named `std::string::_M_construct` (+0.95 ms a run, all of it
+    its own, its instructions up) before `parse_network` (+5.69 ms a run).  What a verdict adds to the
+    run decides; gains within each other's intervals are equal, and among equals the function the diff
+    changed comes first; the run as a whole after the functions; other kinds after the verdicts."""
+    from gitperf.checks.change import Change, report_order
+
+    def c(name, gain_ms, own_ms, half_ms=0.5, changed=False, cause=False, kind=checks.DEGRADATION):
+        base = 10e6
+        rel = gain_ms * 1e6 / base
+        return Change("w", name, kind, rel, gain_ms * 1e6, own_ms * 1e6, 0.999, rel - half_ms * 1e6 / base,
+                      rel + half_ms * 1e6 / base, "paired rounds", base_ns=base, target_ns=base + gain_ms * 1e6,
+                      changed=changed, cause=cause)
+    construct = c("_M_construct", 0.95, 0.95, cause=True)
+    parse = c("parse_network", 5.69, 0.2, half_ms=1.0)
+    find = c("find_id", 5.2, 4.0, half_ms=1.5, changed=True)
+    run = c("main", 6.8, 0.0)
+    new = c("helper", 0.0, 0.0, kind=checks.NEW)
+    assert [x.function for x in report_order([new, construct, run, parse, find])] == [
+        "find_id", "parse_network", "_M_construct", "main", "helper"]

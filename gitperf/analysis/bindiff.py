@@ -15,8 +15,9 @@ callers of a changed function come.
 
 Names are matched before code is compared (`diff`): a function only in the base and one only in the
 target with the same normalised code are one function **renamed**, and so are two clones of one
-function the compiler numbered otherwise (`foo.isra.0` and `foo.isra.1`), changed if their code
-differs; a function whose code is the same
+function the compiler numbered otherwise (`foo.isra.0` and `foo.isra.1`) and a C++ function whose
+parameters changed (its qualified name the same), changed if their code differs; a function whose
+code is the same
 and whose callees are the same once renames are followed is **relocated** (the demo's rename commit
 changed `main` only in the name of the function it calls), not changed.  A function that now calls
 another existing function calls other code: changed.  So `changed`, `new` and `removed` are exactly
@@ -38,7 +39,7 @@ from gitperf.analysis import elf
 from gitperf.analysis.elf import BinaryInfo, FunctionSymbol
 from gitperf.core.errors import InputError
 from gitperf.core.fmt import names
-from gitperf.core.names import origin, short, whole
+from gitperf.core.names import origin, short, unparameterised, whole
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 _RIP = re.compile(r"\[rip [+-] 0x[0-9a-f]+\]")
@@ -229,12 +230,17 @@ def renames(a: Code, b: Code) -> dict[str, str]:
     """Functions only in `a` matched to functions only in `b`: base name -> target name.  First those
     with the same normalised code and number of call sites (a rename), then, of the rest, compiler
     clones of the same function (`foo.isra.0` -> `foo.isra.1`, `foo` -> `foo.constprop.0`:
-    `core.names.origin`), whose code may differ.  Only one-to-one matches (two empty stubs alike, or
+    `core.names.origin`), whose code may differ, then C++ functions whose signature changed (the same
+    qualified name: `core.names.unparameterised`).  Only one-to-one matches (two empty stubs alike, or
     two clones of one function, match nothing)."""
     gone, added = a.fingerprints.keys() - b.fingerprints.keys(), b.fingerprints.keys() - a.fingerprints.keys()
     code = (a, b)
     out = _one_to_one(gone, added, lambda side, n: (code[side].fingerprints[n], len(code[side].targets.get(n, ()))))
     out |= _one_to_one(gone - out.keys(), added - set(out.values()), lambda side, n: origin(n))
+    # a C++ function whose signature changed (`find_id(std::string const&)` -> `find_id(std::string)`:
+    # "new" beside "removed", 4.8x its instructions unseen, issue #55): its qualified name is the same
+    out |= _one_to_one(gone - out.keys(), added - set(out.values()),
+                       lambda side, n: unparameterised(n) or ("unmatched", side, n))
     return out
 
 

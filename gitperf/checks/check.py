@@ -22,6 +22,7 @@ from gitperf.checks.change import (
     Change,
     CheckResult,
     WorkloadPair,
+    report_order,
 )
 from gitperf.checks import record, verdict, witness
 from gitperf.checks.designs.pooled import rooted_share
@@ -302,13 +303,13 @@ def restored(req: Request, rec: record.CheckRecord, workloads: tuple[str, ...] =
 
 def conclude(req: Request, pairs: list[WorkloadPair], changes: list[Change], warnings: list[str]) -> CheckResult:
     """The one ending of every check (stored profiles or `--collect`): an accepted commit's
-    degradations become `accepted`, changes in severity order, the verdict and what to do next."""
+    degradations become `accepted`, changes in reading order (`change.report_order`), the verdict and what to do next."""
     warnings = list(warnings)
     accepted = req.store.acceptance(req.commit)
     if accepted:
         changes = [replace(c, type=ACCEPTED) if c.type == DEGRADATION else c for c in changes]
         warnings.append(f"this commit's performance change was accepted as intended: {accepted.reason}")
-    changes = sorted(changes, key=lambda c: c.severity)
+    changes = report_order(changes)
     result = result_of(pairs, changes)
     if result == NOT_ENOUGH_DATA:
         warnings.append(f"no comparable baseline: `git perf check {req.commit[:12]} --collect` profiles this commit "

@@ -139,7 +139,8 @@ def focus_note(focus: Focus, rounds: int, kept: int = 0) -> str:
     earlier = f" ({kept} of them stored by earlier checks of this pair, {rounds - kept} added now)" if kept else ""
     return (f"paired check, {rounds} interleaved rounds{earlier}: changed {names(focus.changed)}; new {names(focus.new)}; "
             f"callers {names(focus.callers)}; traced {names(focus.traced)}"
-            + (f"; renamed (same code, not measured as new): {renamed}" if renamed else "")
+            + (f"; renamed (the same function under a new name, a clone's number or a signature: compared with "
+               f"its old self, not measured as new): {renamed}" if renamed else "")
             + (f"; only stack-sampled: {sampled}" if sampled else "")
             + (f"; the project's own libraries differ ({focus.libraries}): their functions stack-sampled "
                f"({names(focus.library_changed)} changed there), the run as a whole measured"

@@ -37,8 +37,9 @@ Then each time verdict meets the counts, in this order (`RULES`; the method says
    only when time's outcome does, from unresolved to a verdict (ARCHITECTURE.md §10, "Three outcomes").
 
 A time verdict that stands and whose instructions moved the same way beyond their spread is a
-**cause** (`Change.cause`): the instructions locate, time confirms, and causes rank first among the
-verdicts of their kind (on ninja's hash-map change, `State::LookupNode` +5% instructions before
+**cause** (`Change.cause`): the instructions locate, time confirms, and a cause comes first among
+verdicts that add as much to the run (`change.report_order`: what a verdict adds decides first; on
+ninja's hash-map change `State::LookupNode`, +5% instructions, was read before
 `NinjaMain::ToolTargets`, +60% time on identical instructions: nodes laid out otherwise in memory).
 
 The A/A spread is measured per check: the base runs twice under callgrind, and a function's
@@ -219,7 +220,7 @@ def annotate(changes: list[Change], target: list[StoredProfile], base: list[Stor
         c, b, t, spread = counted[c.function]
         c = next((d for rule in RULES if (d := rule(c, b, t, spread, allow)) is not None), c)
         if _timed(c) and _moved(t, b, spread) and (c.type == DEGRADATION) == (t > b):
-            # instructions locate, time confirms (ranked first: Change.severity)
+            # instructions locate, time confirms (first among equals: change.report_order)
             c = replace(c, cause=True, method=f"{c.method}; inclusive instructions {t / b - 1:+.1%} the same way "
                                               "(callgrind): a cause")
         out.append(replace(c, decided=_decided(c, b, t, spread, allow)) if _timed(c) else c)

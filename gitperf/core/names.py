@@ -55,6 +55,24 @@ def origin(name: str) -> str:
     return _CLONE.sub("", name)
 
 
+def unparameterised(name: str) -> str | None:
+    """A C++ function's qualified name without its parameter list and qualifiers (`Index::find_id` of
+    `Index::find_id(std::string const&) const`), the same for two signatures of one function; None for
+    a name that carries no parameters (C, or what does not demangle)."""
+    text = readable(origin(name))
+    if text == origin(name):
+        return None
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "<(" and not (ch == "(" and depth == 0 and text[:i].endswith("operator")):
+            if ch == "(" and depth == 0:
+                return text[:i]
+            depth += 1
+        elif ch in ">)":
+            depth = max(depth - 1, 0)
+    return None
+
+
 def _is_mangled(name: str) -> bool:
     return name.startswith("_Z")
 

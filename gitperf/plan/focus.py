@@ -182,9 +182,10 @@ def choose(cands: Candidates, c: Costs) -> tuple[tuple[str, ...], dict[str, str]
             sampled[n] = reason
         elif len(chosen) > MAX_FOCUS:
             sampled[n] = f"more than {MAX_FOCUS} focus functions"
-        elif _probe_ns(c, chosen + [n]) > c.budget_ns:
-            sampled[n] = (f"{c.calls[n]:.0f} calls x {c.per_call[n] / 1e3:.1f} us would take "
-                          f"{c.calls[n] * c.per_call[n] / 1e9:.2f} s of probes a run (budget {c.budget_ns / 1e9:.2f} s)")
+        elif _probe_ns(c, chosen + [n]) > c.budget_ns:  # (a count cut off by the pass's deadline is a floor: said so)
+            sampled[n] = c.why_uncounted.get(n) or (
+                f"{c.calls[n]:.0f} calls x {c.per_call[n] / 1e3:.1f} us would take {c.calls[n] * c.per_call[n] / 1e9:.2f} s "
+                f"of probes a run (budget {c.budget_ns / 1e9:.2f} s)")
         else:
             chosen.append(n)
     return tuple(sorted(chosen)), sampled

@@ -102,7 +102,14 @@ def profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
     return {"id": p.id, "commit": p.commit, "line_no": p.line_no, "workload": h.workload, "config_key": h.config_key,
             "engine": h.engine, "mode": p.profile.plan.mode, "pipeline": p.profile.plan.pipeline,
             "partial": h.partial, "started": h.started, "functions": len(p.profile.functions),
-            "metrics": json.dumps(metrics), "changed": json.dumps(list(p.profile.plan.changed))}
+            "metrics": json.dumps(metrics), "changed": json.dumps(own_diff(p.profile))}
+
+
+def own_diff(p: Profile) -> list[str]:
+    """The functions the profile's plan names as changed, when that is its own commit's diff: the base
+    side of a paired check carries its target's diff (`PlanRecord.base` is then its own commit), and a
+    commit page once listed, as changed in this commit, a function its child changed (issue #55)."""
+    return [] if p.plan.base == p.header.commit else list(p.plan.changed)
 
 
 MIN_SERIES = 10  # sampled calls a function's series needs for the function page's models

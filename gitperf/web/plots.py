@@ -13,7 +13,7 @@ import hashlib
 import math
 from html import escape
 
-from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION
+from gitperf.checks.change import ACCEPTED, DEGRADATION, OPTIMIZATION, UNRESOLVED
 from gitperf.core.fmt import fmt_date
 from gitperf.core.model import ROOT
 from gitperf.core.names import labels, readable, short
@@ -223,14 +223,14 @@ def exclusive_bars(title: str, functions: list[dict], types: dict[str, str], top
 
 def forest(title: str, changes: list[dict], threshold: float, top: int = 25) -> dict:
     """One commit's check at a glance (a forest plot): every tested function's change of time a run
-    with its interval, coloured by its verdict, the band of changes below the check's threshold
-    (`check.min_relative`) shaded; the run as a whole first, then in the report's order.  The axis is
+    with its interval, coloured by its outcome, the band within the check's threshold
+    (`check.min_relative`) shaded, so the three outcomes are where an interval lies against it; the run as a whole first, then in the report's order.  The axis is
     the ratio after/before on a log scale, labelled in percent: a halving and a doubling are as far
     from 0, and a sampled function's interval of -90% to +4,700% does not squeeze the verdicts."""
     rows = [c for c in changes if c.get("relative") is not None and math.isfinite(c["relative"])
             and c.get("ci_low") is not None and c.get("ci_high") is not None]
     rows = (sorted(rows, key=lambda c: c["function"] != ROOT))[:top][::-1]  # (plotly draws the first at the bottom)
-    color = {DEGRADATION: RED, OPTIMIZATION: GREEN, ACCEPTED: "#e67e22"}
+    color = {DEGRADATION: RED, OPTIMIZATION: GREEN, ACCEPTED: "#e67e22", UNRESOLVED: "#d68910"}
     names = labels([c["function"] for c in rows], 50)
     ratio = lambda x: max(1 + x, 1e-3)  # noqa: E731  (an interval's low end can reach -100%)
     xs = [ratio(c["relative"]) for c in rows]
@@ -247,7 +247,8 @@ def forest(title: str, changes: list[dict], threshold: float, top: int = 25) -> 
                       "hovertemplate": "%{customdata[0]}: %{customdata[3]:+.1f}% (%{customdata[1]})<extra></extra>"}],
             "layout": dict(_layout(title, ""), height=max(200, 26 * len(rows) + 90), showlegend=False,
                            xaxis={"title": {"text": f"change of time per run with its interval (log scale); shaded: "
-                                                    f"within ±{threshold:.0%} (check.min_relative), never a verdict"},
+                                                    f"±{threshold:.0%} (check.min_relative): an interval wholly outside "
+                                                    "is a verdict, wholly inside no change, across it unresolved"},
                                   "type": "log", "tickvals": ticks, "ticktext": [_pct_tick(t) for t in ticks]},
                            yaxis={"automargin": True, "type": "category"},
                            shapes=[{"type": "rect", "xref": "x", "yref": "paper", "x0": 1 - threshold,
