@@ -63,7 +63,7 @@ def test_speedup_under_full_tracing_is_withheld_not_claimed(profiled):
     assert code == 0, [(c["function"], c["relative"], c["absolute_ns"], c["noise"], c["method"]) for c in out["changes"]
                        if c["type"] == "degradation"]
     [tg] = [c for c in out["changes"] if c["function"] == "text_generate"]
-    assert tg["type"] in ("no-change", "unknown") and "probes differ between the sides" in tg["noise"] + tg["method"], tg
+    assert tg["type"] in ("no-change", "unknown", "unresolved") and "probes differ between the sides" in tg["noise"] + tg["method"], tg
 
 
 def test_markdown_report_of_the_slowdown_stands_on_its_own(profiled):

@@ -55,6 +55,29 @@ def test_callgrind_counts_calls_and_charges_library_instructions_to_the_caller(t
 
 
 @pytest.mark.valgrind
+def test_runs_at_once_count_what_runs_one_by_one_count_and_stop_together(tmp_path):
+    """The witness's runs go at once (issue #57: they were a third of a check, one after another on a
+    machine whose second core idled): the same counts as one by one; stopping them stops every run."""
+    import threading
+    import time
+    from gitperf.engine import workload
+    binary = _build(tmp_path)
+    job = (Command(["./p"], str(tmp_path)), 120, binary)
+    alone = callgrind.run(*job)
+    both = callgrind.run_all([job, job])
+    assert [w.functions["leaf"] for w in both] == [alone.functions["leaf"]] * 2 and both[0].total == alone.total
+    slow = (Command(["/bin/sh", "-c", "./p; sleep 60"], str(tmp_path)), 120, binary)
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(callgrind.run_all([slow, slow])))
+    t0 = time.perf_counter()
+    t.start()
+    time.sleep(2)
+    workload.kill_running()  # what an interrupt does to the runs of the other threads
+    t.join(30)
+    assert not t.is_alive() and time.perf_counter() - t0 < 30 and all(w.error for w in got[0]), got
+
+
+@pytest.mark.valgrind
 def test_a_workload_valgrind_cannot_run_is_a_clear_note_not_a_failure(tmp_path):
     """An AVX-512 instruction (what -march=native emits on these machines, as Lua's makefile does):
     valgrind 3.19 does not know it."""

@@ -174,9 +174,11 @@ EXPECTED: dict[int, tuple[tuple[str, ...], str, str]] = {
     2: (("no-change",), "", "a rename changes a name, not the code it runs"),
     3: (("degradation",), "checksum_block", "two passes and a division by a variable modulus: ~2-3x slower"),
     # text_generate is ~5% of gate's run and gets ~12% faster: at the edge of what 60 paired rounds of
-    # gate resolve (the `large` workload resolves it); a miss is not a false alarm, a degradation is
-    4: (("optimization", "no-change"), "", "one random number per word instead of three"),
-    5: (("no-change",), "", "a new function that prints a small histogram: microseconds of a 5 ms run"),
+    # gate resolve (the `large` workload resolves it); a miss (no change, or unresolved: its interval
+    # reaching across the 5% threshold) is not a false alarm, a degradation is
+    4: (("optimization", "no-change", "unresolved"), "", "one random number per word instead of three"),
+    # the run's interval may still reach across ±5% when the rounds end: unresolved, never a verdict
+    5: (("no-change", "unresolved"), "", "a new function that prints a small histogram: microseconds of a 5 ms run"),
 }
 
 

@@ -254,7 +254,9 @@ def resumed_pair(base: CollectContext, target: CollectContext, wl: Workload, r: 
 def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
     """The instruction witness: the base twice (its A/A spread) and the target once under callgrind,
     kept on each side's first profile; skipped, with the reason kept instead, when valgrind is missing
-    or its predicted time is over the budget (ARCHITECTURE.md §10b)."""
+    or its predicted time is over the budget (ARCHITECTURE.md §10b).  The base's first run and the
+    target's run go at once, each in its own tree (counts do not depend on timing, and the rounds
+    are over: the cores are free); the base's second after them, in the tree its first just used."""
     run_s = statistics.median(p.metrics.PRT for p in runs.base)  # probed: an upper bound of native
     predicted = callgrind.predicted_s(run_s)
     why = ("valgrind is not installed (apt-get install valgrind): no instruction counts" if not callgrind.available()
@@ -263,14 +265,16 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
     # said before the runs, the longest quiet step of a check (an interrupt test once missed them and
     # stopped a check that had finished)
     say(f"  instruction witness skipped: {why}" if why else
-        f"  instruction witness: callgrind, 3 runs, ~{predicted:.0f} s each predicted")
-    sides = ((pair.base, runs.base, 2), (pair.target, runs.target, 1))
-    for side, profiles, n in sides:
-        counts = (InstructionCounts(error=why),) if why else tuple(
-            callgrind.run(side.ctx.command(pair.workload), 2 * callgrind.BUDGET_S,
-                          (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)))
-            for _ in range(n))
-        profiles[0] = replace(profiles[0], instructions=counts)
+        f"  instruction witness: callgrind, 3 runs (two at once), ~{predicted:.0f} s each predicted")
+    if why:
+        runs.base[0] = replace(runs.base[0], instructions=(InstructionCounts(error=why),))
+        runs.target[0] = replace(runs.target[0], instructions=(InstructionCounts(error=why),))
+        return
+    job = lambda side: (side.ctx.command(pair.workload), 2 * callgrind.BUDGET_S,  # noqa: E731
+                        (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)))
+    first_base, target = callgrind.run_all([job(pair.base), job(pair.target)])
+    runs.base[0] = replace(runs.base[0], instructions=(first_base, callgrind.run(*job(pair.base))))
+    runs.target[0] = replace(runs.target[0], instructions=(target,))
 
 
 def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Engine, progress: Progress,

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,6 +112,18 @@ def parse(text: str, binary: str | frozenset[str], counts: dict[str, list[int]] 
         elif line.startswith(("totals:", "summary:")) and not total:
             total = int(line.split(":", 1)[1].split()[0])
     return out, total
+
+
+def run_all(jobs: list[tuple[workload.Command, float, str | tuple[str, ...]]]) -> list[InstructionCounts]:
+    """Several `run`s at once, one thread each (instruction counts do not depend on timing), in the
+    order given.  An interrupt kills every run still going (`workload.kill_running`) and propagates."""
+    with ThreadPoolExecutor(max_workers=max(len(jobs), 1)) as pool:
+        futures = [pool.submit(run, *job) for job in jobs]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            workload.kill_running()
+            raise
 
 
 def run(command: workload.Command, timeout: float, binary: str | tuple[str, ...]) -> InstructionCounts:

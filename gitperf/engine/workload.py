@@ -174,9 +174,33 @@ def _spawn(cmd: Command, where: Scope) -> subprocess.Popen:
     return proc
 
 
+# Runs going on in this process's threads (`callgrind.run_all`), for `kill_running`
+_RUNNING: dict[int, tuple[subprocess.Popen, Scope]] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running() -> None:
+    """Kill every workload this process's threads are running (an interrupt reaches the main thread
+    only: the others' runs would go on to their end)."""
+    with _RUNNING_LOCK:
+        going = list(_RUNNING.values())
+    for proc, where in going:
+        _signal_all(proc, where)  # (each run's own thread reaps it)
+
+
 def run(cmd: Command, timeout: float, where: Scope) -> RunResult:
     """Run one workload to completion (or timeout).  KeyboardInterrupt kills it and propagates."""
     proc = _spawn(cmd, where)
+    with _RUNNING_LOCK:
+        _RUNNING[proc.pid] = (proc, where)
+    try:
+        return _wait(cmd, proc, timeout, where)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(proc.pid, None)
+
+
+def _wait(cmd: Command, proc: subprocess.Popen, timeout: float, where: Scope) -> RunResult:
     # The clock starts when Popen returns, i.e. once the child has exec'd (fork and the move into
     # the cgroup are not the program's run time).  The wait blocks in waitpid with a timer thread for
     # the timeout: Popen.wait(timeout) polls with sleeps of up to 50 ms, which made run times jump
