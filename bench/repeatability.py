@@ -13,9 +13,9 @@ Each check after the first adds its rounds to the stored ones (the same kept bui
 pair the bench prints every check's exit code, rounds so far, and for the run as a whole and each
 function the commit changed: outcome, change and interval.  It then says whether each rule held:
 
-* an outcome moves only from unresolved to a verdict or to no change (never between no change and a
-  verdict, never between opposite verdicts, never back to unresolved); an `instructions` outcome is
-  read as its time's (beyond, within or across ±5%);
+* an outcome moves only from unresolved (or a withheld `unknown`) to a verdict or to no change (never
+  between no change and a verdict, never between opposite verdicts, never back to unresolved); an
+  `instructions` outcome is read as its time's (beyond, within or across ±5%);
 * the exit code is 1 exactly when the result is a degradation, and never moves from 1 to 0;
 * each changed function's interval is no wider than at the check before (5% slack: a spread
   re-estimated from more rounds);
@@ -57,8 +57,10 @@ def time_outcome(c: dict) -> str:
 
 
 def allowed(before: str, after: str) -> bool:
-    """An outcome may stay, or leave unresolved for a verdict or no change."""
-    return before == after or before == "unresolved"
+    """An outcome may stay, or leave an undecided state for a verdict or no change: unresolved, or
+    `unknown` (a comparison withheld while the two sides' probe costs differ by more than the measured
+    medians allow, which more rounds may settle)."""
+    return before == after or before in ("unresolved", "unknown")
 
 
 def rounds_of(out: dict) -> int:
