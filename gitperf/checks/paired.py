@@ -63,7 +63,8 @@ class PairedOptions:
 
 def hopeless(c: Change, rounds: int, cfg: CheckConfig, horizon: int = MAX_ROUNDS) -> bool:
     """After `rounds` rounds, not even `horizon` rounds could decide `c`: its interval, narrowed as
-    1/sqrt(rounds) (more pairs of the same spread), would still reach across ±min_relative.  Judged
+    1/sqrt(rounds) (more pairs of the same spread), would still be wider than ±min_relative and still
+    hold zero.  Judged
     from HOPELESS_AFTER rounds on: fewer say too little of the spread.  Only for the root and callers
     (`undecided`): a changed function's estimate from a few samples a round moves too much to give up
     on (zlib's 2x `pqdownheap` read +33% [-30%, +152%] at round 34, given up, and +88% significant at
