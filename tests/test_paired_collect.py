@@ -451,3 +451,8 @@ def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_c
     page = create_app(root).test_client().get(f"/commit/{git(root, 'rev-parse', 'HEAD')}").get_data(as_text=True)
     first_row = page.split('<table class="report">')[1].split('<tr class="degradation">')[1].split("</tr>")[0]
     assert ">sum</a>" in first_row, first_row  # the dashboard's first row, linked to its page
+    # changed in this commit: the library's function, not `main`, whose code is the base's (issue #55)
+    changed_here = page.split("<h2>Changed in this commit (diff tracing)</h2>")[1].split("</p>")[0]
+    assert ">sum</a>" in changed_here and ">main</a>" not in changed_here, changed_here
+    main = next(c for c in json.loads(r.stdout)["changes"] if c["function"] == "main")
+    assert main["changed"] is False, main

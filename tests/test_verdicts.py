@@ -906,3 +906,5 @@ def test_a_report_reads_what_adds_most_to_the_run_first_and_the_changed_function
     new = c("helper", 0.0, 0.0, kind=checks.NEW)
     assert [x.function for x in report_order([new, construct, run, parse, find])] == [
         "find_id", "parse_network", "_M_construct", "main", "helper"]
+    from gitperf.checks.change import _RANK, TIMED  # (report_order puts time verdicts before every other kind)
+    assert max(_RANK[k] for k in TIMED) < min(v for k, v in _RANK.items() if k not in TIMED)

@@ -179,8 +179,11 @@ def _before(a: Change, b: Change) -> int:
 
 
 def report_order(changes) -> list[Change]:
-    """Changes in the order a report reads them (`_before`)."""
-    return sorted(changes, key=cmp_to_key(_before))
+    """Changes in the order a report reads them (`_before`).  Time verdicts rank before every other
+    kind (`_RANK`), and only they need the pairwise comparison: the rest (most of the index's changes,
+    every function's) sort by key."""
+    timed = sorted((c for c in changes if c.type in TIMED), key=cmp_to_key(_before))
+    return timed + sorted((c for c in changes if c.type not in TIMED), key=lambda c: c.severity)
 
 
 def listed(kind: str, asked: bool) -> bool:

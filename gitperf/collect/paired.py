@@ -324,7 +324,7 @@ def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidate
     progress(f"the project's own libraries differ ({libraries.said}): their functions are stack-sampled and "
              f"named, and the run as a whole ({ROOT}) is measured")
     return replace(cands, changed=cands.changed | {ROOT}, libraries=libraries.said,
-                   library_changed=libraries.functions)
+                   library_changed=libraries.functions, root_stands_in=ROOT not in cands.changed)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,9 @@ class Focus:
     inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # removed function -> inlined into (bindiff)
     libraries: str = ""  # what differs in the project's own shared libraries (`bindiff.library_changes`)
     library_changed: tuple[str, ...] = ()  # their changed and new functions: sampled, never traced
+    # the root is among `changed` for the libraries' sake only (its own code is the base's): measured
+    # as a changed function, never shown as changed in this commit (`side_plan`)
+    root_stands_in: bool = False
 
     @property
     def reached(self) -> bool:
@@ -97,6 +100,7 @@ class Candidates:
     diff: bindiff.BinDiff = field(default_factory=bindiff.BinDiff)  # what the two builds' code differs in
     libraries: str = ""  # what differs in the project's own shared libraries: the root joins `changed`
     library_changed: frozenset[str] = frozenset()  # their changed and new functions
+    root_stands_in: bool = False  # the root joined `changed` for the libraries only (`Focus.root_stands_in`)
 
     @property
     def in_order(self) -> list[str]:
@@ -195,7 +199,7 @@ def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
     traced, sampled = choose(cands, c)
     return Focus(tuple(sorted(cands.changed)), tuple(sorted(cands.new)), tuple(sorted(cands.callers)), traced,
                  sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed), dict(cands.diff.inlined),
-                 cands.libraries, tuple(sorted(cands.library_changed)))
+                 cands.libraries, tuple(sorted(cands.library_changed)), cands.root_stands_in)
 
 
 def spec_of(f: Focus) -> str:
@@ -215,7 +219,8 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
     traced, changed = here[:len(f.traced)], here[len(f.traced):]
     plan = replace(plan, mode=Mode.HYBRID, traced=frozenset(n for n in traced if n in names),
                    stack_hz=f.stack_hz, sample_every=1, every_by={}, period_ns=0, window_ns=0,
-                   changed=tuple(n for n in changed if n in names) + f.library_changed)
+                   changed=tuple(n for n in changed if n in names and not (n == ROOT and f.root_stands_in))
+                   + f.library_changed)
     plan = replace(plan, probe_cost=call_costs(plan, cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in f.sampled.items()}
     return Optimized(plan, "paired", ("diff-focus",), reasons, renamed=dict(f.renamed), inlined=dict(f.inlined),
