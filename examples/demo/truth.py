@@ -44,10 +44,10 @@ def main() -> int:
     if "--json" in sys.argv:
         print(json.dumps(found, indent=2))
     else:
-        width = max(len(r["subject"]) for r in found)
-        print(f"{'commit':12}  {'subject':{width}}  {'expected':34}  {'git perf said':34}  match")
+        width, exp, got = (max(len(r[k]) for r in found) for k in ("subject", "expected", "git perf said"))
+        print(f"{'commit':12}  {'subject':{width}}  {'expected':{exp}}  {'git perf said':{got}}  match")
         for r in found:
-            print(f"{r['commit']:12}  {r['subject']:{width}}  {r['expected']:34}  {r['git perf said']:34}  "
+            print(f"{r['commit']:12}  {r['subject']:{width}}  {r['expected']:{exp}}  {r['git perf said']:{got}}  "
                   f"{'yes' if r['match'] else 'NO'}")
         print("why: " + "; ".join(f"{r['commit'][:7]} {r['why']}" for r in found))
     return 0 if all(r["match"] for r in found) else 1
