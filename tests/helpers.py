@@ -5,7 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from gitperf.checks.change import NO_CHANGE, UNRESOLVED
 from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+
+NO_VERDICT = (NO_CHANGE, UNRESOLVED)  # the outcomes of a function that are not an alarm
 
 
 def make_profile(commit: str, workload: str = "w", n_functions: int = 3, seed: int = 0, series: int = 0) -> Profile:

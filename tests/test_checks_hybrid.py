@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from helpers import NO_VERDICT
 
 from gitperf import checks
 from gitperf.core.config import CheckConfig
@@ -30,9 +31,6 @@ def run(commit: str, rng, traced: tuple[str, ...], mode: str = "hybrid", rare: b
     h = Header("t", commit, "app", "b", ("./app",), "w", "bcc", "m1", "k", 0.0, 1.0)
     plan = PlanRecord(probed=("main", "parse", "rare"), mode=mode, traced=traced if mode == "hybrid" else ())
     return StoredProfile(commit, 0, commit, Profile(h, Metrics(), plan, tuple(funcs)))
-
-
-NO_VERDICT = (checks.NO_CHANGE, checks.UNRESOLVED)  # the outcomes that are not an alarm
 
 
 def compare(target, base):

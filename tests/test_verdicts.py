@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from conftest import git
+from helpers import NO_VERDICT
 
 from gitperf import checks
 from gitperf.checks import compare, noisemodel
@@ -453,9 +454,6 @@ def test_disturbed_rounds_do_not_set_the_paired_noise():
     assert alarms <= 1
 
 
-NO_VERDICT = (checks.NO_CHANGE, checks.UNRESOLVED)  # the outcomes that are not an alarm
-
-
 def _resizes(added_ns: float, seed: int, rounds: int = 15) -> tuple[list[StoredProfile], list[StoredProfile]]:
     """Lua's luaH_resize, as measured: 72 calls a run, most ~2 us, the three that grow the largest
     tables 0.2-1.2 ms each (page faults), so a run's total spreads 0.9-3.4 ms; the target's calls
@@ -583,6 +581,19 @@ def test_the_rounds_stop_for_a_function_no_number_of_rounds_could_decide():
     # a changed function is never given up on: few samples a round move its estimate a lot (zlib)
     changed = _change("f", 0.6, -0.3, 1.52, checks.UNRESOLVED)
     assert undecided([DECIDED_MAIN, changed], _focus(("f",)), cfg, rounds=34) == ["f"]
+
+
+def test_where_only_the_projects_library_changed_the_run_gets_every_round_but_is_not_changed():
+    """The library's diff is the change: the workload counts as reaching it and the run as a whole is
+    never given up as out of reach, yet `main` (its code the base's) is not among the changed functions
+    that "changed in this commit" shows (issue #55)."""
+    from gitperf.checks.paired import undecided
+    from gitperf.plan.focus import Focus
+    wide = _change("main", 0.6, -0.2, 0.24, checks.UNRESOLVED)
+    lib = Focus((), (), (), ("main",), {}, libraries="libsum.so.1: changed sum", library_changed=("sum",))
+    assert lib.reached and "main" not in lib.changed and lib.every_round("main")
+    assert undecided([wide], lib, CheckConfig(), rounds=10) == ["main"]
+    assert undecided([wide], replace(lib, libraries="", library_changed=()), CheckConfig(), rounds=10) == []
 
 
 def test_the_rounds_go_on_while_a_changed_function_the_workload_calls_is_unmeasured():

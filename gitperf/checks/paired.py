@@ -99,7 +99,7 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
         t = threshold(c.base_ns, cfg, runs.get(c.workload, 0.0))
         if c.type == INSTRUCTIONS and band(c.ci_low, c.ci_high, t) == WITHIN:
             continue
-        if c.function not in focus.changed and hopeless(c, rounds, cfg, horizon):
+        if not focus.every_round(c.function) and hopeless(c, rounds, cfg, horizon):
             continue  # (a changed function is what the check is for: it gets every round there is)
         out.append(c.function)
     # a changed function (not a new one: it has no base to compare with) not yet compared at all

@@ -312,10 +312,10 @@ def not_reached(focus: planning.Focus) -> str:
 
 def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidates, progress: Progress,
                     ) -> Candidates:
-    """The candidates with the run as a whole (the root) among the changed functions when the
-    project's own shared libraries differ between the builds (`bindiff.library_changes`, kept in
-    `Candidates.libraries`), and the libraries' changed functions: no probe sees them, but their
-    stack samples are named (ARCHITECTURE.md §6, "The project's own libraries") and tested as the
+    """The candidates with what differs in the project's own shared libraries between the builds
+    (`bindiff.library_changes`, kept in `Candidates.libraries`: the run as a whole is then measured
+    every round, `Focus.every_round`), and the libraries' changed functions: no probe sees them, but
+    their stack samples are named (ARCHITECTURE.md §6, "The project's own libraries") and tested as the
     changed functions they are."""
     libraries = bindiff.library_changes(elf.own_libraries(bctx.binary.path, str(bctx.root)),
                                         elf.own_libraries(tctx.binary.path, str(tctx.root)))
@@ -323,8 +323,7 @@ def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidate
         return cands
     progress(f"the project's own libraries differ ({libraries.said}): their functions are stack-sampled and "
              f"named, and the run as a whole ({ROOT}) is measured")
-    return replace(cands, changed=cands.changed | {ROOT}, libraries=libraries.said,
-                   library_changed=libraries.functions, root_stands_in=ROOT not in cands.changed)
+    return replace(cands, libraries=libraries.said, library_changed=libraries.functions)
 
 
 @dataclass(frozen=True)

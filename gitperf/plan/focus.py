@@ -65,15 +65,18 @@ class Focus:
     inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # removed function -> inlined into (bindiff)
     libraries: str = ""  # what differs in the project's own shared libraries (`bindiff.library_changes`)
     library_changed: tuple[str, ...] = ()  # their changed and new functions: sampled, never traced
-    # the root is among `changed` for the libraries' sake only (its own code is the base's): measured
-    # as a changed function, never shown as changed in this commit (`side_plan`)
-    root_stands_in: bool = False
 
     @property
     def reached(self) -> bool:
         """Whether the workload ran any changed or new function (by the counting run; one it could not
-        count is taken as run)."""
-        return any(self.calls.get(n, 1.0) > 0 for n in self.changed + self.new)
+        count is taken as run), or the binary's own libraries differ (the run as a whole is measured)."""
+        return bool(self.libraries) or any(self.calls.get(n, 1.0) > 0 for n in self.changed + self.new)
+
+    def every_round(self, name: str) -> bool:
+        """Whether `name` is what the check is for, never given up as out of reach: a changed function,
+        or the run as a whole where only the project's libraries changed (its own code is the base's, so
+        it is not among `changed`, which "changed in this commit" shows)."""
+        return name in self.changed or (name == ROOT and bool(self.libraries))
 
     @property
     def decisive(self) -> set[str]:
@@ -98,9 +101,8 @@ class Candidates:
     calls: dict[str, frozenset[str]]
     depth: int
     diff: bindiff.BinDiff = field(default_factory=bindiff.BinDiff)  # what the two builds' code differs in
-    libraries: str = ""  # what differs in the project's own shared libraries: the root joins `changed`
+    libraries: str = ""  # what differs in the project's own shared libraries (the run as a whole is measured)
     library_changed: frozenset[str] = frozenset()  # their changed and new functions
-    root_stands_in: bool = False  # the root joined `changed` for the libraries only (`Focus.root_stands_in`)
 
     @property
     def in_order(self) -> list[str]:
@@ -199,7 +201,7 @@ def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
     traced, sampled = choose(cands, c)
     return Focus(tuple(sorted(cands.changed)), tuple(sorted(cands.new)), tuple(sorted(cands.callers)), traced,
                  sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed), dict(cands.diff.inlined),
-                 cands.libraries, tuple(sorted(cands.library_changed)), cands.root_stands_in)
+                 cands.libraries, tuple(sorted(cands.library_changed)))
 
 
 def spec_of(f: Focus) -> str:
@@ -219,8 +221,7 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
     traced, changed = here[:len(f.traced)], here[len(f.traced):]
     plan = replace(plan, mode=Mode.HYBRID, traced=frozenset(n for n in traced if n in names),
                    stack_hz=f.stack_hz, sample_every=1, every_by={}, period_ns=0, window_ns=0,
-                   changed=tuple(n for n in changed if n in names and not (n == ROOT and f.root_stands_in))
-                   + f.library_changed)
+                   changed=tuple(n for n in changed if n in names) + f.library_changed)
     plan = replace(plan, probe_cost=call_costs(plan, cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in f.sampled.items()}
     return Optimized(plan, "paired", ("diff-focus",), reasons, renamed=dict(f.renamed), inlined=dict(f.inlined),
