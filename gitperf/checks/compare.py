@@ -118,9 +118,10 @@ def _change(sh: _Shared, sides: tuple[Side, Side], r: Result, method: str, chang
     # the test's change applies to, and the target value, change and interval all from the statistic
     mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else b.total
     mt = mb * math.exp(x.statistic)
-    kind, conf = verdict_of(r, mb, sh.cfg, sh.sign, sh.run_ns)
+    limit = threshold(mb, sh.cfg, sh.run_ns)
+    kind, conf = verdict_of(r, limit, sh.cfg, sh.sign)
     if kind == UNRESOLVED:
-        method += "; " + unresolved_words(*r.ci, threshold(mb, sh.cfg, sh.run_ns))
+        method += "; " + unresolved_words(*r.ci, limit)
     h = sh.values(x.name) if sh.opinions else []  # (the z-score is an opinion; the index asks for none)
     z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
     votes, per_call = opinions_of(t, b, z, sh.cfg, sh.sign) if sh.opinions else ({}, None)

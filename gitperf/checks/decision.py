@@ -121,15 +121,15 @@ def band(low: float, high: float, t: float) -> str:
     return WITHIN if -t < low and high < t else ACROSS
 
 
-def verdict_of(r: Result, base_ns: float, cfg: CheckConfig, sign: int, run_ns: float = 0.0) -> tuple[str, float]:
+def verdict_of(r: Result, t: float, cfg: CheckConfig, sign: int) -> tuple[str, float]:
     """One rule, three outcomes (ARCHITECTURE.md §10, "Three outcomes"), on the interval at the check's
-    confidence against the threshold (`threshold`): wholly beyond it, and significant after Holm, a
+    confidence against the threshold ±t (`threshold`): wholly beyond it, and significant after Holm, a
     degradation or optimization; wholly within it, no change; across it, unresolved.  As rounds
     accumulate the interval narrows around the change, so an outcome moves from unresolved to one of
     the other two, and not between them (a point estimate against the threshold flipped a re-check of
     the same pair: issue #55).  Returns the outcome and the confidence of the direction."""
     x, p = r.tested, r.pvalue(sign)
-    where = band(r.ci[0], r.ci[1], threshold(base_ns, cfg, run_ns))
+    where = band(r.ci[0], r.ci[1], t)
     if where == BEYOND and p <= 1 - cfg.confidence and sign * x.statistic != 0:
         return (DEGRADATION if sign * x.statistic > 0 else OPTIMIZATION), 1 - p
     return (NO_CHANGE if where == WITHIN else UNRESOLVED), 1 - p
