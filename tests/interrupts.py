@@ -93,13 +93,16 @@ MOMENTS = {  # what the check's progress (stderr) says when it reaches a moment,
     "later round": "round 3:",
     "witness": "instruction witness",
 }
+# a fixed count past round 3 for "later round": the stop rule may decide at round 3 (its least), and a
+# check that ends then finishes before the signal lands (exit 1 instead of 130, fresh-clone CI of 20178da)
+ARGS = {"later round": ["--rounds", "6"]}
 STOPPED = {"SIGINT": (130, -2), "SIGTERM": (130, 143, -15), "SIGKILL": (-9,)}
 
 
 def check_until(repo: Path, moment: str, git_perf: list[str]) -> tuple[subprocess.Popen, threading.Thread, list[str]]:
     """`git perf check HEAD --collect` started in its own session, returned once it reaches `moment`,
     with the thread reading its stderr and the lines read."""
-    proc = subprocess.Popen([*git_perf, "check", "HEAD", "--collect"], cwd=repo, env=env_for(repo),
+    proc = subprocess.Popen([*git_perf, "check", "HEAD", "--collect", *ARGS.get(moment, [])], cwd=repo, env=env_for(repo),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     said: list[str] = []
     reader = threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True)
