@@ -46,6 +46,52 @@ def assert_one_estimate(changes: list[dict]) -> int:
     return checked
 
 
+# What a check's base and target values may be other than its sides' times a run as `show` prints
+# them: a median call, a gain located through a caller, probed time, a value net of the common shift.
+NOT_A_SIDES_TIME = ("median call", "located through", "probed time", "net of the common shift")
+
+
+def assert_one_scale(root: Path, commit: str, base: str) -> int:
+    """Issue #55 item 3: the paired check of `commit` against `base` prints each function's base value
+    as `show --json`'s session of the base prints it (inclusive, or own where the check compared own
+    time), and the target's within the check's interval; in every session, a stack-sampled function's
+    own time is within its inclusive, and the root's direct callees' inclusive times add up to at most
+    its own (5%: the root is traced, its callees are shares of the samples).  Returns how many values
+    were compared."""
+    import json
+    import math
+    from conftest import run_cli
+    from gitperf.core import stacks
+    from gitperf.git.repo import open_repo
+    from gitperf.store.notes import NotesStore
+    shown = {c: json.loads(run_cli(root, "show", c, "--json").stdout)["sessions"] for c in (base, commit)}
+    [pairing] = {s["pairing"] for s in shown[commit]} & {s["pairing"] for s in shown[base]} - {""}
+    side = {c: {(s["workload"], f["name"]): f for s in shown[c] if s["pairing"] == pairing for f in s["functions"]}
+            for c in (base, commit)}
+    compared = 0
+    for c in json.loads(run_cli(root, "check", commit, "--json", "--all").stdout)["changes"]:
+        key = (c["workload"], c["function"])
+        if c["type"] in ("new", "removed", "unknown") or any(w in c["measure"] for w in NOT_A_SIDES_TIME):
+            continue
+        which = "exclusive_ns" if c["measure"].startswith("own time") else "inclusive_ns"
+        b, t = side[base][key][which], side[commit][key][which]
+        assert math.isclose(c["base_ns"], b, rel_tol=1e-6), (c, side[base][key])
+        assert c["ci_low"] - 1e-9 <= t / b - 1 <= c["ci_high"] + 1e-9, (t / b - 1, c)
+        compared += 1
+    store = NotesStore(open_repo(root))
+    for c in (base, commit):
+        for s in shown[c]:
+            for f in s["functions"]:
+                assert f["inclusive_ns"] is None or f["exclusive_ns"] <= f["inclusive_ns"] * (1 + 1e-9) or \
+                    not f["sampled"], f
+            held = stacks.merge(p.profile.stacks for p in store.read(c)[0] if p.id in s["profiles"])
+            timed = {f["name"]: f["inclusive_ns"] for f in s["functions"]}
+            callees = {st.split(stacks.SEP)[1] for st in held if st.startswith("main;")} & set(timed)
+            if timed.get("main") and callees:
+                assert sum(timed[n] for n in callees) <= 1.05 * timed["main"], (c, {n: timed[n] for n in callees})
+    return compared
+
+
 # A frameless leaf reached two ways (issue #55, item 2): `relax` calls `travel`; `astar` calls `via`,
 # which tail-calls `travel` (`jmp` after its frame is gone).  In every sample of `travel` a
 # frame-pointer walk skips its caller: `relax` or `via`, and `via` is on no stack at all.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from helpers import FLAMEGRAPH_PL, assert_one_estimate
+from helpers import FLAMEGRAPH_PL, assert_one_estimate, assert_one_scale
 
 import cxxproj
 from gitperf.analysis import elf
@@ -219,6 +219,8 @@ def test_a_container_change_is_found_in_the_slowed_member_and_nothing_is_called_
     faster = [c for c in out["changes"] if c["type"] == "optimization"]
     assert not [c for c in faster if c["instructions"] and c["instructions"][1] > 1.01 * c["instructions"][0]], faster
     assert assert_one_estimate(out["changes"]) >= 3
+    base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert assert_one_scale(root, out["commit"], base) >= 3  # show, check and diff on one scale (issue #55)
 
 
 def test_a_check_says_when_its_sides_were_built_without_the_padding_it_asked_for():

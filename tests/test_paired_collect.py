@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
-from helpers import FLAMEGRAPH_PL, assert_one_estimate
+from helpers import FLAMEGRAPH_PL, assert_one_estimate, assert_one_scale
 
 from gitperf.analysis import bindiff, elf
 from gitperf.core import codec
@@ -103,6 +103,7 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     assert again.returncode == 1 and json.loads(again.stdout)["changes"][0]["function"] == "checksum_block"
     every = json.loads(run_cli(root, "check", commits[3], "--workload", "gate", "--json", "--all").stdout)["changes"]
     assert assert_one_estimate(every) >= 3
+    assert assert_one_scale(root, commits[3], commits[2]) >= 3  # show, check and diff on one scale
 
 
 def test_check_collect_finds_the_speedup_in_native_time(demo):

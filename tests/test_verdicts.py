@@ -749,6 +749,22 @@ def test_a_verdict_says_what_it_adds_to_a_run_and_its_share_of_the_runs_change_e
     assert "+1.10 ms a run" in check_text(result)  # the run's own line: no share of itself
 
 
+
+
+def test_time_moved_here_is_said_only_where_the_intervals_show_more_than_the_runs_change():
+    """Issue #55 item 3: "+17.46 ms a run, more than the run's whole slowdown (time moved here from other
+    functions)" where callgrind had 68.65 M of the run's 68.84 M added instructions in that one function.
+    A gain above the run's that their intervals do not separate is all of the run's change; only one
+    whose least exceeds the run's most says time moved."""
+    from gitperf.checks.verdict import shares
+    from gitperf.views.report import amount
+    run = replace(_change("main", 0.999, 0.08, 0.16), base_ns=100e6, absolute_ns=12e6)  # +12 ms [+8, +16 ms]
+    within = replace(_change("relax", 0.999, 0.2, 0.6), base_ns=50e6, absolute_ns=17.46e6)  # [+10, +30 ms]
+    apart = replace(within, ci_low=0.4, ci_high=0.6)  # [+20, +30 ms]: beyond the run's +16 ms
+    assert shares([run, within])[1].share == 1.0
+    assert amount(17.46e6, 1.0) == "+17.46 ms a run, all of the run's slowdown"
+    moved = shares([run, apart])[1].share
+    assert moved == pytest.approx(17.46 / 12) and "time moved here from other functions" in amount(17.46e6, moved)
 def test_a_check_says_where_both_sides_were_measured_and_warns_when_the_base_was_elsewhere(empty_repo):
     """Each profile carries its environment (CPU, kernel, libc, governor, the binary's compilers);
     a check shows it beside the verdict and says when the base's differs: another compiler or

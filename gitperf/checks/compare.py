@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gitperf.checks.change import DEGRADATION, UNRESOLVED, Change
 from gitperf.checks.decision import Result, Tested, decide, holm_note, threshold, unresolved_words, verdict_of
@@ -33,6 +33,7 @@ from gitperf.checks.sides import Side, Sides, pair, run_time
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT
 from gitperf.stats import inference
+from gitperf.stats.timing import Timing, timings
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,15 @@ class _Shared:
     opinions: bool
     sessions: Sessions | None  # the residuals' session-to-session noise in the history (unpaired tests)
     run_ns: float = 0.0  # the workload's time a run (`sides.run_time`: what check.min_share is a share of)
+    # the base side's times a run as `show` prints them (`stats.timing`): a stack-only function's base
+    # value where its test has none of its own
+    base_times: dict[str, Timing] = field(default_factory=dict)
+
+    def base_value(self, n: str, b: Side) -> float:
+        """The value a function's relative change applies to where its test does not say: the center
+        of its base runs, or for a stack-only function its samples pooled over them (`show`'s figure)."""
+        t = self.base_times.get(n)
+        return t.exclusive_ns if t is not None and t.calls is None and b.sampled else b.total
 
     def history(self, n: str) -> list[tuple[str, float]]:
         """(commit, center) of function `n` in the history, nearest first; a commit it is missing from
@@ -81,7 +91,8 @@ def _shared(sides: Sides, both: dict[str, tuple[Side, Side]], cfg: CheckConfig, 
                 if sessions and n in sessions.noise and sessions_alike(*v, sessions)} - {ROOT}
         shift = replace(shift, centers=center_spreads(sides, {n: v for n, v in both.items() if n not in held}))
     return _Shared(sides, cfg, rs, shift, list(zip(commits, levels[1:])), paired_diffs(rs, both),
-                   1 if cfg.direction == "lower" else -1, opinions, sessions, run_time(sides))
+                   1 if cfg.direction == "lower" else -1, opinions, sessions, run_time(sides),
+                   timings([p.profile for p in sides.base]))
 
 
 # Which test a function gets, from what its two sides allow: (pooled samples on both sides, per-round
@@ -116,7 +127,7 @@ def _change(sh: _Shared, sides: tuple[Side, Side], r: Result, method: str, chang
     run_t = t.total  # the time a run, for the history's z-score and change points
     # one estimate for every number (ARCHITECTURE.md §10, "One estimate per number"): the base value
     # the test's change applies to, and the target value, change and interval all from the statistic
-    mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else b.total
+    mb = x.base_ns if x.base_ns is not None else x.per_call[0] if x.per_call else sh.base_value(x.name, b)
     mt = mb * math.exp(x.statistic)
     limit = threshold(mb, sh.cfg, sh.run_ns)
     kind, conf = verdict_of(r, limit, sh.cfg, sh.sign)
@@ -140,7 +151,7 @@ def _change(sh: _Shared, sides: tuple[Side, Side], r: Result, method: str, chang
 def _measure(sh: _Shared, t: Side, b: Side, x: Tested) -> str:
     """What a change's before and after values are, when the test did not say (`Change.measure`)."""
     if t.sampled or b.sampled:
-        what = "own time per run (stack samples)"
+        what = "own time per run (stack samples x time on a CPU)"
     else:
         what = "inclusive time per run" + (", probes taken out" if t.native and b.native else " (probed time)")
     return what if x.name == ROOT or sh.paired else what + f", net of the common shift {math.expm1(sh.shift.common):+.1%}"

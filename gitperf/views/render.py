@@ -7,6 +7,7 @@ from gitperf.core import stacks
 from gitperf.core.fmt import fmt_bytes, fmt_ns, printable, table
 from gitperf.core.model import CORRECTABLE_SHARE, ROOT, Profile, StoredProfile, comparison_key
 from gitperf.stats import inference
+from gitperf.stats.timing import stack_only, timings
 
 
 def metrics_line(p: Profile) -> str:
@@ -165,35 +166,10 @@ def show_text(commit: str, profiles: list[StoredProfile], top: int = 25, models:
     return "\n".join(lines)
 
 
+SESSION_TIMES = ("  times a run, as `check` and `diff` print them: traced, the median of the runs (probe time taken "
+                 "out where it is at most a fifth); stack-sampled, the samples pooled over the runs")
 ESTIMATED = ("  ~: estimated from stack samples (calls not counted; inclusive and exclusive: the samples' share "
              "of the run's time on a CPU)")
-
-
-def stack_only(f) -> bool:
-    """A function only stack samples measured: no call was counted, its time is its samples' share."""
-    return f.sampled and not f.count
-
-
-def inclusive_times(p: Profile) -> dict[str, float | None]:
-    """Each function's inclusive time in run `p`: what was measured, or for a stack-only function
-    (whose `total_ns` is its own time) its own time scaled by its stacks' inclusive over own samples,
-    so that it is never below its own time (the stored stacks are bounded and count fewer samples
-    than the kernel did: the demo's `text_tokenize` read 114 us inclusive beside 140 us own when both
-    were taken as shares of different totals); where the kept stacks hold none of its own samples (a
-    rare function's went to `[other stacks]`) by its stacks' share of the run's time on a CPU, and at
-    least its own time; None without stacks."""
-    samples = sum(p.stacks.values())
-    incl, own = (stacks.inclusive(p.stacks), stacks.own(p.stacks)) if samples else ({}, {})
-    on_cpu = max(p.metrics.PRT - p.metrics.WAIT, 0.0) * 1e9
-
-    def of(f) -> float | None:
-        if not stack_only(f):
-            return float(f.total_ns)
-        if not samples:
-            return None
-        n = incl.get(f.name, 0)
-        return f.exclusive_ns * n / own[f.name] if own.get(f.name) else max(n / samples * on_cpu, float(f.exclusive_ns))
-    return {f.name: of(f) for f in p.functions}
 
 
 def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
@@ -211,7 +187,7 @@ def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
         lines.append("  " + share)
     lines += ["  warning: " + w for w in _warnings(p)]
     funcs = sorted(p.functions, key=lambda f: f.exclusive_ns, reverse=True)
-    inclusive = inclusive_times(p)
+    timed = timings([p])
     if top:
         funcs = funcs[:top]
     rows = []
@@ -221,9 +197,12 @@ def _run_block(sp: StoredProfile, top: int, models: bool) -> list[str]:
             calls += f" ({f.outer_calls} outermost)"
         est = f"[{fmt_ns(f.ci_low)} .. {fmt_ns(f.ci_high)}]" if f.sampled and f.ci_low is not None else ""
         native = fmt_ns(f.native_ns) if f.probe_ns > 0 and f.correctable else "-"
-        incl = inclusive[f.name]
-        total = "-" if incl is None else ("~" if stack_only(f) else "") + fmt_ns(incl)
-        own = ("~" if stack_only(f) else "") + fmt_ns(f.exclusive_ns)
+        t = timed[f.name]
+        if stack_only(f):  # (a traced function's columns are what was measured, native apart)
+            total = "-" if t.inclusive_ns is None else "~" + fmt_ns(t.inclusive_ns)
+            own = "~" + fmt_ns(t.exclusive_ns)
+        else:
+            total, own = fmt_ns(f.total_ns), fmt_ns(f.exclusive_ns)
         rows.append([f.name, calls, total, native, own, fmt_ns(f.mean_ns) if f.count else "-", est])
     lines.append(table(["function", "calls", "inclusive", "native est.", "exclusive", "mean", ""], rows, "lrrrrrl"))
     if any(stack_only(f) for f in funcs):
@@ -249,24 +228,17 @@ def _session_block(group: list[StoredProfile], top: int) -> list[str]:
     if first.plan.pad:
         lines.append(f"  built with padded function entries: {first.plan.pad}")
     lines += ["  warning: " + w for w in dict.fromkeys(w for sp in group for w in _warnings(sp.profile))]
-    by_name: dict[str, list] = {}
-    for sp in group:
-        inclusive = inclusive_times(sp.profile)
-        for f in sp.profile.functions:
-            by_name.setdefault(f.name, []).append((inclusive[f.name], f))
-    med = lambda pfs, attr: inference.center([float(getattr(f, attr)) for _, f in pfs])  # noqa: E731
-    names = sorted(by_name, key=lambda n: -med(by_name[n], "exclusive_ns"))[:top or None]
-    rows, estimated = [], False
+    timed = timings([sp.profile for sp in group])
+    names = sorted(timed, key=lambda n: -timed[n].exclusive_ns)[:top or None]
+    rows = []
     for n in names:
-        pfs = by_name[n]
-        sampled = all(stack_only(f) for _, f in pfs)
-        estimated |= sampled
-        incl = [v for v, _ in pfs if v is not None]
-        mark = "~" if sampled else ""
-        rows.append([n, f"{len(pfs)}", "-" if sampled else f"{med(pfs, 'count'):.0f}",
-                     mark + fmt_ns(inference.center(incl)) if incl else "-", mark + fmt_ns(med(pfs, "exclusive_ns"))])
-    lines.append(table(["function", "runs", "calls (median)", "inclusive (median)", "exclusive (median)"], rows,
-                       "lrrrr"))
+        t = timed[n]
+        mark = "~" if t.sampled and t.calls is None else ""
+        rows.append([n, f"{t.runs}", "-" if t.calls is None else f"{t.calls:.0f}",
+                     "-" if t.inclusive_ns is None else mark + fmt_ns(t.inclusive_ns), mark + fmt_ns(t.exclusive_ns)])
+    lines.append(table(["function", "runs", "calls (median)", "inclusive", "exclusive"], rows, "lrrrr"))
+    lines.append(SESSION_TIMES)
+    estimated = any(t.calls is None for t in timed.values())
     if estimated:
         lines.append(ESTIMATED)
     return lines
@@ -276,7 +248,7 @@ def profile_json(sp: StoredProfile) -> dict:
     import dataclasses
     p = sp.profile
     funcs = []
-    inclusive = inclusive_times(p)
+    timed = timings([p])
     for f in p.functions:
         d = {"name": f.name, "count": f.count, "total_ns": f.total_ns, "exclusive_ns": f.exclusive_ns,
              "min_ns": f.min_ns, "max_ns": f.max_ns, "sampled": f.sampled, "hist_log2": list(f.hist),
@@ -284,7 +256,8 @@ def profile_json(sp: StoredProfile) -> dict:
              "location": f.location, "probe_ns": f.probe_ns, "native_ns": f.native_ns, "nested": f.nested,
              "outer_calls": f.outer_calls or f.count, "mean_ns": f.mean_ns,
              # (total_ns of a stack-only function is its own time: this is its stacks' inclusive share)
-             "inclusive_ns": inclusive[f.name], "counted": not stack_only(f)}
+             "inclusive_ns": timed[f.name].inclusive_ns if stack_only(f) else float(f.total_ns),
+             "counted": not stack_only(f)}
         if f.sampled:
             d.update(ci_low=f.ci_low, ci_high=f.ci_high)
         funcs.append(d)
@@ -295,8 +268,18 @@ def profile_json(sp: StoredProfile) -> dict:
             "plan": dataclasses.asdict(p.plan), "functions": funcs}
 
 
+def session_json(group: list[StoredProfile]) -> dict:
+    """A session's functions a run, as its table in `show` prints them (`stats.timing`)."""
+    import dataclasses
+    p = group[0].profile
+    return {"workload": p.header.workload, "comparison_key": comparison_key(p), "pairing": p.plan.pairing,
+            "runs": len(group), "profiles": [sp.id for sp in group],
+            "functions": [{"name": n, **dataclasses.asdict(t)} for n, t in timings([sp.profile for sp in group]).items()]}
+
+
 def show_json(commit: str, profiles: list[StoredProfile]) -> dict:
-    return {"commit": commit, "profiles": [profile_json(sp) for sp in profiles]}
+    return {"commit": commit, "profiles": [profile_json(sp) for sp in profiles],
+            "sessions": [session_json(g) for g in sessions(profiles)]}
 
 
 def noise_text(r: NoiseReport, top: int = 20) -> str:

@@ -55,6 +55,8 @@ def amount(absolute_ns: float | None, share: float | None = None) -> str:
     if share is not None and share > 1:  # its gain holds time another function lost (a tail call, inlining)
         moved = "here from other functions" if absolute_ns > 0 else "from here to other functions"
         text += f", more than the run's whole {what} (time moved {moved})"
+    elif share == 1:  # (the two agree within their intervals: `checks.verdict.shares`)
+        text += f", all of the run's {what}"
     elif share is not None:
         text += f", {share:.0%} of the run's {what}"
     return text
@@ -206,17 +208,29 @@ def _code(s: str) -> str:
     return "`" + s.replace("`", "'").replace("|", "\\|") + "`"
 
 
+def _calls(c: Change, calls: float) -> str:
+    """A side's calls a run; "-" where they were not counted (time from stack samples, no call)."""
+    return "-" if c.base_calls == c.target_calls == 0 and (c.base_ns or c.target_ns) else f"{calls:.0f}"
+
+
 def diff_text(r: CheckResult, top: int = 30) -> str:
-    """Per-function table of two commits: time per run, ratio, interval, verdict."""
+    """Per-function table of two commits: time per run, ratio, interval, verdict; where the rows measure
+    different things (traced inclusive time, stack samples' inclusive or own time), a mark on each and
+    what it means below, so that a reader finds each number in `show` under its name."""
     lines = [f"git perf diff {r.base[:12] if r.base else '?'} {r.commit[:12]}"]
     by_workload: dict[str, list[Change]] = {}
     for c in r.changes:
         by_workload.setdefault(c.workload, []).append(c)
     for wl, cs in by_workload.items():
         cs = sorted(cs, key=lambda c: -max(c.base_ns, c.target_ns))[:top or None]
-        rows = [[c.function, f"{c.base_calls:.0f}", f"{c.target_calls:.0f}", fmt_ns(c.base_ns), fmt_ns(c.target_ns),
-                 f"{c.target_ns / c.base_ns if c.base_ns else math.inf:.2f}", _interval(c), c.type] for c in cs]
+        measures = list(dict.fromkeys(c.measure for c in cs if c.measure))
+        mark = (lambda c: f" [{measures.index(c.measure) + 1}]" if c.measure in measures else "    ") \
+            if len(measures) > 1 else (lambda c: "")
+        rows = [[c.function, _calls(c, c.base_calls), _calls(c, c.target_calls), fmt_ns(c.base_ns),
+                 fmt_ns(c.target_ns) + mark(c), f"{c.target_ns / c.base_ns if c.base_ns else math.inf:.2f}",
+                 _interval(c), c.type] for c in cs]
         lines += ["", f"workload {wl}",
                   table(["function", "calls A", "calls B", "A", "B", "ratio", "interval", "verdict"], rows, "lrrrrrrl")]
+        lines += [f"  [{i}] {m}" if len(measures) > 1 else f"  A, B: {m}" for i, m in enumerate(measures, 1)]
     lines += [f"warning: {w}" for w in r.warnings]
     return "\n".join(lines)

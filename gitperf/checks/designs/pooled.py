@@ -5,14 +5,14 @@ callees, against the spread of the rounds' run times (`pooled_tests`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import Callable
 
 from gitperf.checks.decision import Tested
 from gitperf.checks.designs.paired import Rounds
 from gitperf.checks.sides import Side, Sides
-from gitperf.core import stacks
 from gitperf.core.model import StoredProfile
 from gitperf.stats import inference
+from gitperf.stats.timing import Pool, on_cpu_ns, timings
 
 
 MIN_POOLED_ROUNDS = 3  # pooled samples: the run-time ratio's spread over the rounds needs three
@@ -29,25 +29,13 @@ def _own_samples(profiles: list[StoredProfile], n: str) -> int:
     return sum(f.stack_samples - f.library_samples for p in profiles if (f := p.profile.function(n)))
 
 
-@dataclass(frozen=True)
-class _Pool:
-    """One side's stack samples pooled over its runs: per function its samples (inclusive: every
-    sample whose stack holds it, once; or own code only) out of `total`."""
-
-    total: int
-    samples: dict[str, int]
-    inclusive: bool
-    own: dict[str, int]  # (inclusive pools) samples in the function's own code or a library it called
-
-    @staticmethod
-    def of(profiles: list[StoredProfile], inclusive: bool) -> _Pool:
-        if inclusive:
-            merged = stacks.merge(p.profile.stacks for p in profiles)
-            return _Pool(sum(merged.values()), stacks.inclusive(merged), True, stacks.own(merged))
-        return _Pool(sum(p.profile.metrics.stack_samples for p in profiles), {}, False, {})
-
-    def count(self, profiles: list[StoredProfile], n: str) -> int:
-        return self.samples.get(n, 0) if self.inclusive else _own_samples(profiles, n)
+def _counts(profiles: list[StoredProfile], inclusive: bool) -> tuple[int, Callable[[str], int]]:
+    """One side's stack samples pooled over its runs: all of them, and per function its samples
+    (inclusive: every sample whose stack holds it, once; else its own code's)."""
+    if inclusive:
+        pool = Pool.of([p.profile for p in profiles])
+        return pool.total, lambda n: pool.inclusive.get(n, 0)
+    return sum(p.profile.metrics.stack_samples for p in profiles), lambda n: _own_samples(profiles, n)
 
 
 def rooted_share(profiles: list[StoredProfile]) -> float:
@@ -76,28 +64,31 @@ def pooled_tests(sides: Sides, rs: Rounds | None, both: dict[str, tuple[Side, Si
     if not rs or len(rs) < MIN_POOLED_ROUNDS:
         return {}
     inclusive = all(p.profile.stacks for p in sides.target + sides.base)
-    pt, pb = _Pool.of(sides.target, inclusive), _Pool.of(sides.base, inclusive)
-    if not pt.total or not pb.total:
+    (total_t, count_t), (total_b, count_b) = _counts(sides.target, inclusive), _counts(sides.base, inclusive)
+    if not total_t or not total_b:
         return {}
     walls = [math.log(max(t.profile.metrics.PRT, 1e-9) / max(b.profile.metrics.PRT, 1e-9)) for t, b in rs.pairs()]
     wall, wall_var = inference.center(walls), inference.spread(walls)[0] ** 2 * inference.center_var(len(walls))
-    base_wall = inference.center([p.profile.metrics.PRT for p in sides.base]) * 1e9
+    # what the base and target values print: each side's times a run as `show` prints them (stats.timing)
+    timed_t, timed_b = (timings([p.profile for p in ps]) for ps in (sides.target, sides.base))
+    base_cpu = inference.center([on_cpu_ns(p.profile) for p in sides.base])
     what = "inclusive" if inclusive else "own code"
     out = {}
     for n, (t, b) in both.items():
         if not (t.sampled and b.sampled):
             continue
-        k_t, k_b = pt.count(sides.target, n), pb.count(sides.base, n)
+        k_t, k_b = count_t(n), count_b(n)
         if k_t + k_b < 10 or not k_t or not k_b:
             continue  # too few samples to say anything; the unpaired test (with its intervals) decides
-        stat = math.log((k_t / pt.total) / (k_b / pb.total)) + wall
+        stat = math.log((k_t / total_t) / (k_b / total_b)) + wall
         placement = 0.0 if n in changed else PLACEMENT_SPREAD
         between = "" if n in changed else f", ±{placement:.0%} between builds"
-        # own time in the same measure (shares of the same samples, the same run times): it never
-        # exceeds the inclusive time of its side
-        own = ((pb.own.get(n, 0) / pb.total * base_wall, pt.own.get(n, 0) / pt.total * base_wall * math.exp(wall))
-               if inclusive else None)
+        # own time in the same measure (shares of the same samples): it never exceeds its side's inclusive
+        tb, tt = timed_b[n], timed_t[n]
+        alike = inclusive and tb.calls is None and tt.calls is None  # (stack-only on both sides)
+        base_ns = tb.inclusive_ns if alike else k_b / total_b * base_cpu
         out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var + placement ** 2), math.inf,
-                        f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=k_b / pb.total * base_wall,
-                        measure=f"{what} time per run (stack samples x run time)", exclusive=own)
+                        f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=base_ns,
+                        measure=f"{what} time per run (stack samples x time on a CPU)",
+                        exclusive=(tb.exclusive_ns, tt.exclusive_ns) if alike else None)
     return out
