@@ -6,8 +6,8 @@ print (ARCHITECTURE.md §10, "One scale").  Pure functions over profiles.
   probed time; a run whose plan traced it and that lacks it measured 0.  What `checks.sides` compares.
 * A function only stack samples cover (calls not counted): its samples pooled over the runs, a run
   without a sample of it included, as a share of every sample taken, times the center of the runs'
-  time on a CPU: inclusive from every stack that holds it (once), exclusive from the stacks whose
-  innermost frame of the project's code it is.  Pooled, not a median of the runs that caught it: a
+  time on a CPU: inclusive from every stack that holds it (once); exclusive, the runs' own estimates
+  (the kernel's count of samples in its code) averaged, a run without one as 0.  Pooled, not a median of the runs that caught it: a
   function sampled in 95 of 102 runs read 337 us as that median and 119 us pooled (the indexer's
   `_M_realloc_insert`), and only the pooled figure is a time a run.  What the check's pooled design
   compares (`checks.designs.pooled`).
@@ -39,16 +39,15 @@ def on_cpu_ns(p: Profile) -> float:
 @dataclass(frozen=True)
 class Pool:
     """Stack samples pooled over runs: every sample (`total`), and per function those whose stack
-    holds it (`inclusive`, once a stack) and those in its own code or a library it called (`own`)."""
+    holds it (`inclusive`, once a stack)."""
 
     total: int
     inclusive: dict[str, int]
-    own: dict[str, int]
 
     @staticmethod
     def of(profiles: Sequence[Profile]) -> Pool:
         merged = stacks.merge(p.stacks for p in profiles)
-        return Pool(sum(merged.values()), stacks.inclusive(merged), stacks.own(merged))
+        return Pool(sum(merged.values()), stacks.inclusive(merged))
 
 
 @dataclass(frozen=True)
@@ -93,12 +92,9 @@ def _traced(name: str, fs: list[FunctionStats], profiles: Sequence[Profile]) -> 
 
 def _sampled(name: str, fs: list[FunctionStats], profiles: Sequence[Profile], pool: Pool | None,
              cpu: float) -> Timing:
-    # each run's own estimate (its samples' share of that run's time), a run without one as 0
-    mean_own = sum(float(f.exclusive_ns) for f in fs) / len(profiles)
+    # own time: each run's estimate from the samples the kernel counted in its code (or a library it
+    # called), a run without one as 0; the kept stacks are bounded and may have lost a rare function's
+    own = sum(float(f.exclusive_ns) for f in fs) / len(profiles)
     if pool is None or not pool.total:
-        return Timing(None, mean_own, None, len(fs), True)
-    share = cpu / pool.total
-    # where the kept stacks lost its own samples (bounding put a rare function's into [other stacks])
-    # the runs' own estimates stand in
-    own = pool.own[name] * share if pool.own.get(name) else mean_own
-    return Timing(max(pool.inclusive.get(name, 0) * share, own), own, None, len(fs), True)
+        return Timing(None, own, None, len(fs), True)
+    return Timing(max(pool.inclusive.get(name, 0) * cpu / pool.total, own), own, None, len(fs), True)
