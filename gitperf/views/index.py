@@ -40,7 +40,7 @@ from gitperf.views import index_build as build
 from gitperf.views import index_rows as rows
 from gitperf.views.index_query import IndexQuery, connect
 
-SCHEMA = 17  # bump when the tables, their keys or what a row says change (17: three outcomes, a commit's own diff): rebuilt from scratch
+SCHEMA = 18  # bump when the tables, their keys or what a row says change (18: function rows on one scale, stats.timing): rebuilt from scratch
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
+from gitperf.stats.timing import Timing, timings
 from gitperf.store.notes import NotesStore
 
 
@@ -53,27 +54,34 @@ def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, li
 
 
 def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
-    """One row per (comparison key, function): center of the runs' totals and their range.  Profiles
+    """One row per (comparison key, function): its time a run as `show` and `check` print it
+    (`stats.timing`: inclusive, or own where no stacks tell it; calls None where not counted), and the
+    range and 95% interval of its runs' values in the same measure (of a traced function's median; a
+    stack-sampled function's pooled figure is no median of its runs, and claims no interval).  Profiles
     of different modes are different series: an estimate is never averaged with an exact total."""
-    groups = checks.group(profiles)
     rows = []
-    for key, ps in groups.items():
-        names: dict[str, list] = {}
-        for p in ps:
-            for f in p.profile.functions:
-                names.setdefault(f.name, []).append(f)
-        totals = [[float(f.total_ns) for f in fs] for fs in names.values()]
-        workload, plan = ps[0].profile.header.workload, ps[0].profile.plan.describe()
-        for (name, fs), runs, (center, lo, hi) in zip(names.items(), totals, _centered(totals)):
+    for key, ps in checks.group(profiles).items():
+        runs = [p.profile for p in ps]
+        timed, each = timings(runs), [timings([p]) for p in runs]
+        names = list(timed)
+        values = [[_value(r[n], timed[n]) for r in each if n in r] for n in names]
+        workload, plan = runs[0].header.workload, runs[0].plan.describe()
+        for name, vs, (_center, lo, hi) in zip(names, values, _centered(values)):
+            t = timed[name]
             rows.append({
                 "commit": commit, "config_key": key, "workload": workload, "name": name, "plan": plan,
-                "runs": len(fs), "count": inference.center([f.count for f in fs]), "total_ns": center,
-                "total_min": min(runs), "total_max": max(runs), "ci_low": lo, "ci_high": hi,
-                "exclusive_ns": inference.center([float(f.exclusive_ns) for f in fs]),
-                "sampled": int(any(f.sampled for f in fs)),
-                "location": next((f.location for f in fs if f.location), ""),
+                "runs": t.runs, "count": t.calls, "total_ns": _value(t, t), "total_min": min(vs), "total_max": max(vs),
+                "ci_low": lo if t.calls is not None else None, "ci_high": hi if t.calls is not None else None,
+                "exclusive_ns": t.exclusive_ns, "sampled": int(t.sampled),
+                "location": next((f.location for p in runs if (f := p.function(name)) and f.location), ""),
             })
     return rows
+
+
+def _value(run: Timing, session: Timing) -> float:
+    """A run's value in its session's measure: inclusive (native where the session's is), or own time
+    where no stacks tell a stack-sampled function's inclusive."""
+    return run.inclusive_ns if run.inclusive_ns is not None and session.inclusive_ns is not None else run.exclusive_ns
 
 
 def _centered(sessions: list[list[float]]) -> list[tuple[float, float | None, float | None]]:
