@@ -99,10 +99,10 @@ def zlib_cases(work: Path, src: str, cases: list[str]) -> list[Case]:
     repo = aa.pinned(work, "zlib", src, ZLIB_COMMIT + "~1")
     aa.adopted(repo, ZLIB_CONFIG.format(data=data), "bench: git perf configuration")
     base = aa.git(repo, "rev-parse", "HEAD")
-    aa.git(repo, "cherry-pick", "-q", ZLIB_COMMIT)
+    aa.git(repo, "cherry-pick", ZLIB_COMMIT)
     change = aa.git(repo, "rev-parse", "HEAD")
     comment = aa.commit_case(repo, base, "bench case comment", lambda r: aa.edit(
-        r / "crc32.c", "uLong ZEXPORT crc32_z(", "/* the CRC of a buffer */\nuLong ZEXPORT crc32_z("))
+        r / "crc32.c", "unsigned long ZEXPORT crc32_z(", "/* the CRC of a buffer */\nunsigned long ZEXPORT crc32_z("))
     return ([Case("zlib", "comment", repo, comment, base, "inflate", "", ())] if "comment" in cases else []) + (
         [Case("zlib", "f8719f5", repo, change, base, "inflate", "optimization", ("crc32",))] if "change" in cases else [])
 
