@@ -135,27 +135,30 @@ def aa_cases(work: Path, p: aa.Project, cases: list[str]) -> list[Case]:
 
 def fresh_clone(repo: Path, at: str, dest: Path) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
-    subprocess.run(["git", "clone", "-q", str(repo), str(dest)], check=True)
+    subprocess.run(["git", "-c", "advice.detachedHead=false", "clone", "-q", str(repo), str(dest)], check=True)
     aa.git(dest, "checkout", "-q", "--detach", at)
     return dest
 
 
 def git_perf(case: Case, work: Path) -> tuple[dict, float, float]:
-    """The check from a fresh clone: its JSON, seconds, and the seconds from its witness line on."""
+    """The check from a fresh clone: its stored result (JSON), seconds, and the seconds from its
+    witness line on (its progress, one line a message where stderr is no terminal; `--json` has none)."""
     clone = fresh_clone(case.repo, case.commit, work / "gp")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "gitperf", "check", case.commit, "--collect", "--base", case.base,
-                             "--workload", case.workload, "--json"], cwd=clone, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                             "--workload", case.workload], cwd=clone, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env)
     witness = None
-    for line in proc.stderr:  # (progress: one line at a time, so the witness's start is timed)
+    for line in proc.stderr:
         if witness is None and "instruction witness: callgrind" in line:
             witness = time.perf_counter()
-    out = proc.stdout.read()
     proc.wait()
     end = time.perf_counter()
     if proc.returncode not in (0, 1, 3):
         raise SystemExit(f"git perf check of {case.project} {case.label} failed (exit {proc.returncode})")
+    out = subprocess.run([sys.executable, "-m", "gitperf", "check", case.commit, "--base", case.base, "--workload",
+                          case.workload, "--json"], cwd=clone, capture_output=True, text=True, env=env).stdout
     return json.loads(out), end - t0, (end - witness) if witness else 0.0
 
 

@@ -567,3 +567,24 @@ def test_a_cxx_function_whose_signature_changed_is_paired_with_its_old_self():
     assert renames(a, b) == {ref: val}
     other = "_ZN5Index7find_idEi"  # a second overload of find_id added too: which is which is unknown
     assert renames(a, Code({**b.fingerprints, other: "z"}, {})) == {}
+
+
+def test_the_plugins_a_program_may_dlopen_from_its_build_are_its_own_libraries(tmp_path):
+    """Issue #55, item 1: a program that calls dlopen has the shared objects beside it and under it
+    (two levels) among the project's own libraries, once each (a versioned library's symlinks are
+    one file); a program that does not call dlopen has only what it needs."""
+    import os
+    from gitperf.analysis import elf
+    (tmp_path / "build" / "plugins").mkdir(parents=True)
+    (tmp_path / "p.c").write_text("unsigned work(int r) { return r * 3u; }\n")
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-o", "build/plugins/libwork.so.1", "p.c"], cwd=tmp_path,
+                   check=True)
+    os.symlink("libwork.so.1", tmp_path / "build" / "plugins" / "libwork.so")
+    (tmp_path / "build" / "notes.so.txt").write_text("not a library")
+    (tmp_path / "a.c").write_text('#include <dlfcn.h>\nint main(void) { return dlopen("x", RTLD_NOW) != 0; }\n')
+    (tmp_path / "b.c").write_text("int main(void) { return 0; }\n")
+    for prog in ("a", "b"):
+        subprocess.run(["cc", "-O2", "-o", f"build/{prog}", f"{prog}.c", "-ldl"], cwd=tmp_path, check=True)
+    found = elf.own_libraries(str(tmp_path / "build" / "a"), str(tmp_path))
+    assert list(found) in (["libwork.so"], ["libwork.so.1"]), found
+    assert elf.own_libraries(str(tmp_path / "build" / "b"), str(tmp_path)) == {}

@@ -457,3 +457,59 @@ def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_c
     assert ">sum</a>" in changed_here and ">main</a>" not in changed_here, changed_here
     main = next(c for c in json.loads(r.stdout)["changes"] if c["function"] == "main")
     assert main["changed"] is False, main
+
+
+PLUGIN_PROG = """#include <dlfcn.h>
+#include <stdio.h>
+int main(void) {
+    void *h = dlopen("./build/plugins/libwork.so", RTLD_NOW);
+    if (!h) { fprintf(stderr, "%s\\n", dlerror()); return 1; }
+    unsigned (*work)(int) = (unsigned (*)(int))dlsym(h, "work");
+    unsigned t = 0;
+    for (int r = 0; r < 120; r++) t += work(r);
+    printf("%u\\n", t);
+    return 0;
+}
+"""
+PLUGIN = ("__attribute__((noinline)) unsigned inner(int r)\n"
+          "{ unsigned s = r; for (int i = 0; i < 200000; i++) s = s * 33u + i; return s; }\n"
+          "unsigned work(int r) { return inner(r) ^ 1u; }\n")
+SLOWER_PLUGIN = PLUGIN.replace("i < 200000", "i < 400000")  # (a serial chain: twice the time)
+PLUGIN_MAKEFILE = """build/prog: prog.c build/plugins/libwork.so
+\t$(CC) -O2 -g -o $@ prog.c -ldl
+build/plugins/libwork.so: plugin.c
+\tmkdir -p build/plugins && $(CC) -O2 -g -shared -fPIC -o $@ plugin.c
+"""
+
+
+def plugin_repo(tmp_path: Path) -> Path:
+    """A Makefile project whose `build/prog` dlopen()s its own build/plugins/libwork.so (no DT_NEEDED
+    names it), and a second commit that makes the plugin's `inner` 2x slower."""
+    root = tmp_path / "plugin"
+    root.mkdir()
+    files = {"prog.c": PLUGIN_PROG, "plugin.c": PLUGIN, "Makefile": PLUGIN_MAKEFILE, ".gitignore": "build/\n",
+             ".gitperf.toml": '[build]\ncommand = "make"\nbinary = "build/prog"\n\n'
+                              '[[workload]]\nname = "plugin"\ncommand = "./build/prog"\n'}
+    for name, text in files.items():
+        (root / name).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "plugin")
+    (root / "plugin.c").write_text(SLOWER_PLUGIN)
+    git(root, "commit", "-qam", "plugin: twice the work")
+    return root
+
+
+def test_a_slower_function_of_a_dlopened_plugin_of_the_tree_is_named(tmp_path):
+    """Issue #55, item 1: a plugin the program dlopen()s from its build tree is the project's code
+    too: diffed, its load watched, its samples named by its own symbols.  A commit that doubles its
+    `inner` exits 1 with `inner` first, under `work`, and the flame graph has no `[library]` there."""
+    root = plugin_repo(tmp_path)
+    r = run_cli(root, "check", "HEAD", "--collect", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert any("the project's own libraries differ (libwork.so: changed inner" in n for n in out["workloads"][0]["notes"])
+    first = out["changes"][0]
+    assert (first["function"], first["type"], first["changed"]) == ("inner", "degradation", True), first
+    folded = run_cli(root, "show", "HEAD", "--folded").stdout
+    assert re.search(r"^main;work;inner \d+$", folded, re.M) or re.search(r"^main;inner \d+$", folded, re.M), folded

@@ -14,6 +14,7 @@ import bisect
 import functools
 import hashlib
 import os
+import re
 import subprocess
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -258,24 +259,76 @@ def with_libraries(binary: BinaryInfo, root: str) -> tuple[BinaryInfo, list[str]
 
 
 def own_libraries(path: str, root: str) -> dict[str, str]:
-    """The shared libraries the binary at `path` loads from inside `root` (its run path, `$ORIGIN`
-    read), by their DT_NEEDED name: the project's own (zlib's CMake build links minigzip with
-    build/libz.so.1), whose code a commit can change without the binary's changing."""
+    """The shared libraries the binary at `path` loads from inside `root`, by name: those it needs
+    through its run path (`$ORIGIN` read), by their DT_NEEDED name (zlib's CMake build links minigzip
+    with build/libz.so.1), then, where it calls `dlopen`, the plugins it may load (`_plugins`); the
+    project's own, whose code a commit can change without the binary's changing."""
     with open(path, "rb") as fh:
-        dynamic = ELFFile(fh).get_section_by_name(".dynamic")
+        elf = ELFFile(fh)
+        dynamic = elf.get_section_by_name(".dynamic")
         tags = list(dynamic.iter_tags()) if dynamic is not None else []
+        dlopens = _imports(elf, "dlopen")
     needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
     origin = os.path.dirname(path)
     dirs = [d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for t in tags
             if t.entry.d_tag in ("DT_RUNPATH", "DT_RPATH") for d in (t.runpath if t.entry.d_tag == "DT_RUNPATH"
                                                                       else t.rpath).split(":")]
-    inside = [d for d in dirs if os.path.realpath(d).startswith(os.path.realpath(root) + os.sep)]
+    inside = [d for d in dirs if _inside(d, root)]
     out = {}
     for name in needed:
         found = next((f for d in inside if os.path.isfile(f := os.path.join(d, name))), None)
         if found:
             out[name] = found
+    if dlopens and (_inside(origin, root) or os.path.realpath(origin) == os.path.realpath(root)):
+        have = {os.path.realpath(f) for f in out.values()}
+        out.update((name, f) for name, f in _plugins(origin).items() if os.path.realpath(f) not in have)
     return out
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
+
+
+def _imports(elf: ELFFile, name: str) -> bool:
+    """Whether the binary calls `name` from a shared library (an undefined dynamic symbol)."""
+    dynsym = elf.get_section_by_name(".dynsym")
+    return dynsym is not None and any(sym.name == name and sym["st_shndx"] == "SHN_UNDEF"
+                                      for sym in dynsym.iter_symbols())
+
+
+# Where a program that calls dlopen keeps the plugins of its build: shared objects beside it and in
+# the directories under it, this deep (build/prog with build/plugins/x.so), at most this many: the
+# engine watches 8 libraries' loads (bcc_engine.MAX_LIBS), the needed ones first.
+PLUGIN_DEPTH = 2
+MAX_PLUGINS = 8
+
+
+def _plugins(top: str) -> dict[str, str]:
+    """Shared objects (`*.so`, `*.so.N`) under `top`, by file name, one per file (a versioned
+    library's symlinks are one file), nearest first."""
+    named = []
+    for here, subdirs, files in os.walk(top):
+        depth = here.count(os.sep) - top.count(os.sep)
+        subdirs[:] = [d for d in subdirs if not d.startswith(".")] if depth + 1 < PLUGIN_DEPTH else []
+        named += [(depth, here, name) for name in files if re.search(r"\.so(\.\d+)*$", name)]
+    out: dict[str, str] = {}
+    seen: set[str] = set()
+    for _depth, here, name in sorted(named):
+        f = os.path.join(here, name)
+        if os.path.realpath(f) not in seen and _is_shared_object(f):
+            seen.add(os.path.realpath(f))
+            out[name] = f
+            if len(out) >= MAX_PLUGINS:
+                break
+    return out
+
+
+def _is_shared_object(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF" and ELFFile(fh)["e_type"] == "ET_DYN"
+    except (OSError, ELFError):
+        return False
 
 
 def _compilers(elf: ELFFile) -> tuple[str, ...]:

@@ -295,8 +295,8 @@ MAX_LIBS = 8  # the project's own libraries whose loads are watched (on_lib_0 ..
 
 def _watch_library_loads(bcc, b, job: _Job, opened: Callable[[bpflink.UprobeMultiLink], None]) -> None:
     """A probe at each of the project's own libraries' DT_INIT, which records where a process loaded
-    it (`libinits`); one uprobe_multi link each, handed to `opened` to be closed.  Without uprobe_multi links
-    (kernels before 6.6) the libraries' samples stay `[library]`, as they were."""
+    it (`libinits`); one uprobe_multi link each, handed to `opened` to be closed.  Without
+    uprobe_multi links (kernels before 6.6) the libraries' samples stay `[library]`, as they were."""
     if not job.multi:
         return
     for i, lib in enumerate(job.binary.libraries[:MAX_LIBS]):

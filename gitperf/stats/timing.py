@@ -4,13 +4,13 @@ print (ARCHITECTURE.md §10, "One scale").  Pure functions over profiles.
 * A function traced in those runs: the center of its runs' inclusive times, native (the calibrated
   probe time taken out) where every run's estimate is usable (`FunctionStats.correctable`), else its
   probed time; a run whose plan traced it and that lacks it measured 0.  What `checks.sides` compares.
-* A function only stack samples cover (calls not counted): its samples pooled over the runs, a run
-  without a sample of it included, as a share of every sample taken, times the center of the runs'
-  time on a CPU: inclusive from every stack that holds it (once); exclusive, the runs' own estimates
-  (the kernel's count of samples in its code) averaged, a run without one as 0.  Pooled, not a median of the runs that caught it: a
-  function sampled in 95 of 102 runs read 337 us as that median and 119 us pooled (the indexer's
-  `_M_realloc_insert`), and only the pooled figure is a time a run.  What the check's pooled design
-  compares (`checks.designs.pooled`).
+* A function only stack samples cover (calls not counted): inclusive, its samples pooled over the
+  runs (a run without a sample of it included) as a share of every sample taken, times the center of
+  the runs' time on a CPU, from every stack that holds it (once); exclusive, the runs' own estimates
+  (the kernel's count of samples in its code) averaged, a run without one as 0.  Pooled, not a
+  median of the runs that caught it: a function sampled in 95 of 102 runs read 337 us as that median
+  and 119 us pooled (the indexer's `_M_realloc_insert`), and only the pooled figure is a time a run.
+  What the check's pooled design compares (`checks.designs.pooled`).
 
 Shares of the same samples keep every sampled callee's inclusive time within its caller's, and every
 function's exclusive within its inclusive.
