@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import cached_property
 
 from gitperf.checks.change import DEGRADATION, UNRESOLVED, Change
 from gitperf.checks.decision import Result, Tested, decide, holm_note, threshold, unresolved_words, verdict_of
@@ -52,15 +53,18 @@ class _Shared:
     opinions: bool
     sessions: Sessions | None  # the residuals' session-to-session noise in the history (unpaired tests)
     run_ns: float = 0.0  # the workload's time a run (`sides.run_time`: what check.min_share is a share of)
-    # the base side's times a run as `show` prints them (`stats.timing`): a stack-only function's base
-    # value where its test has none of its own
-    base_times: dict[str, Timing] = field(default_factory=dict)
+
+    @cached_property
+    def base_times(self) -> dict[str, Timing]:
+        """The base side's times a run as `show` prints them (`stats.timing`; asked for only where a
+        stack-sampled function's test has no base value of its own)."""
+        return timings([p.profile for p in self.sides.base])
 
     def base_value(self, n: str, b: Side) -> float:
         """The value a function's relative change applies to where its test does not say: the center
         of its base runs, or for a stack-only function its samples pooled over them (`show`'s figure)."""
-        t = self.base_times.get(n)
-        return t.exclusive_ns if t is not None and t.calls is None and b.sampled else b.total
+        t = self.base_times.get(n) if b.sampled else None
+        return t.exclusive_ns if t is not None and t.calls is None else b.total
 
     def history(self, n: str) -> list[tuple[str, float]]:
         """(commit, center) of function `n` in the history, nearest first; a commit it is missing from
@@ -91,8 +95,7 @@ def _shared(sides: Sides, both: dict[str, tuple[Side, Side]], cfg: CheckConfig, 
                 if sessions and n in sessions.noise and sessions_alike(*v, sessions)} - {ROOT}
         shift = replace(shift, centers=center_spreads(sides, {n: v for n, v in both.items() if n not in held}))
     return _Shared(sides, cfg, rs, shift, list(zip(commits, levels[1:])), paired_diffs(rs, both),
-                   1 if cfg.direction == "lower" else -1, opinions, sessions, run_time(sides),
-                   timings([p.profile for p in sides.base]))
+                   1 if cfg.direction == "lower" else -1, opinions, sessions, run_time(sides))
 
 
 # Which test a function gets, from what its two sides allow: (pooled samples on both sides, per-round

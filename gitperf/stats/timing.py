@@ -62,15 +62,17 @@ class Timing:
     native: bool = False  # traced, with the calibrated probe time taken out
 
 
-def timings(profiles: Sequence[Profile]) -> dict[str, Timing]:
-    """Every function's time a run over `profiles` (runs of one configuration and plan)."""
+def timings(profiles: Sequence[Profile], pool: Pool | None = None) -> dict[str, Timing]:
+    """Every function's time a run over `profiles` (runs of one configuration and plan); `pool`: their
+    stacks pooled already."""
     by: dict[str, list[FunctionStats]] = {}
     for p in profiles:
         for f in p.functions:
             by.setdefault(f.name, []).append(f)
     if not by:
         return {}
-    pool = Pool.of(profiles) if all(p.stacks for p in profiles) else None
+    if pool is None and all(p.stacks for p in profiles):
+        pool = Pool.of(profiles)
     cpu = inference.center([on_cpu_ns(p) for p in profiles])
     out = {}
     for name, fs in by.items():

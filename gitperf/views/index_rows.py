@@ -19,7 +19,7 @@ from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
-from gitperf.stats.timing import Timing, timings
+from gitperf.stats.timing import Timing, stack_only, timings
 from gitperf.store.notes import NotesStore
 
 
@@ -55,33 +55,36 @@ def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, li
 
 def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     """One row per (comparison key, function): its time a run as `show` and `check` print it
-    (`stats.timing`: inclusive, or own where no stacks tell it; calls None where not counted), and the
-    range and 95% interval of its runs' values in the same measure (of a traced function's median; a
-    stack-sampled function's pooled figure is no median of its runs, and claims no interval).  Profiles
+    (`stats.timing`: inclusive, or own where no stacks tell it; calls None where not counted), and for
+    a traced function the range and 95% interval of its runs' values in the same measure (a
+    stack-sampled function's pooled figure is no median of its runs, and claims neither).  Profiles
     of different modes are different series: an estimate is never averaged with an exact total."""
     rows = []
     for key, ps in checks.group(profiles).items():
         runs = [p.profile for p in ps]
-        timed, each = timings(runs), [timings([p]) for p in runs]
-        names = list(timed)
-        values = [[_value(r[n], timed[n]) for r in each if n in r] for n in names]
+        timed = timings(runs)
+        values = [_run_values(runs, n, t) for n, t in timed.items()]
         workload, plan = runs[0].header.workload, runs[0].plan.describe()
-        for name, vs, (_center, lo, hi) in zip(names, values, _centered(values)):
-            t = timed[name]
+        for (name, t), vs, (_center, lo, hi) in zip(timed.items(), values, _centered(values)):
+            pooled = t.calls is None
             rows.append({
                 "commit": commit, "config_key": key, "workload": workload, "name": name, "plan": plan,
-                "runs": t.runs, "count": t.calls, "total_ns": _value(t, t), "total_min": min(vs), "total_max": max(vs),
-                "ci_low": lo if t.calls is not None else None, "ci_high": hi if t.calls is not None else None,
+                "runs": t.runs, "count": t.calls, "total_ns": t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns,
+                "total_min": None if pooled else min(vs), "total_max": None if pooled else max(vs),
+                "ci_low": None if pooled else lo, "ci_high": None if pooled else hi,
                 "exclusive_ns": t.exclusive_ns, "sampled": int(t.sampled),
                 "location": next((f.location for p in runs if (f := p.function(name)) and f.location), ""),
             })
     return rows
 
 
-def _value(run: Timing, session: Timing) -> float:
-    """A run's value in its session's measure: inclusive (native where the session's is), or own time
-    where no stacks tell a stack-sampled function's inclusive."""
-    return run.inclusive_ns if run.inclusive_ns is not None and session.inclusive_ns is not None else run.exclusive_ns
+def _run_values(runs: list[Profile], name: str, t: Timing) -> list[float]:
+    """A traced function's runs' values in its figure's measure (native where that is); a stack-sampled
+    function's figure alone (pooled: its runs' values are not what it is the center of)."""
+    if t.calls is None:
+        return [t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns]
+    return [float(f.native_ns if t.native else f.total_ns) for p in runs
+            if (f := p.function(name)) is not None and not stack_only(f)]
 
 
 def _centered(sessions: list[list[float]]) -> list[tuple[float, float | None, float | None]]:

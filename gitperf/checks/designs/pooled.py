@@ -5,6 +5,7 @@ callees, against the spread of the rounds' run times (`pooled_tests`)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 from gitperf.checks.decision import Tested
@@ -12,7 +13,7 @@ from gitperf.checks.designs.paired import Rounds
 from gitperf.checks.sides import Side, Sides
 from gitperf.core.model import StoredProfile
 from gitperf.stats import inference
-from gitperf.stats.timing import Pool, on_cpu_ns, timings
+from gitperf.stats.timing import Pool, Timing, on_cpu_ns, timings
 
 
 MIN_POOLED_ROUNDS = 3  # pooled samples: the run-time ratio's spread over the rounds needs three
@@ -29,11 +30,10 @@ def _own_samples(profiles: list[StoredProfile], n: str) -> int:
     return sum(f.stack_samples - f.library_samples for p in profiles if (f := p.profile.function(n)))
 
 
-def _counts(profiles: list[StoredProfile], inclusive: bool) -> tuple[int, Callable[[str], int]]:
+def _counts(profiles: list[StoredProfile], pool: Pool | None) -> tuple[int, Callable[[str], int]]:
     """One side's stack samples pooled over its runs: all of them, and per function its samples
-    (inclusive: every sample whose stack holds it, once; else its own code's)."""
-    if inclusive:
-        pool = Pool.of([p.profile for p in profiles])
+    (inclusive, from `pool`: every sample whose stack holds it, once; else its own code's)."""
+    if pool is not None:
         return pool.total, lambda n: pool.inclusive.get(n, 0)
     return sum(p.profile.metrics.stack_samples for p in profiles), lambda n: _own_samples(profiles, n)
 
@@ -64,36 +64,60 @@ def pooled_tests(sides: Sides, rs: Rounds | None, both: dict[str, tuple[Side, Si
     if not rs or len(rs) < MIN_POOLED_ROUNDS:
         return {}
     inclusive = all(p.profile.stacks for p in sides.target + sides.base)
-    pools = {how: (_counts(sides.target, how), _counts(sides.base, how)) for how in {inclusive, False}}
-    walls = [math.log(max(t.profile.metrics.PRT, 1e-9) / max(b.profile.metrics.PRT, 1e-9)) for t, b in rs.pairs()]
-    wall, wall_var = inference.center(walls), inference.spread(walls)[0] ** 2 * inference.center_var(len(walls))
-    # what the base and target values print: each side's times a run as `show` prints them (stats.timing)
-    timed_t, timed_b = (timings([p.profile for p in ps]) for ps in (sides.target, sides.base))
-    base_cpu = inference.center([on_cpu_ns(p.profile) for p in sides.base])
+    both_sides = _Pooled.of(sides, rs, inclusive)
     out = {}
     for n, (t, b) in both.items():
         if not (t.sampled and b.sampled):
             continue
         # inclusive where the kept stacks caught it on both sides, else its own code's samples as the
         # kernel counted them (a rare function's stacks may all be in [other stacks])
-        how = next((h for h in (inclusive, False) if all(total and count(n) for total, count in pools[h])), None)
+        how = next((h for h in (inclusive, False)
+                    if all(total and count(n) for total, count in both_sides.pools[h])), None)
         if how is None:
             continue  # a ratio needs a sample on each side; the unpaired test (with its intervals) decides
         # (a few samples are still the pooled estimate, with the wide interval they carry: the median of
         # per-round ratios of a function caught once in 30 runs read -0.5% where its pooled samples,
         # the time `show` prints, read 3.3 us -> 22.7 us, Lua's luaH_getn)
-        (total_t, count_t), (total_b, count_b) = pools[how]
-        k_t, k_b = count_t(n), count_b(n)
-        stat = math.log((k_t / total_t) / (k_b / total_b)) + wall
-        placement = 0.0 if n in changed else PLACEMENT_SPREAD
-        between = "" if n in changed else f", ±{placement:.0%} between builds"
-        what = "inclusive" if how else "own code"
-        tb, tt = timed_b[n], timed_t[n]
-        alike = tb.calls is None and tt.calls is None  # (stack-only on both sides: show's figures)
-        base_ns = (tb.inclusive_ns if how else tb.exclusive_ns) if alike else k_b / total_b * base_cpu
-        out[n] = Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + wall_var + placement ** 2), math.inf,
-                        f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=base_ns,
-                        measure=f"{what} time per run (stack samples x time on a CPU)",
-                        # own time in the same measure (shares of the same samples): within its inclusive
-                        exclusive=(tb.exclusive_ns, tt.exclusive_ns) if alike and how else None)
+        out[n] = _tested(n, both_sides, how, 0.0 if n in changed else PLACEMENT_SPREAD)
     return out
+
+
+@dataclass(frozen=True)
+class _Pooled:
+    """What every function's pooled test of one comparison shares: per kind (inclusive or own code)
+    the target's and the base's `_counts`, the rounds' run-time log ratio and its variance, each side's
+    figures as `show` prints them (base, target) and the base's time on a CPU."""
+
+    pools: dict[bool, tuple]
+    wall: float
+    wall_var: float
+    timed: tuple[dict[str, Timing], dict[str, Timing]]
+    base_cpu: float
+
+    @staticmethod
+    def of(sides: Sides, rs: Rounds, inclusive: bool) -> _Pooled:
+        target, base = [p.profile for p in sides.target], [p.profile for p in sides.base]
+        pool_t, pool_b = (Pool.of(target), Pool.of(base)) if inclusive else (None, None)
+        pools = {how: (_counts(sides.target, pool_t if how else None), _counts(sides.base, pool_b if how else None))
+                 for how in {inclusive, False}}
+        walls = [math.log(max(t.profile.metrics.PRT, 1e-9) / max(b.profile.metrics.PRT, 1e-9)) for t, b in rs.pairs()]
+        spread = inference.spread(walls)[0] ** 2 * inference.center_var(len(walls))
+        return _Pooled(pools, inference.center(walls), spread, (timings(base, pool_b), timings(target, pool_t)),
+                       inference.center([on_cpu_ns(p) for p in base]))
+
+
+def _tested(n: str, both: _Pooled, inclusive: bool, placement: float) -> Tested:
+    """One function's pooled test (`pooled_tests`), in `inclusive` or own-code samples."""
+    (total_t, count_t), (total_b, count_b) = both.pools[inclusive]
+    k_t, k_b = count_t(n), count_b(n)
+    stat = math.log((k_t / total_t) / (k_b / total_b)) + both.wall
+    between = f", ±{placement:.0%} between builds" if placement else ""
+    what = "inclusive" if inclusive else "own code"
+    tb, tt = both.timed[0][n], both.timed[1][n]
+    alike = tb.calls is None and tt.calls is None  # (stack-only on both sides: show's figures)
+    base_ns = (tb.inclusive_ns if inclusive else tb.exclusive_ns) if alike else k_b / total_b * both.base_cpu
+    return Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + both.wall_var + placement ** 2), math.inf,
+                  f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=base_ns,
+                  measure=f"{what} time per run (stack samples x time on a CPU)",
+                  # own time in the same measure (shares of the same samples): within its inclusive
+                  exclusive=(tb.exclusive_ns, tt.exclusive_ns) if alike and inclusive else None)
