@@ -116,7 +116,7 @@ def _git(root: Path, *args: str) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def _history(root: Path, files: dict[str, str], first: str, changed: dict[str, str], second: str) -> list[str]:
+def history(root: Path, files: dict[str, str], first: str, changed: dict[str, str], second: str) -> list[str]:
     """A two-commit history in `root`: `files`, then `changed` over them; [first, second] commit ids."""
     root.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -134,7 +134,7 @@ def build(root: Path) -> list[str]:
     """The history in `root`: [base, slowed] commit ids."""
     files = {"widget.h": WIDGET_H, "widget.cc": WIDGET_CC, "words.cc": WORDS_CC, "main.cc": MAIN_CC,
              "Makefile": MAKEFILE, ".gitperf.toml": CONFIG, ".gitignore": "*.o\napp\n"}
-    return _history(root, files, "widget: scan the words", {"widget.cc": SLOW_SCAN}, "widget: a second pass in scan")
+    return history(root, files, "widget: scan the words", {"widget.cc": SLOW_SCAN}, "widget: a second pass in scan")
 
 
 # ---------------------------------------------------------------- the term indexer (issue #33's case)
@@ -252,5 +252,5 @@ def build_indexer(root: Path) -> list[str]:
     files = {"index.h": INDEX_H.format(header="unordered_map", container="unordered_map"), "index.cc": INDEX_CC,
              "indexer.cc": INDEXER_CC, "Makefile": INDEXER_MAKEFILE, ".gitperf.toml": INDEXER_CONFIG,
              ".gitignore": "*.o\nindexer\n"}
-    return _history(root, files, "index: terms in a hash map",
+    return history(root, files, "index: terms in a hash map",
                     {"index.h": INDEX_H.format(header="map", container="map")}, "index: terms in an ordered map")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
+import cxxproj
 from helpers import FLAMEGRAPH_PL, assert_one_estimate, assert_one_scale
 
 from gitperf.analysis import bindiff, elf
@@ -379,17 +380,10 @@ def sumlib_repo(tmp_path: Path, prog: str, command: str) -> Path:
     """A Makefile project whose `build/prog` (`prog`) loads `sum` from its own build/libsum.so.1, and
     a second commit that makes `sum` ~2x slower and leaves the program as it was."""
     root = tmp_path / "sumlib"
-    root.mkdir()
     files = {"prog.c": prog, "lib.c": SUM_LIB, "Makefile": SUM_MAKEFILE, ".gitignore": "build/\n",
              ".gitperf.toml": '[build]\ncommand = "make"\nbinary = "build/prog"\n\n'
                               f'[[workload]]\nname = "sum"\ncommand = "{command}"\n'}
-    for name, text in files.items():
-        (root / name).write_text(text)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "sum")
-    (root / "lib.c").write_text(SLOWER_SUM_LIB)
-    git(root, "commit", "-qam", "sum: a second pass")
+    cxxproj.history(root, files, "sum", {"lib.c": SLOWER_SUM_LIB}, "sum: a second pass")
     return root
 
 
@@ -486,17 +480,10 @@ def plugin_repo(tmp_path: Path) -> Path:
     """A Makefile project whose `build/prog` dlopen()s its own build/plugins/libwork.so (no DT_NEEDED
     names it), and a second commit that makes the plugin's `inner` 2x slower."""
     root = tmp_path / "plugin"
-    root.mkdir()
     files = {"prog.c": PLUGIN_PROG, "plugin.c": PLUGIN, "Makefile": PLUGIN_MAKEFILE, ".gitignore": "build/\n",
              ".gitperf.toml": '[build]\ncommand = "make"\nbinary = "build/prog"\n\n'
                               '[[workload]]\nname = "plugin"\ncommand = "./build/prog"\n'}
-    for name, text in files.items():
-        (root / name).write_text(text)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "plugin")
-    (root / "plugin.c").write_text(SLOWER_PLUGIN)
-    git(root, "commit", "-qam", "plugin: twice the work")
+    cxxproj.history(root, files, "plugin", {"plugin.c": SLOWER_PLUGIN}, "plugin: twice the work")
     return root
 
 
