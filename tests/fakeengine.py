@@ -71,7 +71,8 @@ class FakeEngine:
             return s.collect(run)
 
     @contextmanager
-    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress) -> Iterator[FakeSession]:
+    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress,
+                alternating: bool = False) -> Iterator[FakeSession]:
         self.sessions += 1
         progress(f"loading the fake engine ({len(plan.probed_ids())} functions)")
         yield FakeSession(self, binary, plan, random.Random(self.seed + self.sessions))

@@ -181,7 +181,8 @@ def prepare(base: CollectContext, target: CollectContext, wl: Workload, cands: C
 def load(pair: Pair, stack: ExitStack) -> Pair:
     """The pair with each side's program compiled and loaded once, for as long as `stack` lives."""
     def loaded(side: Side) -> Side:
-        s = stack.enter_context(side.ctx.target.engine.session(side.ctx.binary, side.plan.plan, lambda _m: None))
+        s = stack.enter_context(side.ctx.target.engine.session(side.ctx.binary, side.plan.plan, lambda _m: None,
+                                                               alternating=True))
         return replace(side, session=s)
     return replace(pair, base=loaded(pair.base), target=loaded(pair.target))
 

@@ -82,8 +82,12 @@ class Engine(Protocol):
     def collect(self, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload, progress: Progress) -> RawCollection:
         """Attach, run the workload, read the results, detach: detach happens on every exit path."""
 
-    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress) -> ContextManager[Session]:
-        """Prepare once (compile, load) for many runs under one plan; `collect` is one session's one run."""
+    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress,
+                alternating: bool = False) -> ContextManager[Session]:
+        """Prepare once (compile, load) for many runs under one plan; `collect` is one session's one run.
+        `alternating`: its runs alternate with another session's runs of another binary, and nothing
+        else runs this binary meanwhile (a paired check's side), so a run's probes may go while the
+        other side's run goes on."""
 
 
 class Session(Protocol):

@@ -182,14 +182,15 @@ class BccEngine:
             return s.collect(run)
 
     @contextmanager
-    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress) -> Iterator[_Session]:
+    def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress,
+                alternating: bool = False) -> Iterator[_Session]:
         """The program compiled and loaded once, for any number of runs under one plan (compiling
         takes ~2.5 s on these machines; a paired check makes dozens of short runs)."""
         bcc = _import_bcc()
         job = _Job(binary, plan, plan.probed_ids(), self.uses_multi_link, progress)
         progress(f"compiling the BPF program ({len(job.probed)} functions)")
         b = _load(bcc, _source(job), _cflags(job))
-        closer = _Closer()
+        closer = _Closer(alternating)
         try:
             self._configure(b, plan)
             yield _Session(self, bcc, b, job, closer)
@@ -399,15 +400,18 @@ def _close_all(links: list[bpflink.UprobeMultiLink]) -> None:
 
 class _Closer:
     """uprobe_multi links whose closing goes on in the background once a run's results are read, while
-    the other side's run goes on.  A paired check's run closed three links, one after another, in
-    0.125 s of each 0.44 s collection of zlib's 0.21 s minigzip run (cProfile); a round took 0.90 s,
-    now 0.66 s (`check --collect --rounds 20` of zlib's f8719f5: ARCHITECTURE.md §6).  Only this
-    session's binaries carry the links and only this process runs them, so they may stay a moment after
-    the run; the session's next run settles them first (two links on one function would count its
-    calls twice), and so does the session's end.  A process that ends has them closed by the kernel,
-    whatever ended it."""
+    the other side's run goes on, in a session opened `alternating` (a paired check's side); in any
+    other they are closed at once: the calibration runs its probed binary natively between two probed
+    runs, and a native run among probes still there is no native run (the calibration test failed
+    so).  A paired check's run closed three links, one after another, in 0.125 s of each 0.44 s
+    collection of zlib's 0.21 s minigzip run (cProfile); a round took 0.90 s, now 0.66 s (`check
+    --collect --rounds 20` of zlib's f8719f5: ARCHITECTURE.md §6).  Only that side's binary carries
+    the links and only this process runs it, so they may stay a moment after the run; the session's
+    next run settles them first (two links on one function would count its calls twice), and so does
+    the session's end.  A process that ends has them closed by the kernel, whatever ended it."""
 
-    def __init__(self):
+    def __init__(self, background: bool):
+        self.background = background  # (else every link is closed as the run's results are read)
         self.pending: list[bpflink.UprobeMultiLink] = []
         self.thread: threading.Thread | None = None
 
@@ -415,6 +419,8 @@ class _Closer:
         self.pending.extend(links)
 
     def start(self) -> None:
+        if not self.background:
+            return self.settle()
         links, self.pending = self.pending, []
         if links:
             self.thread = threading.Thread(target=_close_all, args=(links,), daemon=True)
