@@ -216,11 +216,10 @@ def hyperfine_says(alt: dict) -> str:
 
 
 def located_by_git_perf(out: dict, case: Case) -> tuple[bool, str]:
-    timed = [c for c in out["changes"] if c["type"] in ("degradation", "optimization")]
+    timed, result, first, _rounds = aa.summarise(out, case.expected or "degradation")
     if not case.expected:
-        return not timed, f"{out['result']}, {len(timed)} time verdict(s)"
-    first = next((c.get("name") or c["function"] for c in out["changes"] if c["type"] == case.expected), "-")
-    return out["result"] == case.expected and any(w in first for w in case.where), f"{out['result']}: {first[:40]}"
+        return not timed, f"{result}, {timed} time verdict(s)"
+    return result == case.expected and any(w in first for w in case.where), f"{result}: {first[:40]}"
 
 
 def located_by_alternative(alt: dict, case: Case) -> tuple[bool, str]:
