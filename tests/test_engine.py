@@ -589,3 +589,47 @@ def test_a_frameless_leafs_samples_are_charged_to_its_real_callers(tmp_path):
     right = leaf.get(("main", "relax", "travel"), 0) + leaf.get(("main", "astar", "via", "travel"), 0)
     assert right >= 0.95 * total, leaf
     assert leaf.get(("main", "astar", "via", "travel"), 0) >= 0.2 * total, leaf  # (about half: the tail call)
+
+
+@pytest.mark.parametrize("per_probe", [False, True], ids=["uprobe_multi", "per-probe"])
+def test_a_function_of_the_projects_own_library_is_traced_on_the_library_file(tmp_path, per_probe):
+    """Issue #55, item 1: `sum`, in the project's own build/libsum.so.1, probed on that file as the
+    binary's functions are on the binary (uprobe_multi links, or one perf-event uprobe each on older
+    kernels): its exact calls and inclusive time, under its caller in the binary, and its samples named."""
+    from test_paired_collect import CALLER_PROG, SUM_LIB
+
+    from gitperf.analysis import elf
+    from gitperf.core.config import CollectConfig
+    from gitperf.core.model import Mode
+    from gitperf.engine.bcc_engine import BccEngine
+    from gitperf.engine.workload import Command, run
+    from gitperf.plan.probes import make_plan, narrow, with_library_functions
+
+    for name, text in (("prog.c", CALLER_PROG), ("lib.c", SUM_LIB)):
+        (tmp_path / name).write_text(text)
+    (tmp_path / "build").mkdir()
+    # the library without frame pointers (sum, a leaf, never sets one up: its return address, which its
+    # return probe replaces, is what names its caller); the program with them, as a check builds it
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-Wl,-soname,libsum.so.1", "-o", "build/libsum.so.1",
+                    "lib.c"], cwd=tmp_path, check=True)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", "build/prog", "prog.c", "build/libsum.so.1",
+                    "-Wl,-rpath,$ORIGIN"], cwd=tmp_path, check=True)
+    binary, left = elf.with_libraries(elf.load(tmp_path / "build" / "prog"), str(tmp_path))
+    assert [Path(lib.path).name for lib in binary.libraries] == ["libsum.so.1"] and not left
+    plan = narrow(make_plan(binary, CollectConfig()), frozenset({"accumulate", "mix"}), {}, (), {})
+    plan = with_library_functions(plan, binary, ["sum", "accumulate"])  # (accumulate is the binary's)
+    assert plan.libraries == {"sum": binary.libraries[0].path}, plan.libraries
+    plan = replace(plan, mode=Mode.HYBRID, traced=frozenset({"sum", "accumulate"}), stack_hz=999)
+    rounds = 3000  # ~0.1 s of sum: ~100 samples at 999 Hz
+    raw = BccEngine(force_per_probe=per_probe).collect(
+        binary, plan, lambda where: run(Command([str(tmp_path / "build" / "prog"), str(rounds)], str(tmp_path)), 60, where),
+        lambda _m: None)
+    got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
+    assert raw.attach_method == ("per-probe" if per_probe else "uprobe_multi")
+    assert got["sum"].count == rounds and got["accumulate"].count == 1 and got["main"].count == 1, got
+    assert 0 < got["sum"].total_ns <= got["accumulate"].total_ns <= got["main"].total_ns, got
+    # most of accumulate's time is in sum (its loop only adds up sum's results)
+    assert got["sum"].total_ns >= 0.8 * got["accumulate"].total_ns, got
+    assert got["sum"].stack_samples > 0 and "sum" not in raw.library_functions, raw.library_functions
+    assert raw.stacks.get(("main", "accumulate", "sum"), 0) >= 0.8 * got["sum"].stack_samples, raw.stacks
+    assert not uprobe_multi_links()  # every link closed

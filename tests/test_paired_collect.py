@@ -429,6 +429,9 @@ def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_c
     assert r.returncode == 1, r.stderr[-3000:]
     first = json.loads(r.stdout)["changes"][0]
     assert first["function"] == "sum", first
+    # traced on the library file, with its caller in the binary found through the binary's PLT
+    [notes] = [w["notes"] for w in json.loads(r.stdout)["workloads"]]
+    assert any("callers accumulate; traced accumulate, main, sum;" in n for n in notes), notes
     assert first["type"] == "degradation", first
     assert first["changed"], first  # the library's diff made it a changed function
     before, after = first["instructions"]  # callgrind counted the library's function

@@ -85,6 +85,8 @@ class BinDiff:
     # of `removed`, those whose code the target's DWARF shows inlined into other functions: removed
     # as functions, their work done inside these now
     inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the target's calls through its PLT, by caller: the functions of shared libraries it calls
+    target_imports: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def nothing_changed(self) -> bool:
@@ -272,7 +274,13 @@ def diff(base: BinaryInfo, target: BinaryInfo) -> BinDiff:
     inlined = {n: tuple(sorted(c & b.fingerprints.keys())) for n in sorted(removed) if (c := into.get(n))}
     return BinDiff(changed=tuple(sorted(changed)), new=tuple(sorted(new - parts)), removed=tuple(sorted(removed)),
                    target_calls=b.calls, renamed=renamed, relocated=tuple(sorted(set(relocated) - changed)),
-                   inlined={n: c for n, c in inlined.items() if c})
+                   inlined={n: c for n, c in inlined.items() if c}, target_imports=_imports(b))
+
+
+def _imports(code: Code) -> dict[str, frozenset[str]]:
+    """Per function, the library functions it calls through the PLT (`memcmp@plt` -> `memcmp`)."""
+    out = {n: frozenset(t[:-len("@plt")] for t in ts if t.endswith("@plt")) for n, ts in code.targets.items()}
+    return {n: ts for n, ts in out.items() if ts}
 
 
 @dataclass(frozen=True)
@@ -282,6 +290,7 @@ class LibraryChanges:
 
     said: str = ""
     functions: frozenset[str] = frozenset()
+    calls: dict[str, frozenset[str]] = field(default_factory=dict)  # the target libraries' direct calls
 
 
 def library_changes(base: dict[str, str], target: dict[str, str]) -> LibraryChanges:
@@ -289,7 +298,7 @@ def library_changes(base: dict[str, str], target: dict[str, str]) -> LibraryChan
     `elf.own_libraries`).  The binary's diff cannot see code there: zlib's minigzip runs crc32 in
     build/libz.so.1, and the commit that made it 1.5-3x faster left minigzip's code as it was.  A
     library without symbols to compare by function differs."""
-    said, functions = [], set()
+    said, functions, calls = [], set(), {}
     for name in sorted(base.keys() | target.keys()):
         if name not in base or name not in target:
             said.append(f"{name} {'new' if name in target else 'gone'}")
@@ -299,7 +308,8 @@ def library_changes(base: dict[str, str], target: dict[str, str]) -> LibraryChan
         except InputError as e:
             said.append(f"{name} not compared by function ({e})")
             continue
+        calls.update((n, cs | d.target_imports.get(n, frozenset())) for n, cs in d.target_calls.items())
         if not d.nothing_changed:
             said.append(f"{name}: {d.describe()}")
             functions |= set(d.changed) | set(d.new)
-    return LibraryChanges("; ".join(said), frozenset(functions))
+    return LibraryChanges("; ".join(said), frozenset(functions), calls)

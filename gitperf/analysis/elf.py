@@ -297,10 +297,11 @@ def _imports(elf: ELFFile, name: str) -> bool:
 
 
 # Where a program that calls dlopen keeps the plugins of its build: shared objects beside it and in
-# the directories under it, this deep (build/prog with build/plugins/x.so), at most this many: the
-# engine watches 8 libraries' loads (bcc_engine.MAX_LIBS), the needed ones first.
+# the directories under it, this deep (build/prog with build/plugins/x.so), at most this many: each
+# is read like the binary, and the engine watches 64 libraries' loads (bcc_engine.MAX_LIBS; 8 without
+# uprobe_multi links), the needed ones first.
 PLUGIN_DEPTH = 2
-MAX_PLUGINS = 8
+MAX_PLUGINS = 32
 
 
 def _plugins(top: str) -> dict[str, str]:

@@ -143,8 +143,8 @@ def focus_note(focus: Focus, rounds: int, kept: int = 0) -> str:
             + (f"; renamed (the same function under a new name, a clone's number or a signature: compared with "
                f"its old self, not measured as new): {renamed}" if renamed else "")
             + (f"; only stack-sampled: {sampled}" if sampled else "")
-            + (f"; the project's own libraries differ ({focus.libraries}): their functions stack-sampled "
-               f"({names(focus.library_changed)} changed there), the run as a whole measured"
+            + (f"; the project's own libraries differ ({focus.libraries}): {names(focus.library_changed)} changed "
+               f"there, focused as the binary's functions are, the run as a whole measured"
                if focus.libraries else ""))
 
 

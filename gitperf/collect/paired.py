@@ -150,7 +150,7 @@ def own_times(ctx: CollectContext, wl: Workload, plan: ProbePlan) -> tuple[float
 def measure(ctx: CollectContext, wl: Workload, cands: Candidates, base_per_call: dict[str, float]) -> Costs:
     """What the plan is chosen from, measured on this side (the target): pilots for native times, a
     counting run (stopped at twice the budget) for calls and probe shares."""
-    plan = planning.counting_plan(ctx.binary)
+    plan = planning.counting_plan(ctx.binary, cands.in_order)
     native_s, own = own_times(ctx, wl, plan)
     budget = planning.budget_ns(native_s)
     deadline = min(native_s + 2 * budget / 1e9 + 0.2, wl.timeout)
@@ -165,7 +165,7 @@ def measure(ctx: CollectContext, wl: Workload, cands: Candidates, base_per_call:
 def prepare(base: CollectContext, target: CollectContext, wl: Workload, cands: Candidates) -> Pair:
     """The pair's shared plan, from measurements of this workload on the target."""
     t0 = time.perf_counter()
-    base_per_call = call_costs(planning.counting_plan(base.binary), base.cost_ns)
+    base_per_call = call_costs(planning.counting_plan(base.binary, cands.in_order), base.cost_ns)
     f = planning.focus(cands, measure(target, wl, cands, base_per_call), planning.stack_hz(base.cost_ns))
     for n, why in list(f.sampled.items())[:SAMPLED_SHOWN]:  # the report lists them all
         target.progress(f"  {short(n, 50)}: stack-sampled, not traced: {why}")
@@ -315,16 +315,22 @@ def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidate
                     ) -> Candidates:
     """The candidates with what differs in the project's own shared libraries between the builds
     (`bindiff.library_changes`, kept in `Candidates.libraries`: the run as a whole is then measured
-    every round, `Focus.every_round`), and the libraries' changed functions: no probe sees them, but
-    their stack samples are named (ARCHITECTURE.md §6, "The project's own libraries") and tested as the
-    changed functions they are."""
+    every round, `Focus.every_round`): the libraries' changed functions join the focus, with their
+    callers in the libraries and in the binary (its calls through the PLT), and are traced on the library
+    file or sampled as the binary's are (ARCHITECTURE.md §6, "The project's own libraries")."""
     libraries = bindiff.library_changes(elf.own_libraries(bctx.binary.path, str(bctx.root)),
                                         elf.own_libraries(tctx.binary.path, str(tctx.root)))
     if not libraries.said:
         return cands
-    progress(f"the project's own libraries differ ({libraries.said}): their functions are stack-sampled and "
-             f"named, and the run as a whole ({ROOT}) is measured")
-    return replace(cands, libraries=libraries.said, library_changed=libraries.functions)
+    own = frozenset(libraries.calls)
+    calls = {**libraries.calls, **{n: cs | (cands.diff.target_imports.get(n, frozenset()) & own)
+                                   for n, cs in cands.calls.items()}}
+    focus = cands.changed | cands.new | libraries.functions
+    callers = bindiff.Code({}, calls).callers(set(focus), cands.depth) - focus
+    progress(f"the project's own libraries differ ({libraries.said}): their functions are focused as the "
+             f"binary's are, and the run as a whole ({ROOT}) is measured")
+    return replace(cands, libraries=libraries.said, library_changed=libraries.functions - cands.changed - cands.new,
+                   calls=calls, callers=cands.callers | frozenset(callers))
 
 
 @dataclass(frozen=True)

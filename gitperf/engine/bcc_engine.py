@@ -291,20 +291,25 @@ class BccEngine:
                 for i in range(n)]
 
 
-MAX_LIBS = 8  # the project's own libraries whose loads are watched (on_lib_0 .. on_lib_7 in probe.bpf.c)
+# The project's own libraries whose loads are watched: with uprobe_multi links one program serves them
+# all (`on_lib`, the cookie telling them apart); per-probe, one program each (on_lib_0 .. on_lib_7 in
+# probe.bpf.c).  `libinits` keeps 4,096 (process, library) pairs.
+MAX_LIBS, MAX_LIBS_PER_PROBE = 64, 8
 
 
 def _watch_library_loads(bcc, b, job: _Job, opened: Callable[[bpflink.UprobeMultiLink], None]) -> None:
     """A probe at each of the project's own libraries' DT_INIT, which records where a process loaded
-    it (`libinits`); one uprobe_multi link each, handed to `opened` to be closed.  Without
-    uprobe_multi links (kernels before 6.6) the libraries' samples stay `[library]`, as they were."""
-    if not job.multi:
-        return
-    for i, lib in enumerate(job.binary.libraries[:MAX_LIBS]):
+    it (`libinits`): one uprobe_multi link each, handed to `opened` to be closed; without uprobe_multi
+    links (kernels before 6.6), a perf-event uprobe each, closed with the plan's (`_Attacher.detach`
+    closes every uprobe of the program)."""
+    fd = b.load_func("on_lib", bcc.BPF.KPROBE, attach_type=bpflink.BPF_TRACE_UPROBE_MULTI).fd if job.multi else -1
+    for i, lib in enumerate(job.binary.libraries[:MAX_LIBS if job.multi else MAX_LIBS_PER_PROBE]):
         if lib.init is None:
             continue
-        fd = b.load_func(f"on_lib_{i}", bcc.BPF.KPROBE, attach_type=bpflink.BPF_TRACE_UPROBE_MULTI).fd
-        opened(bpflink.UprobeMultiLink(fd, lib.path, [lib.init[1]], [i], retprobe=False))
+        if job.multi:
+            opened(bpflink.UprobeMultiLink(fd, lib.path, [lib.init[1]], [i], retprobe=False))
+        else:  # (bcc turns the address into the file offset, as `init[1]` is)
+            b.attach_uprobe(name=lib.path, addr=lib.init[0], fn_name=f"on_lib_{i}")
 
 
 class _Session:
@@ -315,8 +320,9 @@ class _Session:
         self.records = _Records(b, job)
         self.calls = Frames(job.binary)  # one cache of return addresses and unwind rows for all of the session's runs
         # where a sample means probe time (read from the binary once, for all of the session's runs)
-        self.points = (probe_points(job.binary, (job.plan.functions[i] for i in job.probed)) if job.plan.stack_hz
-                       else set())
+        # (the binary's: a library is loaded at another bias in each process)
+        self.points = (probe_points(job.binary, (f for i in job.probed if (f := job.plan.functions[i]).name
+                                                 not in job.plan.libraries)) if job.plan.stack_hz else set())
 
     def collect(self, run: RunWorkload) -> RawCollection:
         b, job, engine = self.b, self.job, self.engine
@@ -457,28 +463,33 @@ class _Attacher:
             if self.attached or not self.probed:
                 self.attached = True
                 return
-            funcs = self.plan.functions
             if self.method == "uprobe_multi":
-                offsets = [funcs[i].offset for i in self.probed]
-                cookies = list(self.probed)
-                try:
-                    self.links = [
-                        bpflink.UprobeMultiLink(self._entry_fd, self.binary.path, offsets, cookies, retprobe=False),
-                        bpflink.UprobeMultiLink(self._return_fd, self.binary.path, offsets, cookies, retprobe=True),
-                    ]
-                except OSError as e:
-                    for link in self.links:
-                        link.close()
-                    self.links = []
-                    raise EnvironmentUnavailable(f"cannot attach uprobe_multi links to {self.binary.path}: {e}")
+                self._link()
             else:
                 for i in self.probed:
-                    f = funcs[i]
-                    self.b.attach_uprobe(name=self.binary.path, sym=f.name, fn_name=f"e_{i}")
-                    self.b.attach_uretprobe(name=self.binary.path, sym=f.name, fn_name=f"r_{i}")
+                    f = self.plan.functions[i]
+                    path = self.plan.path_of(f.name, self.binary.path)
+                    self.b.attach_uprobe(name=path, sym=f.name, fn_name=f"e_{i}")
+                    self.b.attach_uretprobe(name=path, sym=f.name, fn_name=f"r_{i}")
             self.attached = True
             self.on_since = time.perf_counter()
         self.attach_s += time.perf_counter() - t0
+
+    def _link(self) -> None:
+        """An entry and a return link on each file with probed functions: the binary, and the project's
+        own libraries whose functions the plan probes (a link names one file)."""
+        by_path: dict[str, list[int]] = {}
+        for i in self.probed:
+            by_path.setdefault(self.plan.path_of(self.plan.functions[i].name, self.binary.path), []).append(i)
+        try:
+            for path, ids in by_path.items():
+                offsets = [self.plan.functions[i].offset for i in ids]
+                for fd, ret in ((self._entry_fd, False), (self._return_fd, True)):
+                    self.links.append(bpflink.UprobeMultiLink(fd, path, offsets, ids, retprobe=ret))
+        except OSError as e:
+            _close_all(self.links)
+            self.links = []
+            raise EnvironmentUnavailable(f"cannot attach uprobe_multi links to {path}: {e}")
 
     def attached_s(self, now: float) -> float:
         """Seconds the probes have been live since the workload started."""

@@ -46,6 +46,7 @@
 
 struct frame {
     u64 start;
+    u64 ret;                   // the call's return address, read at entry (see real_return())
     u64 wait;                  // the thread's run-queue wait so far (waited()), at entry
     u64 child;                 // inclusive time of completed callees
     u64 ord;                   // this call's ordinal among the function's calls
@@ -258,6 +259,10 @@ static __always_inline int do_entry(struct pt_regs *ctx, u32 fid) {
     f->ord = ord;
     u64 now = bpf_ktime_get_ns();
     f->record = should_record(c, ord, now);
+    // the word at the stack pointer at a function's first instruction is its return address: read here,
+    // before the kernel puts its return probe's trampoline there (handler_chain() prepares the return
+    // probe after every consumer's entry handler, kernel/events/uprobes.c)
+    bpf_probe_read_user(&f->ret, sizeof(f->ret), (void *)PT_REGS_SP(ctx));
     f->wait = waited();
     f->start = now;            // last, so the probe's own cost is mostly outside the interval
     return 0;
@@ -370,7 +375,12 @@ static __always_inline int lib_load(struct pt_regs *ctx, u32 lib) {
     libinits.update(&k, &ip);
     return 0;
 }
-// one program a library (MAX_LIBS in bcc_engine.py): a per-probe attach has no cookie to tell them apart
+#if USE_COOKIE
+// one program for every library: its link's cookie is the library's index
+int on_lib(struct pt_regs *ctx) { return lib_load(ctx, (u32)bpf_get_attach_cookie(ctx)); }
+#endif
+// a per-probe attach has no cookie to tell them apart: one program a library (MAX_LIBS_PER_PROBE in
+// bcc_engine.py)
 int on_lib_0(struct pt_regs *ctx) { return lib_load(ctx, 0); }
 int on_lib_1(struct pt_regs *ctx) { return lib_load(ctx, 1); }
 int on_lib_2(struct pt_regs *ctx) { return lib_load(ctx, 2); }
@@ -379,6 +389,22 @@ int on_lib_4(struct pt_regs *ctx) { return lib_load(ctx, 4); }
 int on_lib_5(struct pt_regs *ctx) { return lib_load(ctx, 5); }
 int on_lib_6(struct pt_regs *ctx) { return lib_load(ctx, 6); }
 int on_lib_7(struct pt_regs *ctx) { return lib_load(ctx, 7); }
+
+// A word read from the stack as it is: where a traced call's return probe is pending, the kernel has
+// put the address of its trampoline (in the XOL page) in place of the return address, so a sample in
+// a traced function without a frame of its own (a leaf in code built without frame pointers) would
+// lose its caller.  The n-th such word up from the stack pointer is the return of the n-th traced
+// frame down from the top of the thread's shadow stack, whose real return address `do_entry` kept.
+// (The kernel's own frame-pointer walk fixes these up itself: ustacks needs nothing.)
+static __always_inline u64 real_return(u64 w, struct tstack *st, u32 *pending) {
+    if (w < XOL_PAGE || w >= XOL_PAGE + 4096)
+        return w;
+    if (!st || *pending >= st->depth)
+        return 0;
+    u64 r = frame_at(st, st->depth - 1 - *pending)->ret;
+    *pending += 1;
+    return r;
+}
 
 // perf_event CPU-clock sampling: count (process, user stack) pairs; the driver symbolises them.
 int on_sample(struct bpf_perf_event_data *ctx) {
@@ -400,9 +426,13 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         bpf_probe_read_kernel(&sp, sizeof(sp), &u->sp);
     }
     k.xol = ip >= XOL_PAGE && ip < XOL_PAGE + 4096;
+    struct tstack *st = stacks.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+    u32 pending = 0;
     if (!k.xol && bias && ip >= *bias + TEXT_LO && ip < *bias + TEXT_HI) {
         u64 top[2] = {};
         if (bpf_probe_read_user(top, sizeof(top), (void *)sp) == 0) {
+            top[0] = real_return(top[0], st, &pending);
+            top[1] = real_return(top[1], st, &pending);
             // only words that point into the binary: any other value would split a stack's count
             k.top[0] = top[0] > *bias + TEXT_LO && top[0] <= *bias + TEXT_HI ? top[0] : 0;
             k.top[1] = top[1] > *bias + TEXT_LO && top[1] <= *bias + TEXT_HI ? top[1] : 0;
@@ -413,8 +443,9 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         if (words && bpf_probe_read_user(words, sizeof(*words), (void *)sp) == 0) {
 #pragma unroll
             for (int i = 0; i < RET_SCAN; i++) {
-                if (words->w[i] > *bias + TEXT_LO && words->w[i] <= *bias + TEXT_HI) {
-                    k.ret = words->w[i];
+                u64 w = real_return(words->w[i], st, &pending);
+                if (w > *bias + TEXT_LO && w <= *bias + TEXT_HI) {
+                    k.ret = w;
                     break;
                 }
             }

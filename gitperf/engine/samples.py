@@ -105,19 +105,17 @@ def _binary_frames(k, where: _Objects, stacks) -> tuple[list[str], bool, int]:
     own = bool(addrs) and (leaf := where.symbol(addrs[0])) is not None
     if own:
         frames.append(whole(leaf.name))
+    # a `.cold` part runs in its function's frame: its samples are that function's
+    walked = [whole(sym.name) for addr in addrs[1:] if (sym := where.symbol(addr - 1)) is not None]
     if (k.ret and (not own or where.library_frameless(addrs[0])) and where.calls.after_call(k.ret - bias)
-            and (fn := where.binary.symbolize(k.ret - 1 - bias)) is not None):
+            and (fn := where.binary.symbolize(k.ret - 1 - bias)) is not None
+            and whole(fn.name) not in walked[1:]):
+        # (`ret` is the first word into the binary: a caller the walk skipped, or, under a caller in a
+        # library, one it names further up (the kernel's walk puts the return addresses that return
+        # probes replaced back, in order, which can make up for the frame a frameless leaf skips)
         frames.append(whole(fn.name))
-    from_ret = len(frames) > int(own)
-    for addr in addrs[1:]:
-        sym = where.symbol(addr - 1)
-        if sym is None:
-            continue
-        name = whole(sym.name)  # a `.cold` part runs in its function's frame: its samples are that function's
-        if not (from_ret and frames[-1] == name):
-            frames.append(name)
-        from_ret = False
-    return frames, own, len(addrs)
+        walked = walked[1:] if walked[:1] == frames[-1:] else walked
+    return frames + walked, own, len(addrs)
 
 
 def _library_biases(b, binary: BinaryInfo) -> dict[int, list[tuple[int, int]]]:
@@ -137,6 +135,13 @@ def _walked(k, bias: int, stacks, calls: Frames) -> list[int]:
     return [a + bias for a in calls.walk([a - bias for a in stacks.walk(k.stackid)], words)]
 
 
+def _up_to(root: str, frames: list[str]) -> list[str]:
+    """A sample's frames (innermost first) up to the root's outermost: nothing calls the root, so what
+    a walk names above it is not the program's (a pending return probe's fixed-up address once named
+    the plugin's `work` above `main`)."""
+    return frames[:len(frames) - frames[::-1].index(root)] if root in frames else frames
+
+
 def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]) -> Samples:
     """Attribute each stack sample to the innermost frame inside the binary (time in libc
     counts for its caller, as exclusive time does in traced mode).  A sample in a library
@@ -154,7 +159,7 @@ def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]
     callers' frames (on Lua, a commit that changed only `internshrstr`'s frame moved two thirds
     of malloc's samples away from `luaM_malloc_`, in all 60 rounds of a paired check)."""
     index = {f.name: i for i, f in enumerate(plan.functions)}
-    own_names = {whole(f.name) for f in binary.functions}  # (a narrowed plan leaves some of them out)
+    own_names = {whole(f.name) for f in binary.functions} | index.keys()  # (and a library's the plan probes)
     root = plan.functions[plan.root].name
     bases = {k.value: v.value for k, v in b["bases"].items()}
     libs = _library_biases(b, binary)
@@ -172,6 +177,7 @@ def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]
             continue
         where = _Objects(binary, bias, libs.get(k.tgid, []), calls)
         frames, first, walked = _binary_frames(k, where, stacks)
+        frames = _up_to(root, frames)
         got.nbytes += 8 * walked
         path = _path(frames, first, k.kstackid >= 0)
         got.stacks[path] = got.stacks.get(path, 0) + v.value

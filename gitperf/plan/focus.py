@@ -22,6 +22,7 @@ leave to the stack samples, and one probe plan for both sides.  Pure: measuremen
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 from gitperf.analysis import bindiff
 from gitperf.analysis.elf import BinaryInfo
@@ -29,7 +30,7 @@ from gitperf.core.config import CollectConfig
 from gitperf.core.model import ROOT, Mode, fingerprint_of
 from gitperf.plan.costs import SAMPLE_KEY, call_costs
 from gitperf.plan.optimize import Optimized
-from gitperf.plan.probes import ProbePlan, make_plan
+from gitperf.plan.probes import ProbePlan, make_plan, with_library_functions
 
 # The shared timer for everything not traced: as fast as SAMPLING_SHARE of a run allows at the
 # calibrated cost of a sample, between STACK_HZ (also the pilot runs' rate) and MAX_STACK_HZ.  Why
@@ -64,7 +65,9 @@ class Focus:
     renamed: dict[str, str] = field(default_factory=dict)
     inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # removed function -> inlined into (bindiff)
     libraries: str = ""  # what differs in the project's own shared libraries (`bindiff.library_changes`)
-    library_changed: tuple[str, ...] = ()  # their changed and new functions: sampled, never traced
+    # their changed and new functions: focus functions as the binary's are, traced on the library file
+    # where chosen (`with_library_functions`), else sampled
+    library_changed: tuple[str, ...] = ()
 
     @property
     def reached(self) -> bool:
@@ -106,12 +109,13 @@ class Candidates:
 
     @property
     def in_order(self) -> list[str]:
-        """Priority order for tracing: changed, new, callers."""
-        return sorted(self.changed) + sorted(self.new) + sorted(self.callers)
+        """Priority order for tracing: changed, new, the libraries' changed and new, callers."""
+        return sorted(self.changed) + sorted(self.new) + sorted(self.library_changed) + sorted(self.callers)
 
     def reaches(self) -> dict[str, tuple[str, ...]]:
         code = bindiff.Code({}, self.calls)
-        return {c: tuple(sorted(code.callees(c, self.depth) & (self.changed | self.new))) for c in self.callers}
+        focus = self.changed | self.new | self.library_changed
+        return {c: tuple(sorted(code.callees(c, self.depth) & focus)) for c in self.callers}
 
 
 def candidates(base: BinaryInfo, target: BinaryInfo, depth: int) -> Candidates:
@@ -213,7 +217,8 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
               base_commit: str) -> Optimized:
     """The shared plan against one side's binary: every function present (samples land anywhere),
     the focus traced where this binary has it."""
-    plan: ProbePlan = make_plan(binary, replace(cfg, mode=Mode.TRACE, pipeline="none"))
+    plan = with_library_functions(make_plan(binary, replace(cfg, mode=Mode.TRACE, pipeline="none")), binary,
+                                  f.traced)
     names = set(plan.names)
     was = {new: old for old, new in f.renamed.items()}
     # a function the target renamed (or a clone the compiler renumbered) is probed under its name here
@@ -229,6 +234,7 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
                      params={"focus_callers": float(len(f.callers))})
 
 
-def counting_plan(binary: BinaryInfo) -> ProbePlan:
-    """Every function, default parameters: what pilots and the counting run probe from."""
-    return make_plan(binary, CollectConfig())
+def counting_plan(binary: BinaryInfo, library: Iterable[str] = ()) -> ProbePlan:
+    """Every function, default parameters, and those of `library` the project's own libraries have:
+    what pilots and the counting run probe from."""
+    return with_library_functions(make_plan(binary, CollectConfig()), binary, library)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 from gitperf.analysis.elf import BinaryInfo, FunctionSymbol
 from gitperf.core.config import CollectConfig
@@ -37,6 +38,9 @@ class ProbePlan:
     # calibrated ns of one probed call of each function (plan.costs.call_costs): the kernel sums it over
     # the probed calls nested in each call, which `collect.profile` subtracts as probe time
     probe_cost: dict[str, float] = field(default_factory=dict)
+    # functions of the project's own shared libraries in this plan (`with_library_functions`): name ->
+    # the library file its probes go on (the others are the binary's)
+    libraries: dict[str, str] = field(default_factory=dict)
 
     def probed_ids(self) -> list[int]:
         """Indexes of the functions that get entry/return probes.  Stack mode probes only the root
@@ -58,6 +62,27 @@ class ProbePlan:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.functions)
+
+    def path_of(self, name: str, binary: str) -> str:
+        """The file a function's probes go on: its library's, or the binary (`binary`)."""
+        return self.libraries.get(name, binary)
+
+
+def with_library_functions(plan: ProbePlan, binary: BinaryInfo, names: Iterable[str]) -> ProbePlan:
+    """The plan with those of `names` that are functions of the project's own libraries (a name the
+    binary has stays the binary's) added after the binary's: probed on the library file, so that a
+    library function is counted and traced as the binary's are (ARCHITECTURE.md §6, "The project's own
+    libraries").  Ids of the binary's functions stay as they were."""
+    have, wanted = set(plan.names), set(names)
+    added: dict[str, tuple[FunctionSymbol, str]] = {}
+    for lib in binary.libraries:
+        for f in lib.functions:
+            if f.name in wanted and f.name not in have and f.name not in added and whole(f.name) == f.name:
+                added[f.name] = (f, lib.path)
+    if not added:
+        return plan
+    return replace(plan, functions=plan.functions + tuple(f for f, _ in added.values()),
+                   libraries={**plan.libraries, **{n: path for n, (_, path) in added.items()}})
 
 
 def _pick(binary: BinaryInfo, names: tuple[str, ...]) -> list[FunctionSymbol]:
