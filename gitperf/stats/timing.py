@@ -6,8 +6,8 @@ print (ARCHITECTURE.md §10, "One scale").  Pure functions over profiles.
   probed time; a run whose plan traced it and that lacks it measured 0.  What `checks.sides` compares.
 * A function only stack samples cover (calls not counted): inclusive, its samples pooled over the
   runs (a run without a sample of it included) as a share of every sample taken, times the center of
-  the runs' time on a CPU, from every stack that holds it (once); exclusive, the runs' own estimates
-  (the kernel's count of samples in its code) averaged, a run without one as 0.  Pooled, not a
+  the runs' time on a CPU, from every stack that holds it (once); exclusive, the same for the samples
+  the kernel counted in its code (runs without stacks or counts: their own estimates averaged).  Pooled, not a
   median of the runs that caught it: a function sampled in 95 of 102 runs read 337 us as that median
   and 119 us pooled (the indexer's `_M_realloc_insert`), and only the pooled figure is a time a run.
   What the check's pooled design compares (`checks.designs.pooled`).
@@ -95,8 +95,13 @@ def _traced(name: str, fs: list[FunctionStats], profiles: Sequence[Profile]) -> 
 def _sampled(name: str, fs: list[FunctionStats], profiles: Sequence[Profile], pool: Pool | None,
              cpu: float) -> Timing:
     # own time: each run's estimate from the samples the kernel counted in its code (or a library it
-    # called), a run without one as 0; the kept stacks are bounded and may have lost a rare function's
+    # called), a run without one as 0
     own = sum(float(f.exclusive_ns) for f in fs) / len(profiles)
     if pool is None or not pool.total:
         return Timing(None, own, None, len(fs), True)
+    if counted := sum(f.stack_samples for f in fs):
+        # shares of the same pooled samples: those the kernel counted in its code, and every one whose
+        # kept stack holds it, never fewer (the kept stacks are bounded and may have lost a rare
+        # function's: `checks.designs.pooled._counts` counts the same)
+        own = counted * cpu / pool.total
     return Timing(max(pool.inclusive.get(name, 0) * cpu / pool.total, own), own, None, len(fs), True)
