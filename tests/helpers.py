@@ -55,9 +55,9 @@ def assert_one_scale(root: Path, commit: str, base: str) -> int:
     """Issue #55 item 3: the paired check of `commit` against `base` prints each function's base value
     as `show --json`'s session of the base prints it (inclusive, or own where the check compared own
     time), and the target's within the check's interval; in every session, a stack-sampled function's
-    own time is within its inclusive, and the root's direct callees' inclusive times add up to at most
-    its own (5%: the root is traced, its callees are shares of the samples).  Returns how many values
-    were compared."""
+    own time is within its inclusive, and every function's callees that nothing else calls add up to at
+    most its inclusive time (`only_children`; 5%: a traced caller's time is probed time less its probes,
+    its callees' shares of the samples).  Returns how many values were compared."""
     import json
     import math
     from conftest import run_cli
@@ -85,11 +85,31 @@ def assert_one_scale(root: Path, commit: str, base: str) -> int:
                 assert f["inclusive_ns"] is None or f["exclusive_ns"] <= f["inclusive_ns"] * (1 + 1e-9) or \
                     not f["sampled"], f
             held = stacks.merge(p.profile.stacks for p in store.read(c)[0] if p.id in s["profiles"])
-            timed = {f["name"]: f["inclusive_ns"] for f in s["functions"]}
-            callees = {st.split(stacks.SEP)[1] for st in held if st.startswith("main;")} & set(timed)
-            if timed.get("main") and callees:
-                assert sum(timed[n] for n in callees) <= 1.05 * timed["main"], (c, {n: timed[n] for n in callees})
+            timed = {f["name"]: f["inclusive_ns"] for f in s["functions"] if f["inclusive_ns"]}
+            for caller, callees in only_children(held, timed).items():
+                assert sum(timed[n] for n in callees) <= 1.05 * timed[caller], (c, caller, {n: timed[n] for n in callees})
     return compared
+
+
+def only_children(held: dict[str, int], timed: dict[str, float]) -> dict[str, list[str]]:
+    """Per function of `timed`, its callees that nothing else calls (on every folded stack of `held`
+    that holds them, it is right above them): their inclusive times are parts of its own, so they add
+    up to at most its inclusive time (issue #55, item 3).  Recursive functions aside (one that a stack
+    holds twice): a sample counts once for it, once for each callee under each of its frames."""
+    from gitperf.core import stacks
+    above: dict[str, set[str]] = {}
+    recursive: set[str] = set()
+    for st in held:
+        frames = st.split(stacks.SEP)
+        recursive |= {f for f in frames if frames.count(f) > 1}
+        for i, f in enumerate(frames):
+            above.setdefault(f, set()).add(frames[i - 1] if i else "")
+    out: dict[str, list[str]] = {}
+    for callee, callers in above.items():
+        [caller] = callers if len(callers) == 1 else [""]
+        if caller in timed and callee in timed and caller not in recursive and callee != caller:
+            out.setdefault(caller, []).append(callee)
+    return out
 
 
 # A frameless leaf reached two ways (issue #55, item 2): `relax` calls `travel`; `astar` calls `via`,

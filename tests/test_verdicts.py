@@ -583,6 +583,36 @@ def test_the_rounds_stop_for_a_function_no_number_of_rounds_could_decide():
     assert undecided([DECIDED_MAIN, changed], _focus(("f",)), cfg, rounds=34) == ["f"]
 
 
+def test_the_rounds_stop_for_a_change_about_the_threshold_itself():
+    """Issue #57, item 3: a futility bound for every focus function, changed ones too.  From round 10
+    on, an interval no wider than the threshold that holds one of its ends, and would still hold it
+    narrowed to MAX_ROUNDS, holds no more rounds (zlib f8719f5's `main`, -5.6% [-6.3%, -4.9%] against
+    ±5%, ran all 60); a wide one, or one whose end moves clear of the threshold within reach, does."""
+    from gitperf.checks.paired import at_the_threshold, undecided
+    cfg = CheckConfig()
+    # its interval at round 10 (±0.7% at 60 is ±1.7% at 10): ±0.7% at 60 rounds still holds -5%
+    zlib = _change("main", 0.99, -0.073, -0.039, checks.UNRESOLVED)
+    assert at_the_threshold(zlib, 0.05, rounds=10)
+    assert not at_the_threshold(zlib, 0.05, rounds=9)  # too early to judge
+    assert undecided([zlib], _focus(()), cfg, rounds=10) == []
+    # the same interval's end would move clear of -5% by round 60 had it been this narrow at round 10
+    assert not at_the_threshold(_change("main", 0.99, -0.063, -0.049), 0.05, rounds=10)
+    # ...and the same for a changed function: its change is about the threshold
+    changed = _change("f", 0.99, 0.03, 0.08, checks.UNRESOLVED)  # +5.5% ±2.5%: ±1% at 60 rounds
+    assert undecided([DECIDED_MAIN, changed], _focus(("f",)), cfg, rounds=10) == []
+    assert undecided([DECIDED_MAIN, changed], _focus(("f",)), cfg, rounds=9) == ["f"]
+    # an end clear of the threshold within reach: +7% ±2.5% is ±1% at 60, beyond +5%
+    clear = _change("f", 0.99, 0.045, 0.095, checks.UNRESOLVED)
+    assert undecided([DECIDED_MAIN, clear], _focus(("f",)), cfg, rounds=10) == ["f"]
+    # wider than the threshold: the estimate may still move (zlib's pqdownheap, +33% [-30%, +152%] at
+    # round 34, +88% significant at 59)
+    wide = _change("f", 0.6, -0.3, 1.52, checks.UNRESOLVED)
+    assert undecided([DECIDED_MAIN, wide], _focus(("f",)), cfg, rounds=34) == ["f"]
+    # the function's own threshold, not min_relative: +37% [+23%, +54%] against 30% of a 190 us function
+    stats = _change("f", 0.99, 0.23, 0.54, checks.UNRESOLVED)
+    assert at_the_threshold(stats, 0.30, rounds=20) and not at_the_threshold(stats, 0.05, rounds=20)
+
+
 def test_where_only_the_projects_library_changed_the_run_gets_every_round_but_is_not_changed():
     """The library's diff is the change: the workload counts as reaching it and the run as a whole is
     never given up as out of reach, yet `main` (its code the base's) is not among the changed functions

@@ -266,3 +266,47 @@ def test_time_and_instructions_apart_by_more_than_any_speed_per_instruction_is_a
     [c] = witness.annotate([_change("Next", checks.OPTIMIZATION, relative=-0.903, ci=(-0.92, -0.89), changed=True)],
                            _side([{"Next": 864_910_282}]), base)
     assert c.type == checks.CONFLICT and "12.3x less time" in c.method, c.method
+
+
+def test_a_deterministic_programs_base_runs_once_under_callgrind_where_a_recent_check_found_two_alike(empty_repo):
+    """Issue #57, item 2: the A/A spread where the program is not deterministic.  A paired check whose
+    two base runs counted every function alike is found among the base and its last AA_KEPT ancestors
+    (`learnt`); two runs that differed (Lua seeds its hashes from addresses), another workload
+    command, or a check further back leave the base to run twice again."""
+    from conftest import git
+    from gitperf.collect.paired import AA_KEPT, learnt
+    from gitperf.git.repo import open_repo
+    from gitperf.store.history import History
+    from gitperf.store.notes import NotesStore
+
+    commits = []
+    for i in range(AA_KEPT + 3):
+        git(empty_repo, "commit", "-q", "--allow-empty", "-m", f"c{i}")
+        commits.append(git(empty_repo, "rev-parse", "HEAD"))
+    store = NotesStore(open_repo(empty_repo))
+    alike = (InstructionCounts(total=9, functions={"f": (1, 5, 9)}),) * 2
+    differ = (alike[0], InstructionCounts(total=9, functions={"f": (1, 5, 10)}))
+
+    def checked(commit: str, counts: tuple[InstructionCounts, ...], command=("./app",)) -> None:
+        p = make_profile(commit)
+        store.add(commit, replace(p, header=replace(p.header, command=command), instructions=counts))
+
+    key = make_profile("x").config_key
+    at = lambda c: learnt(History(open_repo(empty_repo), c), key, ("./app",))  # noqa: E731
+    checked(commits[2], alike)
+    assert at(commits[2]) == commits[2]  # the base itself
+    assert at(commits[2 + AA_KEPT - 1]) == commits[2]  # AA_KEPT - 1 commits on
+    assert at(commits[2 + AA_KEPT]) == ""  # further back: measured again
+    assert learnt(History(open_repo(empty_repo), commits[5]), key, ("./app", "other")) == ""
+    checked(commits[4], differ)  # a nearer check whose two runs differed decides
+    assert at(commits[5]) == ""
+    checked(commits[5], (replace(alike[0], spread_from=commits[2]),))  # a learnt run is no A/A pair
+    assert at(commits[6]) == ""
+    # a note keeps where a run's spread came from; older lines read as before
+    from gitperf.core import codec
+    p = replace(make_profile("c"), instructions=(replace(alike[0], spread_from=commits[2]),))
+    assert codec.decode(codec.encode(p)).instructions[0].spread_from == commits[2]
+    assert all("sf" not in w for w in codec.to_json(replace(p, instructions=alike))["w"])
+    said = witness.note([StoredProfile("t", 0, "t", replace(make_profile("t"), instructions=alike[:1]))],
+                        [StoredProfile("b", 0, "b", p)])
+    assert f"1 base and 1 target run(s) (A/A spread 0: the base's two runs at {commits[2][:12]}" in said, said

@@ -44,7 +44,9 @@ ninja's hash-map change `State::LookupNode`, +5% instructions, was read before
 
 The A/A spread is measured per check: the base runs twice under callgrind, and a function's
 relative difference between those two runs (programs that seed hashes from addresses or the clock
-execute different instruction counts run to run) sets how far its count must move to count.
+execute different instruction counts run to run) sets how far its count must move to count.  Where a
+check of the base or one of its last 20 ancestors found the two runs alike, the program is
+deterministic and the base runs once (`collect.paired.learnt`; its counts name that commit).
 """
 
 from __future__ import annotations
@@ -241,7 +243,9 @@ def note(target: list[StoredProfile], base: list[StoredProfile]) -> str:
     """What the witness did for this workload, for the report ("" when no side ran it)."""
     (tw, terr), (bw, berr) = runs(target), runs(base)
     if tw and bw:
-        return (f"instruction witness: callgrind, {len(bw)} base and {len(tw)} target run(s); total "
+        learnt = (f" (A/A spread 0: the base's two runs at {bw[0].spread_from[:12]} counted every function alike, "
+                  "so it ran once)" if len(bw) == 1 and bw[0].spread_from else "")
+        return (f"instruction witness: callgrind, {len(bw)} base and {len(tw)} target run(s){learnt}; total "
                 f"{_mean_total(bw):,.0f} -> {_mean_total(tw):,.0f} instructions a run")
     errors = sorted(set(terr + berr))
     return f"instruction witness: none ({'; '.join(errors)}); time only" if errors else ""

@@ -56,6 +56,7 @@ from gitperf.plan.costs import call_costs, inside_costs
 from gitperf.plan.focus import Candidates, Costs, Focus
 from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan
+from gitperf.store.history import History
 
 SAMPLED_SHOWN = 6  # progress lines: the first few sampled focus functions and why
 
@@ -252,12 +253,35 @@ def resumed_pair(base: CollectContext, target: CollectContext, wl: Workload, r: 
     return Pair(sides[0], sides[1], r.focus, wl, pairing=r.pairing)
 
 
-def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
+# First-parent commits (the base first) in which an earlier paired check's two base runs under callgrind
+# are looked for (`learnt`): a program found deterministic is checked again at least this often.
+AA_KEPT = 20
+
+
+def learnt(history: History, key: str, command: tuple[str, ...]) -> str:
+    """The commit, among the base and its last AA_KEPT first-parent ancestors, nearest first, whose
+    paired check of this workload (configuration `key`, `command`) ran its base twice under callgrind
+    and counted every function alike: the program is deterministic, and a second base run would
+    measure a spread of 0 again (issue #57, item 2).  "" where the nearest such check's two runs
+    differed (Lua seeds its string hashes from addresses) or none is near."""
+    def twice(p: Profile) -> bool:
+        return (p.header.command == command and len(p.instructions) >= 2
+                and not any(w.error or w.spread_from for w in p.instructions[:2]))
+    for sha in [history.commit, *history.ancestors()[:AA_KEPT - 1]]:
+        _, p = history.nearest(key, base=sha, want=twice)
+        if p is not None:
+            return sha if p.instructions[0].functions == p.instructions[1].functions else ""
+    return ""
+
+
+def count_instructions(pair: Pair, runs: PairedRuns, say: Progress, deterministic: str = "") -> None:
     """The instruction witness: the base twice (its A/A spread) and the target once under callgrind,
     kept on each side's first profile; skipped, with the reason kept instead, when valgrind is missing
     or its predicted time is over the budget (ARCHITECTURE.md §10b).  The base's first run and the
     target's run go at once, each in its own tree (counts do not depend on timing, and the rounds
-    are over: the cores are free); the base's second after them, in the tree its first just used."""
+    are over: the cores are free); the base's second after them, in the tree its first just used —
+    unless an earlier check at `deterministic` found the program deterministic (`learnt`): then the
+    base runs once, and its counts say where their spread of 0 comes from."""
     run_s = statistics.median(p.metrics.PRT for p in runs.base)  # probed: an upper bound of native
     predicted = callgrind.predicted_s(run_s)
     why = ("valgrind is not installed (apt-get install valgrind): no instruction counts" if not callgrind.available()
@@ -266,6 +290,8 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
     # said before the runs, the longest quiet step of a check (an interrupt test once missed them and
     # stopped a check that had finished)
     say(f"  instruction witness skipped: {why}" if why else
+        f"  instruction witness: callgrind, 2 runs at once (the base once: its two runs at {deterministic[:12]} "
+        f"counted alike), ~{predicted:.0f} s each predicted" if deterministic else
         f"  instruction witness: callgrind, 3 runs (two at once), ~{predicted:.0f} s each predicted")
     if why:
         runs.base[0] = replace(runs.base[0], instructions=(InstructionCounts(error=why),))
@@ -274,7 +300,9 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress) -> None:
     job = lambda side: (side.ctx.command(pair.workload), 2 * callgrind.BUDGET_S,  # noqa: E731
                         (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)))
     first_base, target = callgrind.run_all([job(pair.base), job(pair.target)])
-    runs.base[0] = replace(runs.base[0], instructions=(first_base, callgrind.run(*job(pair.base))))
+    spread = ((replace(first_base, spread_from=deterministic),) if deterministic and not first_base.error
+              else (first_base, callgrind.run(*job(pair.base))))
+    runs.base[0] = replace(runs.base[0], instructions=spread)
     runs.target[0] = replace(runs.target[0], instructions=(target,))
 
 
@@ -364,7 +392,7 @@ def _workload(both: BothBuilt, wl: Workload, preq: PairedRequest, until: Until, 
     with ExitStack() as programs:
         runs = run_rounds(load(pair, programs), preq.stop, until, progress, resumed)
     if preq.witness and not resumed:  # after the rounds, with the probes detached; a series keeps its first counts
-        count_instructions(pair, runs, progress)
+        count_instructions(pair, runs, progress, learnt(bctx.subject.history, bctx.config_key(wl), tuple(wl.argv)))
     return runs
 
 

@@ -92,7 +92,8 @@ def to_json(profile: Profile) -> dict:
         "p": dataclasses.asdict(profile.plan),
         "f": [_function_to_json(f) for f in profile.functions],
         "cal": profile.calibration,
-        **({"w": [{"t": w.total, "f": {n: list(c) for n, c in w.functions.items()}, "e": w.error}
+        **({"w": [{"t": w.total, "f": {n: list(c) for n, c in w.functions.items()}, "e": w.error,
+                   **({"sf": w.spread_from} if w.spread_from else {})}  # (older lines stay as they were)
                   for w in profile.instructions]} if profile.instructions else {}),
         **({"st": profile.stacks} if profile.stacks else {}),
     }
@@ -157,7 +158,7 @@ def from_json(data: dict) -> Profile:
 _FUNCTION_KEYS = {"name": "n", "count": "c", "total_ns": "t", "exclusive_ns": "x", "min_ns": "lo", "max_ns": "hi",
                   "hist": "h", "stack_samples": "ss", "library_samples": "ls", "location": "loc", "recorded": "rec",
                   "probe_ns": "pc", "nested": "nc", "outer_calls": "oc"}
-_INSTRUCTION_KEYS = {"total": "t", "functions": "f", "error": "e"}
+_INSTRUCTION_KEYS = {"total": "t", "functions": "f", "error": "e", "spread_from": "sf"}
 
 
 def _wire(cls, keys: dict[str, str], extra: tuple[tuple[str, str, typing.Any, typing.Any], ...] = ()):
@@ -213,7 +214,8 @@ def _profile(line) -> Profile:
         raise NoteFormatError(f"field '{bad}' contains '|', which no name git perf writes contains")
     return Profile(header=header, metrics=line.m, plan=_plan(line.p),
                    functions=tuple(_function(f, i) for i, f in enumerate(line.f)), calibration=line.cal,
-                   instructions=tuple(InstructionCounts(total=w.total, functions=w.functions, error=w.error) for w in line.w),
+                   instructions=tuple(InstructionCounts(total=w.total, functions=w.functions, error=w.error,
+                                                           spread_from=w.spread_from) for w in line.w),
                    stacks=line.st)
 
 

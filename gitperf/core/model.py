@@ -266,6 +266,9 @@ class InstructionCounts:
     total: Count = 0  # instructions of the whole run, libraries included
     functions: dict[str, tuple[Count, Count, Count]] = field(default_factory=dict)
     error: str = ""
+    # a base run that had no second beside it: the commit whose paired check ran its base twice and
+    # counted every function alike (a deterministic program: its A/A spread is 0, `collect.paired.learnt`)
+    spread_from: str = ""
 
 
 @dataclass(frozen=True)
