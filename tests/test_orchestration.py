@@ -475,3 +475,47 @@ def test_an_interrupt_after_a_store_says_what_was_kept(repo, monkeypatch):
     monkeypatch.setattr(notes, "STORED_HERE", {})
     r = CliRunner().invoke(main, ["accept", "HEAD", "-m", "third"])
     assert r.exit_code == 130 and "git perf: interrupted: nothing was stored" in r.stderr, r.stderr
+
+
+def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_path, monkeypatch):
+    """Issue #58, item 2: two clones of one repository each check their shard of a range (`check
+    --collect --range A..B --shard I/2`), push, pull: one history, every commit of the range checked
+    once, `git perf log` and the dashboard showing all of them; the range again keeps every check."""
+    from gitperf.checks.ranges import Shard, shard
+    from gitperf.web import create_app
+    fake = install(FakeEngine(), monkeypatch.setattr)
+    src = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")
+    (src / ".gitperf.toml").write_text((src / ".gitperf.toml").read_text() + '[check]\nwitness = "off"\n')
+    git(src, "commit", "-qam", "three: no witness in this test")
+    for us in (998, 997, 996):  # other code in `tick` each time: every commit has something to measure
+        (src / "s.c").write_text(re.sub(r"usleep\(\d+\)", f"usleep({us})", (src / "s.c").read_text()))
+        git(src, "commit", "-qam", f"tick {us}")
+    first = git(src, "rev-list", "--max-parents=0", "HEAD")
+    commits = git(src, "rev-list", "--reverse", f"{first}..HEAD").split()
+    assert sorted(shard(commits, Shard(1, 2)) + shard(commits, Shard(2, 2))) == sorted(commits)
+    git(tmp_path, "clone", "-q", "--bare", str(src), "origin.git")
+    runners = [tmp_path / "a", tmp_path / "b"]
+    for clone, which in zip(runners, ("1/2", "2/2")):
+        git(tmp_path, "clone", "-q", "origin.git", clone.name)
+        monkeypatch.chdir(clone)
+        r = CliRunner().invoke(main, ["check", "--collect", "--range", f"{first}..HEAD", "--shard", which,
+                                      "--rounds", "2", "--json", "-q"])
+        assert r.exit_code in (0, 1), r.output
+        out = json.loads(r.stdout)
+        mine = shard(commits, Shard.parse(which))
+        assert [c["commit"] for c in out["checks"]] == mine and out["others"] == len(commits) - len(mine), out
+        assert CliRunner().invoke(main, ["push"]).exit_code == 0
+    monkeypatch.chdir(runners[0])
+    assert CliRunner().invoke(main, ["pull"]).exit_code == 0
+    log = json.loads(CliRunner().invoke(main, ["log", "--json", "-n", "10"]).stdout)
+    checks = {row["commit"]: row["checks"] for row in log}
+    assert all(len(checks[c]) == 1 and checks[c][0]["machines"] for c in commits), checks  # each once
+    assert checks[first] == []
+    text = CliRunner().invoke(main, ["log", "-n", "10"]).stdout
+    assert sum(" checked: " in ln for ln in text.splitlines()) == len(commits), text
+    page = create_app(runners[0]).test_client().get("/").get_data(as_text=True)
+    assert all(c[:7] in page for c in commits), "the overview lacks a checked commit"
+    # the whole range again, unsharded, on the runner that now has every check: nothing runs again
+    ran = len(fake.log)
+    r = CliRunner().invoke(main, ["check", "--collect", "--range", f"{first}..HEAD", "--json", "-q"])
+    assert json.loads(r.stdout)["kept"] == commits and len(fake.log) == ran, r.output

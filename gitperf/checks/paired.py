@@ -5,8 +5,9 @@ profiles as ordinary notes, and check REV against them.
 Stopping: after `MIN_ROUNDS` rounds, a round is added while any changed or new function, or the
 root, is undecided: neither a change of at least `check.min_relative` significant at the stricter
 early-stopping level (`EARLY_STOP_SHARE`) nor an interval inside ±`check.min_relative`, and (but
-for changed functions) still within reach of `MAX_ROUNDS` (`hopeless`), and (changed ones too) not a
-change about the threshold itself (`at_the_threshold`).
+for changed functions whose estimate reads a change: `reads_unchanged`) still within reach of
+`MAX_ROUNDS` (`hopeless`), and (changed ones too) not a change about the threshold itself
+(`at_the_threshold`).
 `--rounds N` fixes the number; `MAX_ROUNDS` and `TIME_LIMIT_S` bound the rest (the check then
 decides with what it has, at its ordinary level).
 """
@@ -26,7 +27,7 @@ from gitperf.checks.decision import WITHIN, band, threshold
 from gitperf.checks.designs.paired import rounds as by_round
 from gitperf.checks.sides import Sides
 from gitperf.collect import paired
-from gitperf.collect.context import CollectRequest, Progress
+from gitperf.collect.context import CollectRequest, Progress, machine_fingerprint
 from gitperf.core.config import CheckConfig
 from gitperf.core.errors import CollectionAborted, InputError
 from gitperf.core.names import short
@@ -77,6 +78,16 @@ def hopeless(c: Change, rounds: int, cfg: CheckConfig, horizon: int = MAX_ROUNDS
     return at_end > cfg.min_relative and abs(c.ci_high + c.ci_low) / 2 < at_end
 
 
+def reads_unchanged(c: Change, t: float) -> bool:
+    """A futility bound for a changed function whose interval is out of reach (`hopeless`): its estimate
+    (the interval's center) lies within half the threshold, so the rounds left are spent on a change
+    that reads as none.  Lua's `internshrstr` with one `nop` more (18 ns a call, stack-sampled) read
+    -0.9% [-10%, +9%] after 120 rounds (issue #57, item 3); zlib's 2x `pqdownheap`, +33% [-30%, +152%]
+    at round 34, reads far from none and keeps its rounds (+88%, a verdict, at 59).  A true +30% reads
+    within 2.5% at round 10 about 0.3% of the time at that width (±23%); it then ends unresolved."""
+    return math.isfinite(t) and abs(c.ci_high + c.ci_low) / 2 <= t / 2
+
+
 def at_the_threshold(c: Change, t: float, rounds: int, horizon: int = MAX_ROUNDS) -> bool:
     """A futility bound, for changed functions too: after `rounds` rounds `c`'s interval is no wider
     than the threshold ±t, so its estimate has settled, yet it holds an end of the threshold, and
@@ -117,10 +128,11 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
         t = threshold(c.base_ns, cfg, runs.get(c.workload, 0.0))
         if c.type == INSTRUCTIONS and band(c.ci_low, c.ci_high, t) == WITHIN:
             continue
-        if not focus.every_round(c.function) and hopeless(c, rounds, cfg, horizon):
-            continue  # (a changed function is what the check is for: it gets every round there is...)
+        if hopeless(c, rounds, cfg, horizon) and (not focus.every_round(c.function) or reads_unchanged(c, t)):
+            continue  # (a changed function is what the check is for: it gets every round there is, unless
+            # its estimate reads no change, or its change is about the threshold itself)
         if at_the_threshold(c, t, rounds, horizon):
-            continue  # (... unless its change is about the threshold itself)
+            continue
         out.append(c.function)
     # a changed function (not a new one: it has no base to compare with) not yet compared at all
     out += [n for n in {*focus.changed, ROOT} - seen if focus.resolvable(n)]
@@ -236,5 +248,5 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
     # the profiles of both sides and the check's record, all or nothing (ARCHITECTURE.md §4, §10c)
     series = {r.workload: record.Series(r.target[0].plan.pairing, r.focus) for r in runs if r.target}
     store.add_lines({**lines, commit: lines[commit] + [record.line(result, sorted(s.pairing for s in series.values()),
-                                                                   series=series)]})
+                                                                   series=series, machine=machine_fingerprint())]})
     return result

@@ -44,6 +44,7 @@ class CheckRecord:
     time: float  # when the check ended (seconds since the epoch)
     result: CheckResult
     series: dict[str, Series] = field(default_factory=dict)  # workload -> its rounds' series (none: older records)
+    machine: str = ""  # the fingerprint of the machine that checked (`collect.context.machine_fingerprint`; older: "")
 
     @property
     def base(self) -> str | None:
@@ -51,11 +52,12 @@ class CheckRecord:
 
 
 def line(result: CheckResult, pairings: list[str], at: float | None = None,
-         series: dict[str, Series] | None = None) -> str:
+         series: dict[str, Series] | None = None, machine: str = "") -> str:
     """The note line of a finished paired check."""
     body = {"v": VERSION, "pairings": sorted(pairings), "time": round(at if at is not None else time.time(), 3),
             "result": result.to_dict(all_functions=True),
-            "series": {w: asdict(s) for w, s in sorted((series or {}).items())}}
+            "series": {w: asdict(s) for w, s in sorted((series or {}).items())},
+            **({"machine": machine} if machine else {})}
     return PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
@@ -77,7 +79,8 @@ def _read(text: str, commit: str) -> CheckRecord | str:
             return f"it is a record of {str(result.commit)[:12]}"
         return CheckRecord(read_field(body.get("pairings"), tuple[str, ...], "pairings"),
                            read_field(body.get("time"), float, "time"), result,
-                           read_field(body.get("series", {}), dict[str, Series], "series"))
+                           read_field(body.get("series", {}), dict[str, Series], "series"),
+                           read_field(body.get("machine", ""), str, "machine"))
     except (ValueError, RecursionError, TypeError, KeyError, msgspec.MsgspecError) as e:  # ResultFormatError is a ValueError
         return str(e)[:200] or type(e).__name__
 
@@ -153,3 +156,14 @@ def newest_of(found: list[CheckRecord], base: str | None, workloads: tuple[str, 
         if (base is None or r.base == base) and set(workloads) <= covered:
             return r
     return None
+
+
+def checked(store: NotesStore, commit: str) -> list[dict]:
+    """Every stored check of `commit` (`records`, oldest first): its result, its base and the machines
+    its profiles were measured on (`Header.machine`), what `git perf log` shows: a commit checked by two
+    runners keeps both records, and says so."""
+    runs = store.read(commit)[0]
+    return [{"result": r.result.result, "base": r.base or "",
+             "machines": [r.machine] if r.machine else
+             sorted({p.profile.header.machine for p in runs if p.profile.plan.pairing in r.pairings})}
+            for r in records(store, commit)]

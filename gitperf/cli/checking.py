@@ -57,17 +57,26 @@ CHECKS = (EXIT_DEGRADATION, EXIT_USAGE, EXIT_NOT_ENOUGH_DATA)
               "kept ones).")
 @click.option("--recompute", is_flag=True, help="Derive the result from all stored profiles even when REV has the "
                                                 "stored result of a paired check (`check --collect`).")
+@click.option("--range", "rev_range", metavar="A..B", help="--collect: every first-parent commit of A..B against its "
+              "parent, one after another; a commit already checked against its parent keeps its stored check "
+              "(--fresh checks it again).  Exit 1 when any got slower.")
+@click.option("--shard", "shard_spec", metavar="I/N", help="--range: only this runner's share, runner I of N (a commit "
+              "goes to the runner its id picks, whatever the range): N CI runners check every commit once, push "
+              "their notes, and `git perf pull` brings them into one history.")
 @json_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages (--collect).")
 @verbose_option
-def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, rebuild, fresh, recompute, as_json,
-          quiet, verbose):
+def check(rev, base, workloads, all_functions, collect_now, rounds, config_file, rebuild, fresh, recompute, rev_range,
+          shard_spec, as_json, quiet, verbose):
     """Degradations of REV (default HEAD) against its baseline and history.
 
     \b
     git perf check --collect   profile REV and its parent now, like with like, decide, and
                                store the result with the profiles; again, it adds rounds
                                to the stored ones and decides on all of them
+    git perf check --collect --range A..B [--shard I/N]
+                               every commit of A..B against its parent (this
+                               runner's share of them): N CI runners, one history
     git perf check             the stored result of REV's paired check; without one (or with
                                --recompute), from stored profiles: the baseline is the nearest
                                first-parent ancestor with profiles of the same configuration
@@ -76,6 +85,15 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     """
     from gitperf.views.report import check_text
     repo = _repo()
+    if rev_range or shard_spec:
+        if not (collect_now and rev_range) or base:
+            raise click.UsageError("--range A..B goes with --collect (each commit against its parent: no --base); "
+                                   "--shard with --range")
+        from gitperf.checks.paired import PairedOptions
+        opts = PairedOptions(workloads=tuple(workloads), rounds=rounds, config=config_file, rebuild=rebuild,
+                             fresh=fresh)
+        out = (all_functions, as_json, _progress(quiet or as_json, verbose))
+        return _check_range(repo, rev_range, shard_spec, opts, out)
     if collect_now:
         from gitperf.checks.paired import PairedOptions, check_collect
         opts = PairedOptions(rev=rev, base=base, workloads=tuple(workloads), rounds=rounds, config=config_file,
@@ -90,6 +108,26 @@ def check(rev, base, workloads, all_functions, collect_now, rounds, config_file,
     else:
         _echo(_fitted(check_text(result)))
     sys.exit(result.exit_code)
+
+
+def _check_range(repo, rev_range: str, shard_spec: str | None, opts, out: tuple) -> None:
+    """`check --collect --range A..B [--shard I/N]`: each commit's report, then a line for the range
+    (`out`: --all, --json and the progress)."""
+    from gitperf.checks.ranges import RangeRequest, Shard, check_range
+    from gitperf.views.report import check_text
+    all_functions, as_json, progress = out
+    which = Shard.parse(shard_spec) if shard_spec else Shard()
+    done = check_range(repo, RangeRequest(rev_range, which, opts), _check_config(repo), _engine(), progress)
+    if as_json:
+        _echo_json(done.to_dict(all_functions))
+    else:
+        for r in done.checked:
+            _echo(_fitted(check_text(r)) + "\n")
+        slower = [r.commit[:12] for r in done.checked if r.exit_code == EXIT_DEGRADATION]
+        _echo(f"range {rev_range}, shard {which}: {len(done.checked)} commit(s) checked ({len(done.kept)} of them "
+              f"stored already), {done.others} left to the other runners, {len(done.skipped)} without a parent; "
+              + (f"slower: {', '.join(slower)}" if slower else "none slower"))
+    sys.exit(done.exit_code)
 
 
 def _fitted(text: str) -> str:

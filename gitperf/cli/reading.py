@@ -25,15 +25,22 @@ from gitperf.cli.app import _check_config, json_option, _echo, _echo_json, _repo
 @json_option
 @click.argument("rev", required=False, default="HEAD")
 def log(max_count, as_json, rev):
-    """First-parent commits from REV and how many profiles each has."""
+    """First-parent commits from REV, how many profiles each has, and its stored checks: the result and
+    the machine that measured it (a commit checked by several runners lists each)."""
+    from gitperf.checks.record import checked
+    from gitperf.store.notes import NotesStore
     from gitperf.store.query import first_parent_log
-    rows = first_parent_log(_repo(), rev, max_count)
+    repo = _repo()
+    rows = first_parent_log(repo, rev, max_count)
+    store = NotesStore(repo)
+    checks = {r.commit: checked(store, r.commit) if r.profiles else [] for r in rows}
     if as_json:
-        return _echo_json([r.to_dict() for r in rows])
+        return _echo_json([{**r.to_dict(), "checks": checks[r.commit]} for r in rows])
     for r in rows:
         mark = f"{r.profiles:3d} profile{'s' if r.profiles != 1 else ' '}" if r.profiles else "  -         "
         bad = f"  ({r.unreadable} unreadable)" if r.unreadable else ""
-        _echo(f"{r.commit[:12]} {mark}  {r.subject}{bad}")
+        said = ", ".join(f"{c['result']} on {'+'.join(m[:8] for m in c['machines']) or '?'}" for c in checks[r.commit])
+        _echo(f"{r.commit[:12]} {mark}  {'checked: ' + said + '  ' if said else ''}{r.subject}{bad}")
 
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
