@@ -67,10 +67,10 @@ def hopeless(c: Change, rounds: int, cfg: CheckConfig, horizon: int = MAX_ROUNDS
     """After `rounds` rounds, not even `horizon` rounds could decide `c`: its interval, narrowed as
     1/sqrt(rounds) (more pairs of the same spread), would still be wider than ±min_relative and still
     hold zero.  Judged
-    from HOPELESS_AFTER rounds on: fewer say too little of the spread.  Only for the root and callers
-    (`undecided`): a changed function's estimate from a few samples a round moves too much to give up
-    on (zlib's 2x `pqdownheap` read +33% [-30%, +152%] at round 34, given up, and +88% significant at
-    59).  (The demo's 5 ms `gate` left `main` at -7%..+9% after 60 rounds of an unchanged commit, a
+    from HOPELESS_AFTER rounds on: fewer say too little of the spread.  For the root and callers; for a
+    changed function only where its estimate also reads no change (`reads_unchanged`, `undecided`): one
+    from a few samples a round moves too much to give up on otherwise (zlib's 2x `pqdownheap` read +33%
+    [-30%, +152%] at round 34, given up, and +88% significant at 59).  (The demo's 5 ms `gate` left `main` at -7%..+9% after 60 rounds of an unchanged commit, a
     minute each; from round 10 on it is seen to be out of reach.)"""
     if rounds < HOPELESS_AFTER or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
         return False
