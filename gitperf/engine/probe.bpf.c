@@ -119,6 +119,10 @@ struct skey {
 // return to user mode.
 #define XOL_PAGE 0x7fffffffe000ULL
 
+static __always_inline int in_xol(u64 addr) {
+    return addr >= XOL_PAGE && addr < XOL_PAGE + 4096;
+}
+
 // Words above the stack pointer searched for a return address into the binary when a sample lands
 // in a library.  Library code (glibc) has no frame pointers, so the frame-pointer walk either stops
 // at the library frame or skips the immediate caller of a leaf; the return address of the call into
@@ -397,7 +401,7 @@ int on_lib_7(struct pt_regs *ctx) { return lib_load(ctx, 7); }
 // frame down from the top of the thread's shadow stack, whose real return address `do_entry` kept.
 // (The kernel's own frame-pointer walk fixes these up itself: ustacks needs nothing.)
 static __always_inline u64 real_return(u64 w, struct tstack *st, u32 *pending) {
-    if (w < XOL_PAGE || w >= XOL_PAGE + 4096)
+    if (!in_xol(w))
         return w;
     if (!st || *pending >= st->depth)
         return 0;
@@ -425,7 +429,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         bpf_probe_read_kernel(&ip, sizeof(ip), &u->ip);
         bpf_probe_read_kernel(&sp, sizeof(sp), &u->sp);
     }
-    k.xol = ip >= XOL_PAGE && ip < XOL_PAGE + 4096;
+    k.xol = in_xol(ip);
     struct tstack *st = stacks.task_storage_get(bpf_get_current_task_btf(), 0, 0);
     u32 pending = 0;
     if (!k.xol && bias && ip >= *bias + TEXT_LO && ip < *bias + TEXT_HI) {

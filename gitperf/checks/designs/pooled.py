@@ -26,22 +26,21 @@ MIN_POOLED_ROUNDS = 3  # pooled samples: the run-time ratio's spread over the ro
 PLACEMENT_SPREAD = 0.2
 
 
-def _own_samples(profiles: list[StoredProfile], n: str, library: bool = False) -> int:
-    """The samples the kernel counted in `n`'s code; with `library`, those taken in a library it called
-    too (which the stack gives it, a stale return address sometimes wrongly: what its own time,
-    `FunctionStats.exclusive_ns`, is made of)."""
-    return sum(f.stack_samples - (0 if library else f.library_samples) for p in profiles if (f := p.profile.function(n)))
+def _stats(profiles: list[StoredProfile], n: str) -> list:
+    return [f for p in profiles if (f := p.profile.function(n))]
+
+
+def _own_samples(profiles: list[StoredProfile], n: str) -> int:
+    """The samples the kernel counted in `n`'s code, not those taken in a library it called (which the
+    stack gives it, a stale return address sometimes wrongly)."""
+    return sum(f.stack_samples - f.library_samples for f in _stats(profiles, n))
 
 
 def _counts(profiles: list[StoredProfile], pool: Pool | None) -> tuple[int, Callable[[str], int]]:
     """One side's stack samples pooled over its runs: all of them, and per function its samples
     (inclusive, from `pool`: every sample whose stack holds it, once; else its own code's)."""
     if pool is not None:
-        # (never fewer than the kernel counted in its code: a rare function's kept stacks may all be in
-        # `[other stacks]` -- the indexer's `_M_realloc_insert` held 4 samples in one side's stacks where
-        # the kernel had counted ~26 in its code, and read -91% [-98%, -63%], an optimization on
-        # identical instructions; `show` prints the same larger count, `stats.timing`)
-        return pool.total, lambda n: max(pool.inclusive.get(n, 0), _own_samples(profiles, n, library=True))
+        return pool.total, lambda n: pool.holding(n, _stats(profiles, n))
     return sum(p.profile.metrics.stack_samples for p in profiles), lambda n: _own_samples(profiles, n)
 
 
