@@ -94,6 +94,10 @@ def test_a_recheck_adds_its_rounds_to_the_stored_ones_and_one_record_holds_them(
     assert len(kept) == 1 and kept[0].result.pairs[0].target_profiles == 5  # ... and one check read
     assert "5 interleaved rounds (3 of them stored by earlier checks of this pair, 2 added now)" in \
         " ".join(result.pairs[0].notes)
+    # the next re-check's rounds must narrow each interval of this one (`checks.paired.not_narrower`)
+    widths = {c.function: c.ci_high - c.ci_low for c in result.changes if c.ci_high - c.ci_low < float("inf")}
+    resumed = checks_paired.stored_series(store, head, git(repo, "rev-parse", "HEAD~1"), ())
+    assert widths and resumed[result.pairs[0].workload].widths == pytest.approx(widths)
     r = CliRunner().invoke(main, ["check", "HEAD", "--json"])
     assert json.loads(r.stdout)["workloads"][0]["target_profiles"] == 5, r.stdout
 

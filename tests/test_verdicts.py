@@ -976,3 +976,23 @@ def test_a_report_reads_what_adds_most_to_the_run_first_and_the_changed_function
         "find_id", "parse_network", "_M_construct", "main", "helper"]
     from gitperf.checks.change import _RANK, TIMED  # (report_order puts time verdicts before every other kind)
     assert max(_RANK[k] for k in TIMED) < min(v for k, v in _RANK.items() if k not in TIMED)
+
+
+def test_a_recheck_adds_rounds_until_each_interval_is_narrower_than_the_stored_checks():
+    """Issue #55 item 4: a re-check's rounds go on while a focus function's interval is as wide as in
+    the check it adds to, whatever the interval reads, so that the interval narrows with each re-check
+    (ninja's `State::GetNode`, decided at 3 rounds 21% wide, read 33% wide at 6); once narrower, the
+    ordinary rules decide.  A function the stored check had no finite interval for is not held."""
+    from gitperf.checks.paired import undecided, wider_note
+    cfg = CheckConfig()
+    decided = _change("f", 0.99999, 0.20, 0.53)  # a verdict at the early level, 33% wide
+    assert undecided([DECIDED_MAIN, decided], _focus(), cfg, rounds=6) == []
+    assert undecided([DECIDED_MAIN, decided], _focus(), cfg, rounds=6, stored={"f": 0.21}) == ["f"]
+    assert undecided([DECIDED_MAIN, decided], _focus(), cfg, rounds=6, stored={"f": 0.34}) == []
+    # no change, and a function outside the focus, alike
+    assert undecided([DECIDED_MAIN], _focus(()), cfg, rounds=6, stored={"main": 0.05}) == ["main"]
+    assert undecided([DECIDED_MAIN, _change("g", 0.5)], _focus(()), cfg, rounds=6, stored={"g": 0.01}) == []
+    said = wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.21})
+    assert "f (33% wide, 21% before)" in said and "main" not in said
+    assert wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.34}) == ""
+

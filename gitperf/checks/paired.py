@@ -106,14 +106,16 @@ def at_the_threshold(c: Change, t: float, rounds: int, horizon: int = MAX_ROUNDS
 
 
 def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int = 0,
-              horizon: int = MAX_ROUNDS) -> list[str]:
+              horizon: int = MAX_ROUNDS, stored: dict[str, float] | None = None) -> list[str]:
     """The focus functions more rounds could still decide: unresolved ones (their interval across the
     threshold, `decision.verdict_of`; an `instructions` one by its time's interval), verdicts not yet
     significant at the early-stopping level, and those with no comparison yet although the workload
     calls them (too few samples so far); after `rounds` rounds, not the `hopeless` ones (against
     `horizon`, the round this check's rounds end at) but for changed functions.  New and removed
     functions have nothing to decide; a withheld comparison (`unknown`) stays withheld; no change and
-    a conflict are decided (within the threshold, below the floor, or by the instruction witness)."""
+    a conflict are decided (within the threshold, below the floor, or by the instruction witness).
+    A re-check's functions whose interval is not yet narrower than in the check it adds to (`stored`:
+    function -> its width there) are open whatever else they read (`not_narrower`)."""
     early = 1 - (1 - cfg.confidence) * EARLY_STOP_SHARE
     out, seen = [], set()
     runs = {c.workload: c.base_ns for c in changes if c.function == ROOT}
@@ -121,6 +123,9 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
         if c.function not in focus.decisive:
             continue
         seen.add(c.function)
+        if not_narrower(c, stored or {}):
+            out.append(c.function)
+            continue
         if c.type in (NEW, REMOVED, INLINED, UNKNOWN, NO_CHANGE, CONFLICT):
             continue
         if c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early:
@@ -137,6 +142,24 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
     # a changed function (not a new one: it has no base to compare with) not yet compared at all
     out += [n for n in {*focus.changed, ROOT} - seen if focus.resolvable(n)]
     return sorted(out)
+
+
+def not_narrower(c: Change, stored: dict[str, float]) -> bool:
+    """Whether a re-check's interval of `c` is still as wide as the stored check's (`stored`: function ->
+    width), so that its rounds have not yet added what a re-check is for.  The spread is estimated
+    again from every round: from a few rounds it can read low by luck, and the next estimate wider (on
+    ninja, `State::GetNode` decided at 3 rounds at 21% wide read 33% at 6: issue #55)."""
+    width, now = stored.get(c.function), c.ci_high - c.ci_low
+    return width is not None and math.isfinite(now) and now >= width
+
+
+def wider_note(changes: list[Change], focus: Focus, stored: dict[str, float]) -> str:
+    """The focus functions whose interval the rounds left no narrower than the stored check's (the
+    rounds' limits came first): what a reader comparing the two checks should know."""
+    parts = [f"{short(c.function)} ({c.ci_high - c.ci_low:.0%} wide, {stored[c.function]:.0%} before)"
+             for c in changes if c.function in focus.decisive and not_narrower(c, stored)]
+    return ("no narrower than the stored check's interval when the rounds ended (its spread, estimated "
+            "again from every round, reads wider): " + "; ".join(parts)) if parts else ""
 
 
 def unresolved_note(changes: list[Change], focus: Focus) -> str:
@@ -156,7 +179,7 @@ def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
     sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
     changed = verdict.changed(runs.target, set)
     return undecided(verdict.judge(sides, cfg, changed, opinions=False), runs.focus, cfg, len(runs.target),
-                     horizon=runs.kept + MAX_ROUNDS)
+                     horizon=runs.kept + MAX_ROUNDS, stored=runs.resumed.widths if runs.resumed else None)
 
 
 def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
@@ -211,7 +234,9 @@ def stored_series(store: NotesStore, commit: str, base: str, workloads: tuple[st
                  and p.profile.header.workload == wl] for c in (base, commit)]
         rb, rt = by_round(mine[0]), by_round(mine[1])
         if rb and rt and rb.keys() == rt.keys():
-            out[wl] = paired.Resume(s.pairing, s.focus, [rb[k] for k in sorted(rb)], [rt[k] for k in sorted(rt)])
+            widths = {c.function: c.ci_high - c.ci_low for c in rec.result.changes
+                      if c.workload == wl and math.isfinite(c.ci_high - c.ci_low)}
+            out[wl] = paired.Resume(s.pairing, s.focus, [rb[k] for k in sorted(rb)], [rt[k] for k in sorted(rt)], widths)
     return out
 
 
@@ -239,7 +264,8 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
                 pairs.append(WorkloadPair(run.workload, "", 0, base, 0, 0, "-", (run.skipped,)))
                 continue
             pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
-            notes = (focus_note(run.focus, len(t), run.kept), unresolved_note(found, run.focus), pad_note(t, cfg))
+            notes = (focus_note(run.focus, len(t), run.kept), unresolved_note(found, run.focus),
+                     wider_note(found, run.focus, run.resumed.widths if run.resumed else {}), pad_note(t, cfg))
             pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
             changes.extend(found)
         result = conclude(request, pairs, changes, [])

@@ -92,12 +92,15 @@ class Stop:
 @dataclass(frozen=True)
 class Resume:
     """A stored series of one workload's rounds that a re-check of the same pair adds to: its pairing
-    id, the focus its plan was made from, and both sides' stored rounds (round order)."""
+    id, the focus its plan was made from, both sides' stored rounds (round order), and the width of
+    each function's interval in the stored check (relative change), which the re-check's rounds must
+    narrow (`checks.paired.undecided`)."""
 
     pairing: str
     focus: Focus
     base: list[StoredProfile]
     target: list[StoredProfile]
+    widths: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
