@@ -980,19 +980,19 @@ def test_a_report_reads_what_adds_most_to_the_run_first_and_the_changed_function
 
 def test_a_recheck_adds_rounds_until_each_interval_is_narrower_than_the_stored_checks():
     """Issue #55 item 4: a re-check's rounds go on while a focus function's interval is as wide as in
-    the check it adds to, whatever the interval reads, so that the interval narrows with each re-check
-    (ninja's `State::GetNode`, decided at 3 rounds 21% wide, read 33% wide at 6); once narrower, the
-    ordinary rules decide.  A function the stored check had no finite interval for is not held."""
-    from gitperf.checks.paired import undecided, wider_note
+    the check it adds to, whatever the interval reads (`to_narrow`, beside `undecided`), so that the
+    interval narrows with each re-check (ninja's `State::GetNode`, decided at 3 rounds 21% wide, read
+    33% wide at 6).  A function the stored check had no finite interval for is not held."""
+    from gitperf.checks.paired import to_narrow, undecided, wider_note
     cfg = CheckConfig()
     decided = _change("f", 0.99999, 0.20, 0.53)  # a verdict at the early level, 33% wide
     assert undecided([DECIDED_MAIN, decided], _focus(), cfg, rounds=6) == []
-    assert undecided([DECIDED_MAIN, decided], _focus(), cfg, rounds=6, stored={"f": 0.21}) == ["f"]
-    assert undecided([DECIDED_MAIN, decided], _focus(), cfg, rounds=6, stored={"f": 0.34}) == []
-    # no change, and a function outside the focus, alike
-    assert undecided([DECIDED_MAIN], _focus(()), cfg, rounds=6, stored={"main": 0.05}) == ["main"]
-    assert undecided([DECIDED_MAIN, _change("g", 0.5)], _focus(()), cfg, rounds=6, stored={"g": 0.01}) == []
+    assert to_narrow([DECIDED_MAIN, decided], _focus(), {"f": 0.21}) == ["f"]
+    assert to_narrow([DECIDED_MAIN, decided], _focus(), {"f": 0.34}) == []
+    # no change alike; a function outside the focus, or without a finite interval, is not held
+    assert to_narrow([DECIDED_MAIN], _focus(()), {"main": 0.05}) == ["main"]
+    assert to_narrow([DECIDED_MAIN, _change("g", 0.5)], _focus(()), {"g": 0.01}) == []
+    assert to_narrow([_change("f", 0.5, math.nan, math.nan, checks.NEW)], _focus(), {"f": 0.1}) == []
     said = wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.21})
     assert "f (33% wide, 21% before)" in said and "main" not in said
     assert wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.34}) == ""
-

@@ -106,16 +106,14 @@ def at_the_threshold(c: Change, t: float, rounds: int, horizon: int = MAX_ROUNDS
 
 
 def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int = 0,
-              horizon: int = MAX_ROUNDS, stored: dict[str, float] | None = None) -> list[str]:
+              horizon: int = MAX_ROUNDS) -> list[str]:
     """The focus functions more rounds could still decide: unresolved ones (their interval across the
     threshold, `decision.verdict_of`; an `instructions` one by its time's interval), verdicts not yet
     significant at the early-stopping level, and those with no comparison yet although the workload
     calls them (too few samples so far); after `rounds` rounds, not the `hopeless` ones (against
     `horizon`, the round this check's rounds end at) but for changed functions.  New and removed
     functions have nothing to decide; a withheld comparison (`unknown`) stays withheld; no change and
-    a conflict are decided (within the threshold, below the floor, or by the instruction witness).
-    A re-check's functions whose interval is not yet narrower than in the check it adds to (`stored`:
-    function -> its width there) are open whatever else they read (`not_narrower`)."""
+    a conflict are decided (within the threshold, below the floor, or by the instruction witness)."""
     early = 1 - (1 - cfg.confidence) * EARLY_STOP_SHARE
     out, seen = [], set()
     runs = {c.workload: c.base_ns for c in changes if c.function == ROOT}
@@ -123,9 +121,6 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
         if c.function not in focus.decisive:
             continue
         seen.add(c.function)
-        if not_narrower(c, stored or {}):
-            out.append(c.function)
-            continue
         if c.type in (NEW, REMOVED, INLINED, UNKNOWN, NO_CHANGE, CONFLICT):
             continue
         if c.type in (DEGRADATION, OPTIMIZATION) and c.confidence >= early:
@@ -144,6 +139,13 @@ def undecided(changes: list[Change], focus: Focus, cfg: CheckConfig, rounds: int
     return sorted(out)
 
 
+def to_narrow(changes: list[Change], focus: Focus, stored: dict[str, float]) -> list[str]:
+    """A re-check's focus functions whose interval is not yet narrower than in the check it adds to
+    (`stored`: function -> its width there): open whatever else they read (`undecided`), so that the
+    interval narrows with each re-check (issue #55 item 4)."""
+    return [c.function for c in changes if c.function in focus.decisive and not_narrower(c, stored)]
+
+
 def not_narrower(c: Change, stored: dict[str, float]) -> bool:
     """Whether a re-check's interval of `c` is still as wide as the stored check's (`stored`: function ->
     width), so that its rounds have not yet added what a re-check is for.  The spread is estimated
@@ -156,8 +158,9 @@ def not_narrower(c: Change, stored: dict[str, float]) -> bool:
 def wider_note(changes: list[Change], focus: Focus, stored: dict[str, float]) -> str:
     """The focus functions whose interval the rounds left no narrower than the stored check's (the
     rounds' limits came first): what a reader comparing the two checks should know."""
+    wide = set(to_narrow(changes, focus, stored))
     parts = [f"{short(c.function)} ({c.ci_high - c.ci_low:.0%} wide, {stored[c.function]:.0%} before)"
-             for c in changes if c.function in focus.decisive and not_narrower(c, stored)]
+             for c in changes if c.function in wide]
     return ("no narrower than the stored check's interval when the rounds ended (its spread, estimated "
             "again from every round, reads wider): " + "; ".join(parts)) if parts else ""
 
@@ -178,8 +181,9 @@ def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
     would give now (`checks.verdict`: the same pipeline and the same changed set)."""
     sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
     changed = verdict.changed(runs.target, set)
-    return undecided(verdict.judge(sides, cfg, changed, opinions=False), runs.focus, cfg, len(runs.target),
-                     horizon=runs.kept + MAX_ROUNDS, stored=runs.resumed.widths if runs.resumed else None)
+    changes = verdict.judge(sides, cfg, changed, opinions=False)
+    narrow = to_narrow(changes, runs.focus, runs.resumed.widths) if runs.resumed else []
+    return sorted({*undecided(changes, runs.focus, cfg, len(runs.target), horizon=runs.kept + MAX_ROUNDS), *narrow})
 
 
 def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
