@@ -84,6 +84,19 @@ def test_the_layout_test_catches_an_import_that_climbs(tmp_path):
     assert any("core (rank 0) imports gitperf.checks" in v for v in found), found
 
 
+def test_planning_reads_no_repository():
+    """Issue #56 item 3: what planning needs of the repository is read by `collect` and handed in as
+    values (`plan.optimize.Inputs`); `plan/` imports neither pygit2 nor git perf's git or store code."""
+    found = []
+    for path in sorted((PKG / "plan").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.name}:{node.lineno}: {n}" for n in names
+                      if n == "pygit2" or n.startswith(("gitperf.git", "gitperf.store"))]
+    assert found == []
+
+
 def _is_click_command(fn: ast.FunctionDef) -> bool:
     """click passes every option as a parameter: commands are exempt from the parameter limit."""
     return any("command" in ast.unparse(d) or "group" in ast.unparse(d) for d in fn.decorator_list)

@@ -15,10 +15,10 @@ from gitperf.core.fmt import names
 from gitperf.core.model import ROOT, Mode
 from gitperf.engine.base import RunWorkload
 from gitperf.git import sourcediff
-from gitperf.git.repo import resolve_commit
+from gitperf.git.repo import diff_base, resolve_commit
 from gitperf.plan import hybrid
 from gitperf.plan.costs import call_costs, inside_costs
-from gitperf.plan.optimize import Optimized, diff_base
+from gitperf.plan.optimize import Optimized
 from gitperf.plan.probes import ProbePlan
 
 
@@ -75,7 +75,7 @@ def _changed(ctx: CollectContext, opt: Optimized) -> tuple[str, ...]:
 def _baseline(ctx: CollectContext, wl: Workload):
     """Call counts: this commit's own traced profiles are the best source, else the baseline's."""
     counted = lambda p: len(hybrid.known_calls(p)) > 1  # noqa: E731 - more than the root
-    history, key = ctx.subject.history, ctx.config_key(wl)
+    history, key = ctx.history, ctx.config_key(wl)
     found = history.nearest(key, ctx.target.commit, counted)
     if found[1] is None:
         base = ctx.target.req.base
@@ -102,7 +102,7 @@ def _earlier_plan(ctx: CollectContext, wl: Workload) -> hybrid.Kept | None:
         if name == wl.name:
             return hybrid.Kept(ctx.target.commit, frozenset(traced), int(hz))
     same = lambda p: p.plan.mode == Mode.HYBRID and p.plan.params.get("max_overhead") == ctx.max_overhead  # noqa: E731
-    history, key = ctx.subject.history, ctx.config_key(wl)
+    history, key = ctx.history, ctx.config_key(wl)
     sha, earlier = history.nearest(key, ctx.target.commit, same)
     if earlier is None and not ctx.target.req.adhoc:
         sha, earlier = history.nearest(key, None, same)

@@ -33,7 +33,8 @@ from gitperf.git import buildcache
 from gitperf.git.repo import perf_dir, resolve_commit
 from gitperf.git.worktree import Built, checkout, run_build, sweep_worktrees
 from gitperf.plan.costs import call_costs
-from gitperf.plan.optimize import Optimized, full_trace_hotspots, optimize
+from gitperf.collect.inputs import full_trace_hotspots, planning_inputs
+from gitperf.plan.optimize import Optimized, optimize
 from gitperf.plan.probes import make_plan
 from gitperf.store.notes import NotesStore
 
@@ -217,11 +218,11 @@ def _plan_for(ctx: CollectContext, wl: Workload) -> Optimized:
     t0 = time.perf_counter()
     plan = make_plan(ctx.binary, ctx.collect, ctx.target.req.funcs)
     made = time.perf_counter() - t0
-    opt = optimize(ctx.subject, plan, ctx.config_key(wl), ctx.choice, ctx.progress)
+    opt = optimize(ctx.subject, plan, planning_inputs(ctx, wl), ctx.choice, ctx.progress)
     if ctx.max_overhead:
         opt = budgeted(ctx, plan, opt, wl)
     if opt.plan.mode != Mode.TRACE or any(opt.plan.removed.values()):
-        opt = replace(opt, hotspots=full_trace_hotspots(ctx.subject.history, ctx.config_key(wl)))
+        opt = replace(opt, hotspots=full_trace_hotspots(ctx.history, ctx.config_key(wl)))
     return replace(opt, plan=replace(opt.plan, probe_cost=call_costs(opt.plan, ctx.cost_ns)), oo=opt.oo + made)
 
 

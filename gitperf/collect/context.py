@@ -168,6 +168,7 @@ class CollectContext:
     header_base: dict  # the Header fields every profile of this collection shares
     ore: float  # resource extraction: reading the ELF and its DWARF
     max_overhead: float  # fraction of native run time; 0 = no budget
+    history: History  # the commit's ancestors' profiles, each note read once for the whole collection
     pad: str = ""  # the NOP padding the build used (git.pad.describe; "" = none): part of the plan
 
     @classmethod
@@ -193,12 +194,12 @@ class CollectContext:
         header_base = dict(tool_version=__version__, commit=target.commit, binary=rel, build_id=binary.build_id,
                            engine=target.engine.name, machine=machine_fingerprint(), kernel=platform.release(),
                            config=_source(config, root), environment=environment(binary))
-        subject = Subject(target.repo, target.commit, binary, config, locations, target.cache_dir,
-                          History(target.repo, target.commit),
+        subject = Subject(target.commit, binary, config, locations, target.cache_dir,
                           BaseGraphs(target.repo, config, binary.path, target.cache_dir), from_commit=not req.adhoc)
         return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, header_base["machine"],
                                                                            progress=target.progress),
-                   dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead)
+                   dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead,
+                   History(target.repo, target.commit))
 
     @property
     def binary(self) -> elf.BinaryInfo:

@@ -395,7 +395,7 @@ def _workload(both: BothBuilt, wl: Workload, preq: PairedRequest, until: Until, 
     with ExitStack() as programs:
         runs = run_rounds(load(pair, programs), preq.stop, until, progress, resumed)
     if preq.witness and not resumed:  # after the rounds, with the probes detached; a series keeps its first counts
-        count_instructions(pair, runs, progress, learnt(bctx.subject.history, bctx.config_key(wl), tuple(wl.argv)))
+        count_instructions(pair, runs, progress, learnt(bctx.history, bctx.config_key(wl), tuple(wl.argv)))
     return runs
 
 

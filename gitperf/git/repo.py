@@ -113,3 +113,9 @@ def parent(repo: pygit2.Repository, commit: str) -> str:
     """The first parent ("" for a root commit)."""
     parents = repo.get(commit).parents
     return str(parents[0].id) if parents else ""
+
+
+def diff_base(repo: pygit2.Repository, commit: str, base_rev: str | None) -> str:
+    """The commit a change is measured against: `base_rev` (--base), else the first parent ("" for a
+    root commit)."""
+    return resolve_commit(repo, base_rev) if base_rev else parent(repo, commit)
