@@ -94,7 +94,7 @@ class Resume:
     """A stored series of one workload's rounds that a re-check of the same pair adds to: its pairing
     id, the focus its plan was made from, both sides' stored rounds (round order), and the width of
     each function's interval in the stored check (relative change), which the re-check's rounds must
-    narrow (`checks.paired.undecided`)."""
+    narrow (`checks.paired.to_narrow`)."""
 
     pairing: str
     focus: Focus
