@@ -121,10 +121,8 @@ def budgeted(ctx: CollectContext, plan: ProbePlan, opt: Optimized, wl: Workload)
     if kept := _earlier_plan(ctx, wl):
         ctx.progress(f"  keeping the plan of {kept.commit[:12]}: {len(kept.traced)} function(s) traced, stack "
                      f"sampling at {kept.stack_hz} Hz (profiles of one plan compare; --replan chooses anew)")
-        new_plan = replace(plan, mode=Mode.HYBRID, traced=kept.traced, stack_hz=kept.stack_hz, sample_every=1,
-                           every_by={}, period_ns=0, window_ns=0, changed=changed, removed=opt.plan.removed)
-        params = {"max_overhead": ctx.max_overhead, "budget_ns": pilot.budget_ns(ctx.max_overhead),
-                  "native_s": pilot.native_s, "plan_from": kept.commit}
+        new_plan, params = hybrid.keep(replace(plan, changed=changed, removed=opt.plan.removed), kept, pilot,
+                                       ctx.max_overhead)
         return replace(opt, plan=new_plan, params=params, native_s=pilot.native_s,
                        oo=opt.oo + time.perf_counter() - t0)
     stats_commit, base_profile = _baseline(ctx, wl)
@@ -141,8 +139,6 @@ def budgeted(ctx: CollectContext, plan: ProbePlan, opt: Optimized, wl: Workload)
                  + (f"; {len(settled)} of {len(todo)} from the counting pass" if todo else ""))
     why = {**choice.why, **{n: r for n, r in pass_why.items() if n in choice.why}}
     reasons = {**opt.reasons, **{n: f"sampled, not traced: {r}" for n, r in why.items()}}
-    params = {"max_overhead": ctx.max_overhead, "budget_ns": choice.budget_ns, "predicted_ns": choice.predicted_ns,
-              "native_s": pilot.native_s, "value": choice.value, "bound": choice.bound, "rates_value": rates.value,
-              "counted": float(len(todo))}
+    params = hybrid.chosen_params(choice, rates, pilot, ctx.max_overhead, len(todo))
     return replace(opt, plan=new_plan, reasons=reasons, params=params, native_s=pilot.native_s,
                    oo=opt.oo + time.perf_counter() - t0)

@@ -117,6 +117,24 @@ def kept(commit: str, earlier: PlanRecord | None, names: set[str], max_overhead:
     return Kept(commit, frozenset(earlier.traced), int(hz)) if isinstance(hz, (int, float)) else None
 
 
+def keep(plan: ProbePlan, k: Kept, pilot: Pilot, max_overhead: float) -> tuple[ProbePlan, dict]:
+    """The kept plan (`kept`) made for this binary from `plan` (its changed and removed functions
+    set), and the parameters its profiles record."""
+    kept_plan = replace(plan, mode=Mode.HYBRID, traced=k.traced, stack_hz=k.stack_hz, sample_every=1, every_by={},
+                        period_ns=0, window_ns=0)
+    return kept_plan, {"max_overhead": max_overhead, "budget_ns": pilot.budget_ns(max_overhead),
+                       "native_s": pilot.native_s, "plan_from": k.commit}
+
+
+def chosen_params(choice: budget.Choice, rates: budget.Choice, pilot: Pilot, max_overhead: float,
+                  counted: int) -> dict:
+    """The parameters the profiles of a plan chosen anew record (`choose`'s choice, the rates form's
+    bound beside it, and how many functions the counting pass counted)."""
+    return {"max_overhead": max_overhead, "budget_ns": choice.budget_ns, "predicted_ns": choice.predicted_ns,
+            "native_s": pilot.native_s, "value": choice.value, "bound": choice.bound, "rates_value": rates.value,
+            "counted": float(counted)}
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What the hybrid planner weighs, function by function."""
