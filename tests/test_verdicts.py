@@ -996,3 +996,23 @@ def test_a_recheck_adds_rounds_until_each_interval_is_narrower_than_the_stored_c
     said = wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.21})
     assert "f (33% wide, 21% before)" in said and "main" not in said
     assert wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.34}) == ""
+
+
+def test_probes_are_alike_only_where_the_runs_show_it():
+    """Issue #55: a comparison in probed time needs the two sides' probes to cost the same (within 2%
+    of the function's time), shown by the runs: the centers' difference plus its 97.5% bound.  ninja's
+    `main` (probe times varying run to run) lay 1.9-2.6% apart as rounds accumulated, and the bare
+    difference read alike in two checks of five: its degradation came and went."""
+    from gitperf.checks.sides import Side, probes_alike
+    from gitperf.stats import inference
+
+    def side(total, probes):
+        return Side([total] * len(probes), [], [], total=total, probe=inference.center(probes),
+                    probe_se=inference.center_se(probes), native=False)
+    exact = side(100.0, [40.0] * 5)
+    assert probes_alike(side(100.0, [41.9] * 5), exact)  # 1.9% apart, exactly: alike
+    assert not probes_alike(side(100.0, [42.1] * 5), exact)
+    noisy = [39.0, 41.5, 43.0, 41.0, 42.5]  # center 41.5, 1.5% from the base's, spread ±1.5
+    assert inference.center_se(noisy) > 0.5
+    assert not probes_alike(side(100.0, noisy), exact)  # not shown within 2%
+    assert probes_alike(side(100.0, [40.2, 40.6, 40.4, 40.8, 40.3]), exact)  # 0.4% apart, bounded within 2%

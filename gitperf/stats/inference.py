@@ -42,6 +42,20 @@ def center(values) -> float:
     return float(v[n // 2]) if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
 
 
+def center_se(values: Sequence[float]) -> float:
+    """The standard error of `center(values)`: their spread (1.4826 MAD from three values on, robust
+    as the median is; the classical SD below) times `center_var`'s factor."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    if n < 3:
+        sd = float(np.std(values, ddof=1))
+    else:
+        med = center(values)
+        sd = MAD_TO_SD * center([abs(x - med) for x in values])
+    return sd * math.sqrt(center_var(n))
+
+
 def center_var(n: int) -> float:
     """Variance of `center` over n runs, in units of one run's variance (pi/2 / n for the median:
     its asymptotic efficiency, conservative for small n)."""
