@@ -119,7 +119,7 @@ def _fail_without_browser(request):
 def git_identity(monkeypatch, tmp_path_factory):
     """Every test sees the same git identity and no user/system config.  The session's one home holds
     the one calibration every collection of the session shares (it belongs to the machine:
-    `git.repo.user_cache`), apart from the user's own."""
+    `git.state.user_cache`), apart from the user's own."""
     home = tmp_path_factory.getbasetemp() / "home"
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("HOME", str(home))

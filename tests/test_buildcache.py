@@ -210,3 +210,29 @@ def test_a_kept_build_that_is_not_what_its_commit_builds_is_built_again_and_says
     assert dropped.startswith(why) and _runs(tmp_path) == 2
     assert binary.read_bytes() == right  # what the commit builds (cc -O2 -g is deterministic here)
     assert _kept(repo, commits[1], build, cache)[0] == "" and _runs(tmp_path) == 2  # and that one is reused
+
+
+def test_every_lock_of_the_local_state_is_one_helper_with_one_behaviour_per_purpose(tmp_path):
+    """Issue #56 item 4 (`git.state.locked`): exclusive excludes everyone, shared admits shared holders;
+    a holder that shares its exclusive lock admits them from then on; a bounded wait says who holds
+    what (`Held`), and a kept build in use is never evicted."""
+    from gitperf.git.state import Held, locked
+    path = tmp_path / "x.lock"
+    with locked(path) as held:
+        with pytest.raises(Held, match="another git perf holds .*x.lock"):
+            with locked(path, shared=True, wait=0):
+                pass
+        held.share()
+        with locked(path, shared=True, wait=0):  # shared beside shared
+            with pytest.raises(Held):
+                with locked(path, wait=0.05):  # but not exclusive
+                    pass
+    with locked(path, wait=0):  # released
+        pass
+    # the kept builds: eviction skips a build another check holds
+    root, commits, build = _repo(tmp_path)
+    repo, cache = open_repo(root), tmp_path / "perf"
+    with buildcache.slot(repo, commits[0], "k0", cache) as kept:
+        kept.finish(run_build(build, kept.root, commits[0], cache))
+        assert buildcache.evict(repo, cache, keep=0) == []  # in use: kept
+    assert buildcache.evict(repo, cache, keep=0) == ["k0"]

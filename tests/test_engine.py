@@ -343,7 +343,7 @@ def test_without_privileges_exits_4_with_what_to_do(empty_repo):
 
 
 def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit):
-    from gitperf.git.repo import user_cache
+    from gitperf.git.state import user_cache
     root, c = first_commit
     out = collect_json(root, "--workload", "small")
     cal = json.loads(next(user_cache().glob("calibration-*.json")).read_text())  # (the session's home: conftest)

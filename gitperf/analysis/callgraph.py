@@ -24,6 +24,7 @@ import networkx as nx
 from gitperf.core.errors import InputError
 from gitperf.core.model import ROOT
 from gitperf.core.progress import Progress
+from gitperf.git.state import callgraph_alias, callgraph_file
 
 CACHE_VERSION = 1
 CRITERIA = ("soft", "semi-strict", "strict")
@@ -243,24 +244,16 @@ def _extract_with_angr(path: str, build_id: str, progress: Progress) -> CallGrap
     return CallGraph(build_id, funcs, seconds=time.perf_counter() - t0)
 
 
-def _cache_file(cache_dir: Path, build_id: str) -> Path:
-    return Path(cache_dir) / f"callgraph-{build_id.replace(':', '-')}.json"
-
-
-def _alias_file(cache_dir: Path, alias: str) -> Path:
-    return Path(cache_dir) / f"callgraph-rev-{alias.replace('/', '_')}.txt"
-
-
 def cached_build_id(cache_dir: Path, alias: str) -> str | None:
     """The build id analysed for `alias` (commit and binary name), if its resource is cached.
     Builds of one commit in different temporary worktrees get different build ids (-g records the
     directory) but the same code, so a commit's analysis is reused through its alias."""
-    a = _alias_file(cache_dir, alias)
+    a = callgraph_alias(cache_dir, alias)
     try:
         bid = a.read_text().strip()
     except OSError:
         return None
-    return bid if _cache_file(cache_dir, bid).exists() else None
+    return bid if callgraph_file(cache_dir, bid).exists() else None
 
 
 def load(path: str, build_id: str, cache_dir: Path, progress: Progress, alias: str | None = None) -> CallGraph:
@@ -268,7 +261,7 @@ def load(path: str, build_id: str, cache_dir: Path, progress: Progress, alias: s
     build) was analysed before; else extracted with angr and cached."""
     if alias and (known := cached_build_id(cache_dir, alias)):
         build_id = known
-    cache = _cache_file(cache_dir, build_id)
+    cache = callgraph_file(cache_dir, build_id)
     t0 = time.perf_counter()
     if cache.exists():
         try:
@@ -285,6 +278,6 @@ def load(path: str, build_id: str, cache_dir: Path, progress: Progress, alias: s
                                "functions": {n: asdict(f) for n, f in cg.functions.items()}}))
     tmp.replace(cache)
     if alias:
-        _alias_file(cache_dir, alias).write_text(build_id)
+        callgraph_alias(cache_dir, alias).write_text(build_id)
     progress(f"call graph: {len(cg.functions)} functions, depth {cg.depth}, {cg.seconds:.1f} s")
     return cg

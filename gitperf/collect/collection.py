@@ -30,7 +30,8 @@ from gitperf.core.errors import CollectionAborted, ConfigError, InputError, Work
 from gitperf.core.model import ROOT, Mode, Profile, content_id
 from gitperf.engine.base import Engine
 from gitperf.git import buildcache
-from gitperf.git.repo import perf_dir, resolve_commit
+from gitperf.git.repo import resolve_commit
+from gitperf.git.state import perf_dir
 from gitperf.git.worktree import Built, checkout, run_build, sweep_worktrees
 from gitperf.plan.costs import call_costs
 from gitperf.collect.inputs import full_trace_hotspots, planning_inputs

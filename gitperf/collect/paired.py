@@ -49,7 +49,7 @@ from gitperf.core.names import short
 from gitperf.core.model import ROOT, InstructionCounts, Profile, StoredProfile, content_id
 from gitperf.engine import callgrind
 from gitperf.engine.base import Engine, Session
-from gitperf.git.repo import perf_dir
+from gitperf.git.state import perf_dir
 from gitperf.git.worktree import sweep_worktrees
 from gitperf.plan import focus as planning
 from gitperf.plan.costs import call_costs, inside_costs

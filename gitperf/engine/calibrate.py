@@ -3,7 +3,7 @@
 A tiny program (calib/) calls one empty function per class N times and times the loop itself;
 run natively and then with entry+return probes on those functions, the difference per call is what
 one probed call costs (entry trap, handler, uretprobe).  The result depends on the kernel and the
-hardware, so it is cached per machine and kernel release in the user's cache (`git.repo.user_cache`) and
+hardware, so it is cached per machine and kernel release in the user's cache (`git.state.user_cache`) and
 recorded in every profile.
 
 A second run has the stack-sampling timer on and only `main` probed: a call-free loop's slowdown
@@ -34,7 +34,7 @@ from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
 from gitperf.engine.base import Engine, Session
 from gitperf.engine.workload import Command, run
-from gitperf.git.repo import user_cache
+from gitperf.git.state import user_cache
 from gitperf.plan.costs import SAMPLE_KEY
 from gitperf.plan.probes import make_plan
 
@@ -125,7 +125,7 @@ def measure(engine: Engine, workdir: Path) -> dict[str, float]:
 
 def costs(engine: Engine, machine: str, cache_dir: Path | None = None, progress=lambda _m: None) -> dict[str, float]:
     """Cached per machine (`machine`: its fingerprint) and kernel release in `cache_dir` (default
-    `git.repo.user_cache()`: the calibration belongs to the machine and its kernel, not to a
+    `git.state.user_cache()`: the calibration belongs to the machine and its kernel, not to a
     repository; kept under each repository's `.git/perf/`, every fresh clone, a CI job's, measured it
     again, ~12 s of its first collect), or where that cannot be written, measured again next time."""
     cache = (cache_dir or user_cache()) / f"calibration-{platform.release()}-{machine}.json"

@@ -20,7 +20,6 @@ from a fresh worktree with one line saying why.  A kept build is used under a sh
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -36,7 +35,8 @@ import pygit2
 from gitperf.core.config import BuildConfig
 from gitperf.core.errors import BuildError
 from gitperf.git import pad
-from gitperf.git.worktree import COMPILERS, KEPT, Built
+from gitperf.git.state import Held, kept_builds, kept_lock, locked
+from gitperf.git.worktree import COMPILERS, Built
 
 KEEP = 6  # kept builds: both sides of three checks (ninja's: ~60 MB each)
 # what a build reads besides its tree: make's and CMake's usual variables (a CFLAGS exported for one
@@ -144,11 +144,10 @@ def damage(tree: Path, commit: str, built: Built) -> str:
 def slot(repo: pygit2.Repository, commit: str, key: str, cache_dir: Path, rebuild: bool = False) -> Iterator[Slot]:
     """The kept build of `key` (a worktree of `commit`), held for as long as the context lasts; a
     damaged one (`damage`), or any when `rebuild`, is dropped and its slot built again."""
-    builds = cache_dir / KEPT
+    builds = kept_builds(cache_dir)
     place = builds / key
     builds.mkdir(parents=True, exist_ok=True)
-    with open(builds / f"{key}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(kept_lock(cache_dir, key)) as lock:
         done = place / DONE
         built, dropped = _read(done), ""
         if built is not None:
@@ -167,7 +166,7 @@ def slot(repo: pygit2.Repository, commit: str, key: str, cache_dir: Path, rebuil
         ok = False
         try:
             if built is not None:
-                fcntl.flock(lock, fcntl.LOCK_SH)  # others may use it too; nobody removes it
+                lock.share()  # others may use it too; nobody removes it
             yield s
             ok = True
         finally:
@@ -179,16 +178,14 @@ def slot(repo: pygit2.Repository, commit: str, key: str, cache_dir: Path, rebuil
 def evict(repo: pygit2.Repository, cache_dir: Path, keep: int = KEEP) -> list[str]:
     """Remove all but the `keep` most recently used finished builds (and unfinished ones), skipping
     any in use.  Returns the keys removed."""
-    builds = cache_dir / KEPT
+    builds = kept_builds(cache_dir)
     if not builds.is_dir():
         return []
     places = [p for p in builds.iterdir() if p.is_dir()]
     used = {p: (p / DONE).stat().st_mtime if (p / DONE).exists() else 0.0 for p in places}
     removed = []
     for place in sorted(places, key=used.get, reverse=True)[keep:]:
-        with open(builds / f"{place.name}.lock", "a") as lock:
-            with suppress(BlockingIOError):
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                _remove(repo, place)
-                removed.append(place.name)
+        with suppress(Held), locked(kept_lock(cache_dir, place.name), wait=0):
+            _remove(repo, place)
+            removed.append(place.name)
     return removed

@@ -29,6 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitperf.git.state import pads_cache
+
 # Frame pointers with every padding, so that a stack sample's walk reaches `main` (stored call
 # stacks, flame graphs; ARCHITECTURE.md §5).  Our flags go first: a build's own flags still win.
 FRAME_POINTERS = "-fno-omit-frame-pointer"
@@ -158,7 +160,7 @@ def links(real: str, pad: Pad, work: Path) -> bool:
 def choose(real: str, cache_dir: Path) -> Pad:
     """The first padding in PADS that `real` links with (NONE when none does), asked once per
     compiler version (cached in `cache_dir`/pads.json)."""
-    cache = cache_dir / "pads.json"
+    cache = pads_cache(cache_dir)
     key = _identity(real)
     try:
         known = json.loads(cache.read_text())

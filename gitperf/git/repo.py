@@ -46,23 +46,6 @@ def common_dir(repo: pygit2.Repository) -> Path:
     return common
 
 
-def perf_dir(repo: pygit2.Repository) -> Path:
-    """Machine-local state (`.git/perf/`), shared by all worktrees of the repository."""
-    d = common_dir(repo) / "perf"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def user_cache() -> Path:
-    """The user's own machine-local state (not a repository's): `$GITPERF_CACHE`, else
-    `$XDG_CACHE_HOME/git-perf`, else `~/.cache/git-perf`.  The probe calibration, which belongs to the
-    machine (`engine.calibrate`), and the index of a repository whose `.git/perf/` the user cannot
-    write (`views.index.index_path`)."""
-    if os.environ.get("GITPERF_CACHE"):
-        return Path(os.environ["GITPERF_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "git-perf"
-
-
 def resolve_commit(repo: pygit2.Repository, rev: str) -> str:
     try:
         obj = repo.revparse_single(rev)

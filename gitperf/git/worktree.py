@@ -4,8 +4,6 @@ otherwise a temporary `git worktree` that is removed afterwards (the user's tree
 from __future__ import annotations
 
 import collections
-import fcntl
-import hashlib
 import os
 import re
 import shutil
@@ -25,6 +23,7 @@ from gitperf.core.errors import BuildError
 from gitperf.core.owner import Owner
 from gitperf.core.proc import alive, in_child, keep_tail, signals_held
 from gitperf.git import pad
+from gitperf.git.state import KEPT, build_lock, ccache, locked, pad_shims
 
 
 def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
@@ -35,7 +34,6 @@ def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
 
 
 _PREFIX = "gitperf-wt-"  # + the owning process id: gitperf-wt-PID-XXXX/<commit>
-KEPT = "builds"  # .git/perf/builds/KEY/tree: worktrees of finished builds kept for reuse (git.buildcache)
 
 
 def sweep_worktrees(repo: pygit2.Repository) -> list[str]:
@@ -101,7 +99,7 @@ def probe_pad_path(lock_dir: Path, align: int = 0) -> tuple[str, dict[str, pad.P
     CFLAGS outright.  The directory persists (under .git/perf): a build system that records the
     compiler's path (cmake) keeps finding it."""
     path = os.environ.get("PATH", os.defpath)
-    shims = lock_dir / ("probe-pad-bin" + (f"-align{align}" if align else ""))  # one directory per script text
+    shims = pad_shims(lock_dir, align)  # one directory per script text
     shims.mkdir(parents=True, exist_ok=True)
     pads = {}
     launcher = shutil.which("ccache", path=path) or ""
@@ -125,7 +123,7 @@ def cache_env(root: Path, lock_dir: Path) -> dict[str, str]:
     """What a wrapped build's compilers read: the work tree (`pad.TREE_VAR`), and ccache's cache under
     .git/perf, paths under the tree hashed relative to it (ARCHITECTURE.md §6a)."""
     tree = str(root.resolve())
-    return {pad.TREE_VAR: tree, "CCACHE_DIR": str(lock_dir / "ccache"), "CCACHE_BASEDIR": tree,
+    return {pad.TREE_VAR: tree, "CCACHE_DIR": str(ccache(lock_dir)), "CCACHE_BASEDIR": tree,
             "CCACHE_MAXSIZE": CCACHE_MAXSIZE}
 
 
@@ -187,8 +185,8 @@ def _build_padded(build: BuildConfig, root: Path, lock_dir: Path, timeout: float
     command, align = build.command, build.align_functions
     path, pads = probe_pad_path(lock_dir, align)
     if owner is not None:
-        (lock_dir / "ccache").mkdir(exist_ok=True)
-        owner.give(lock_dir / "ccache")
+        ccache(lock_dir).mkdir(exist_ok=True)
+        owner.give(ccache(lock_dir))
     r = _build(command, root, {**os.environ, **cache_env(root, lock_dir), "PATH": path}, timeout, owner)
     if r.returncode == 0 or not _in_our_worktree(root):
         return r, Built(pad=pad.describe(pads, align))
@@ -209,13 +207,12 @@ def run_build(build: BuildConfig, root: Path, commit: str, lock_dir: Path, timeo
     command = build.command
     if not command.strip():
         return Built()
-    lock = lock_dir / f"build-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]}.lock"
+    lock = build_lock(lock_dir, root)
     owner = Owner.of(lock_dir.parent)
     if owner is not None and _in_our_worktree(root):
         owner.give(root)  # checked out by us, as root: the owner's build writes into it
     try:
-        with open(lock, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        with locked(lock):
             try:
                 r, done = (_build_padded(build, root, lock_dir, timeout, owner)
                            if build.probe_pad else (_build(command, root, None, timeout, owner), Built()))

@@ -20,7 +20,7 @@ from gitperf.core.config import Config
 from gitperf.core.errors import GitPerfError
 from gitperf.core.fmt import names
 from gitperf.core.names import short
-from gitperf.core.model import FunctionStats, Mode
+from gitperf.core.model import FunctionStats
 from gitperf.core.progress import Progress
 from gitperf.plan import pipelines
 from gitperf.plan.probes import ProbePlan, narrow

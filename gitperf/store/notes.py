@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import subprocess
@@ -28,7 +27,8 @@ from gitperf.core import codec, typed
 from gitperf.core.errors import InputError, NoteFormatError, StoreConflict
 from gitperf.core.model import Profile, StoredProfile, content_id
 from gitperf.core.typed import Real
-from gitperf.git.repo import ancestors, perf_dir
+from gitperf.git.repo import ancestors
+from gitperf.git.state import NOTES_WAIT, Held, locked, notes_lock, perf_dir
 from gitperf.store import notestree
 
 NOTES_REF = "refs/notes/perf"
@@ -172,22 +172,12 @@ class NotesStore:
 
     # -- writing ----------------------------------------------------------------------------------
     @contextmanager
-    def _lock(self, timeout: float = 60.0) -> Iterator[None]:
-        path = perf_dir(self.repo) / "notes.lock"
-        with open(path, "a") as fh:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise StoreConflict(f"another git perf holds {path} for over {timeout:.0f}s") from None
-                    time.sleep(0.01)
-            try:
+    def _lock(self) -> Iterator[None]:
+        try:
+            with locked(notes_lock(self.repo), wait=NOTES_WAIT):
                 yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        except Held as e:
+            raise StoreConflict(str(e)) from None
 
     def add(self, commit: str, profile: Profile) -> str:
         """Append one profile to the commit's note; returns its id.  Adding the same line twice is a

@@ -17,7 +17,6 @@ through `views.index_build`'s workers), the queries from `views.index_query`.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import itertools
 import json
@@ -34,7 +33,8 @@ import sqlite_utils
 
 from gitperf.core.config import CheckConfig
 from gitperf.core.progress import Progress, silent
-from gitperf.git.repo import first_parent, perf_dir, user_cache
+from gitperf.git.repo import first_parent
+from gitperf.git.state import locked, perf_dir, user_cache
 from gitperf.store.notes import NOTES_REF
 from gitperf.views import index_build as build
 from gitperf.views import index_rows as rows
@@ -55,7 +55,7 @@ class UpdateStats:
 
 def index_path(repo: pygit2.Repository) -> Path:
     """`.git/perf/index.db`; when that is not writable (collection ran as root, the dashboard runs as
-    you) an index per repository in the user's cache (`git.repo.user_cache`) instead: the dashboard never
+    you) an index per repository in the user's cache (`git.state.user_cache`) instead: the dashboard never
     needs root."""
     try:
         d = perf_dir(repo)
@@ -157,12 +157,8 @@ def _create_indexes(db: sqlite_utils.Database) -> None:
 @contextmanager
 def _update_lock(path: Path) -> Iterator[None]:
     """One updater at a time, across processes (serve's threads, an export, a second serve)."""
-    with open(f"{path}.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with locked(Path(f"{path}.lock")):
+        yield
 
 
 @dataclass(frozen=True)
