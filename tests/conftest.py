@@ -8,6 +8,7 @@ same for `valgrind` and `viewers` (node and the npm readers of exported files).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -190,6 +191,30 @@ def run_cli(cwd, *args, env=None, timeout=600) -> subprocess.CompletedProcess:
     if env:
         e.update(env)
     return subprocess.run(["git", "perf", *args], cwd=cwd, capture_output=True, text=True, env=e, timeout=timeout)
+
+
+READ_COMMANDS = ("show", "log", "report", "diff", "check")  # (check without --collect)
+
+
+def read_cli(cwd, *args, env=None) -> subprocess.CompletedProcess:
+    """A read command of `git perf` (READ_COMMANDS) run in this process through click's CliRunner, as
+    `run_cli` runs it through git: the same exit code, stdout and stderr, without a process and its
+    imports (~0.4 s) a call (issue #56 item 5).  An error the CLI does not turn into its exit code is
+    raised here, with its traceback; the signal handlers the CLI installs are put back."""
+    from click.testing import CliRunner
+    from gitperf.cli import main
+    args = [str(a) for a in args]
+    assert args[0] in READ_COMMANDS and "--collect" not in args, args
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with contextlib.chdir(cwd):
+            r = CliRunner().invoke(main, args, env=env)
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return subprocess.CompletedProcess(["git", "perf", *args], r.exit_code, r.stdout, r.stderr)
 
 
 def collect_json(root, *args) -> list[dict]:

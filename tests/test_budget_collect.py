@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import collect_json as collect
+from conftest import collect_json as collect, read_cli
 from conftest import git, run_cli
 
 from gitperf.web import create_app
@@ -29,9 +29,9 @@ def test_budget_traces_the_changed_function_exactly_and_samples_the_rest_with_in
     # is_word_char (once per character) costs far more to trace than the budget allows; the reason is kept
     assert "is_word_char" not in plan["traced"] and "more than" in plan["reasons"]["is_word_char"]
 
-    [shown] = json.loads(run_cli(root, "show", commits[3], "--json").stdout)["profiles"]
+    [shown] = json.loads(read_cli(root, "show", commits[3], "--json").stdout)["profiles"]
     funcs = {f["name"]: f for f in shown["functions"]}
-    [ref] = json.loads(run_cli(root, "show", commits[2], "--json").stdout)["profiles"]
+    [ref] = json.loads(read_cli(root, "show", commits[2], "--json").stdout)["profiles"]
     ref_counts = {f["name"]: f["count"] for f in ref["functions"]}
     # traced: exact counts, as in the full trace of the same workload
     assert not funcs["checksum_block"]["sampled"]
@@ -42,7 +42,7 @@ def test_budget_traces_the_changed_function_exactly_and_samples_the_rest_with_in
     assert all(f["count"] == 0 for f in sampled)  # stack samples count no calls
     assert base["plan"]["mode"] == "trace"
 
-    text = run_cli(root, "show", commits[3]).stdout
+    text = read_cli(root, "show", commits[3]).stdout
     assert "budget 100.0% of native" in text and "predicted" in text and "measured" in text
 
     # with a full trace of the same commit, the dashboard data carries the budget run's accuracy
@@ -73,7 +73,7 @@ def test_a_changed_function_no_profile_counted_is_counted_first_then_traced_exac
     assert plan["params"]["counted"] >= 1
     [full] = collect(root, commits[3], "--workload", "gate", "--repeat", "1")
     shown = {q["id"]: {f["name"]: f for f in q["functions"]}
-             for q in json.loads(run_cli(root, "show", commits[3], "--json").stdout)["profiles"]}
+             for q in json.loads(read_cli(root, "show", commits[3], "--json").stdout)["profiles"]}
     assert shown[p["id"]]["checksum_block"]["count"] == shown[full["id"]]["checksum_block"]["count"] > 0
     assert full["plan"]["mode"] == "trace"
 
@@ -145,7 +145,7 @@ def test_a_bare_collect_stays_within_the_default_budget_and_says_what_it_predict
     assert r.returncode == 0, r.stderr
     assert "overhead budget 5.0%" in r.stderr and "ms predicted" in r.stderr, r.stderr
     assert "budget 5.0% of native" in r.stdout and "predicted" in r.stdout, r.stdout
-    profiles = json.loads(run_cli(repo, "show", "--json", "--top", "0").stdout)["profiles"]
+    profiles = json.loads(read_cli(repo, "show", "--json", "--top", "0").stdout)["profiles"]
     assert len(profiles) == 3  # no `repeat` in the file: the pilot's ~20 ms afford three runs
     shown = profiles[0]
     plan = shown["plan"]
@@ -171,10 +171,10 @@ def test_a_workloads_history_keeps_one_budgeted_plan_so_consecutive_commits_comp
     first = collect(root, commits[1], *budget)
     r = run_cli(root, "collect", commits[2], *budget)
     assert r.returncode == 0 and f"keeping the plan of {commits[1][:12]}" in r.stderr, r.stderr
-    [later] = [p for p in json.loads(run_cli(root, "show", commits[2], "--json").stdout)["profiles"]][:1]
+    [later] = [p for p in json.loads(read_cli(root, "show", commits[2], "--json").stdout)["profiles"]][:1]
     assert later["plan"]["traced"] == first[0]["plan"]["traced"]
     assert later["plan"]["params"]["plan_from"] == commits[1]
-    checked = run_cli(root, "check", commits[2], "--json")
+    checked = read_cli(root, "check", commits[2], "--json")
     assert checked.returncode in (0, 1), checked.stdout + checked.stderr  # a verdict, not "not enough data"
     assert json.loads(checked.stdout)["base"] == commits[1]
     [anew] = collect(root, commits[2], *budget[:3], "1", *budget[4:], "--replan")

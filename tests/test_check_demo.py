@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, read_cli
 
 pytestmark = pytest.mark.ebpf
 
@@ -68,7 +68,7 @@ def test_speedup_under_full_tracing_is_withheld_not_claimed(profiled):
 
 def test_markdown_report_of_the_slowdown_stands_on_its_own(profiled):
     root, commits = profiled
-    r = run_cli(root, "report", commits[3], "--format", "markdown")
+    r = read_cli(root, "report", commits[3], "--format", "markdown")
     assert r.returncode == 1
     md = r.stdout
     # what got slower, by how much, how sure, where in the source, and what the commit was

@@ -6,24 +6,24 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from conftest import git, history, profile, run_cli
+from conftest import git, history, profile, run_cli, read_cli
 
 from gitperf.git.repo import open_repo
 from gitperf.store.notes import NotesStore
 
 
 def test_no_profiles_or_no_baseline_exit_3_with_what_to_do(empty_repo):
-    r = run_cli(empty_repo, "check")
+    r = read_cli(empty_repo, "check")
     assert r.returncode == 3 and "git perf collect" in r.stdout
     commits = history(empty_repo, 1)
-    r = run_cli(empty_repo, "check", commits[0], "--json")
+    r = read_cli(empty_repo, "check", commits[0], "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 3 and out["result"] == "not-enough-data" and out["base"] is None
 
 
 def test_slowdown_exits_1_names_the_function_first_and_json_has_the_documented_shape(empty_repo):
     commits = history(empty_repo, 6, slow_at=5)
-    r = run_cli(empty_repo, "check", "--json")
+    r = read_cli(empty_repo, "check", "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     out = json.loads(r.stdout)
     assert out["commit"] == commits[5] and out["base"] == commits[4] and out["result"] == "degradation"
@@ -39,7 +39,7 @@ def test_slowdown_exits_1_names_the_function_first_and_json_has_the_documented_s
 
 def test_improvement_exits_0_as_optimization(empty_repo):
     history(empty_repo, 3, slow_at=2, factor=0.5)
-    r = run_cli(empty_repo, "check", "--json")
+    r = read_cli(empty_repo, "check", "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["result"] == "optimization"
     assert out["changes"][0]["function"] == "parse" and out["changes"][0]["relative"] < -0.4
@@ -50,7 +50,7 @@ def test_a_small_change_is_never_a_verdict_and_exits_0(empty_repo):
     +4% [+1%, +8%], unresolved (the old rule, the estimate against the threshold, read a 3% change with
     this seed as a +5.3% degradation); the run's interval is wider still.  Exit 0, no verdict."""
     history(empty_repo, 3, slow_at=2, factor=1.02)
-    r = run_cli(empty_repo, "check", "--json", "--all")
+    r = read_cli(empty_repo, "check", "--json", "--all")
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["result"] == "unresolved", r.stdout
     assert not [c for c in out["changes"] if c["type"] in ("degradation", "optimization")], r.stdout
@@ -64,15 +64,15 @@ def test_an_unresolved_run_says_what_it_could_not_exclude_and_every_view_says_th
     words."""
     from gitperf.web import create_app
     commits = history(empty_repo, 3, slow_at=2, factor=1.02)
-    out = json.loads(run_cli(empty_repo, "check", "--json", "--all").stdout)
+    out = json.loads(read_cli(empty_repo, "check", "--json", "--all").stdout)
     run = next(c for c in out["changes"] if c["function"] == "main")
     assert out["result"] == run["type"] == "unresolved" and run["ci_low"] < -0.05 and run["ci_high"] > 0.05, run
     said = run["method"].split("; ", 1)[1]
     assert said.startswith(f"unresolved: a change between {run['ci_low']:+.0%} and {run['ci_high']:+.0%} cannot be "
                            "told from ±5%"), said
     assert f"w/main  (src/file0.c:1): {run['relative']:+.1%} [{run['ci_low']:+.0%}, {run['ci_high']:+.0%}] " \
-           f"(inclusive time per run, probes taken out); {run['method']}" in run_cli(empty_repo, "check").stdout
-    assert said in run_cli(empty_repo, "report", "--format", "markdown").stdout
+           f"(inclusive time per run, probes taken out); {run['method']}" in read_cli(empty_repo, "check").stdout
+    assert said in read_cli(empty_repo, "report", "--format", "markdown").stdout
     assert said in create_app(empty_repo).test_client().get(f"/commit/{commits[2]}").get_data(as_text=True)
 
 
@@ -83,12 +83,12 @@ def test_a_run_within_the_threshold_says_so_in_every_view(empty_repo):
     commits = history(empty_repo, 3, slow_at=2, factor=1.02)
     (empty_repo / ".gitperf.toml").write_text((empty_repo / ".gitperf.toml").read_text() + "\n[check]\nmin_relative = 3.0\n"
                                               if (empty_repo / ".gitperf.toml").exists() else "[check]\nmin_relative = 3.0\n")
-    out = json.loads(run_cli(empty_repo, "check", "--json", "--all").stdout)
+    out = json.loads(read_cli(empty_repo, "check", "--json", "--all").stdout)
     run = next(c for c in out["changes"] if c["function"] == "main")
     assert out["result"] == run["type"] == "no-change" and run["ci_low"] < run["relative"] < run["ci_high"], run
     said = f"he run {run['relative']:+.1%} [{run['ci_low']:+.0%}, {run['ci_high']:+.0%}], within the thresholds (noise: "
-    assert f"w: t{said}" in run_cli(empty_repo, "check").stdout
-    assert f"T{said}" in run_cli(empty_repo, "report", "--format", "markdown").stdout
+    assert f"w: t{said}" in read_cli(empty_repo, "check").stdout
+    assert f"T{said}" in read_cli(empty_repo, "report", "--format", "markdown").stdout
     assert f"; t{said}" in create_app(empty_repo).test_client().get(f"/commit/{commits[2]}").get_data(as_text=True)
 
 
@@ -105,29 +105,29 @@ def test_a_workloads_noise_line_names_each_kind_once():
 def test_base_option_diff_and_partial_profiles(empty_repo):
     commits = history(empty_repo, 3, slow_at=1)
     # commit 2 vs commit 1: the slowdown is in both, so nothing changed
-    assert run_cli(empty_repo, "check").returncode == 0
-    r = run_cli(empty_repo, "check", "--base", commits[0])
+    assert read_cli(empty_repo, "check").returncode == 0
+    r = read_cli(empty_repo, "check", "--base", commits[0])
     assert r.returncode == 1 and "parse" in r.stdout
-    d = run_cli(empty_repo, "diff", commits[0], commits[2])
+    d = read_cli(empty_repo, "diff", commits[0], commits[2])
     assert d.returncode == 0 and "parse" in d.stdout and "degradation" in d.stdout
     # a crashed run is never a target or a baseline
     (empty_repo / "a.txt").write_text("x\n")
     git(empty_repo, "commit", "-qam", "partial")
     head = git(empty_repo, "rev-parse", "HEAD")
     NotesStore(open_repo(empty_repo)).add(head, profile(head, np.random.default_rng(1), partial="crashed: SIGSEGV"))
-    assert run_cli(empty_repo, "check").returncode == 3
+    assert read_cli(empty_repo, "check").returncode == 3
 
 
 def test_markdown_report_is_readable_and_escapes_names(empty_repo):
     history(empty_repo, 3, slow_at=2, slow={"<script>alert(1)</script>": 3.0, "parse": 2.0, "hash|mix": 3.0})
-    r = run_cli(empty_repo, "report", "--format", "markdown")
+    r = read_cli(empty_repo, "report", "--format", "markdown")
     assert r.returncode == 1
     md = r.stdout
     assert "is slower" in md and "| workload | function |" in md
     assert "`parse`" in md and "src/file1.c:11" in md and "%" in md
     assert "<script>" not in md.replace("`<script>alert(1)</script>`", "")  # only inside code spans
     assert "`hash\\|mix`" in md  # a | in a name does not break the table
-    j = run_cli(empty_repo, "report", "--format", "json", "-o", str(empty_repo / "r.json"))
+    j = read_cli(empty_repo, "report", "--format", "json", "-o", str(empty_repo / "r.json"))
     assert j.returncode == 1 and json.loads((empty_repo / "r.json").read_text())["result"] == "degradation"
 
 
@@ -135,20 +135,20 @@ def test_corrupt_note_line_is_reported_and_the_check_still_runs(empty_repo):
     commits = history(empty_repo, 2, slow_at=1)
     text = NotesStore(open_repo(empty_repo)).note_text(commits[1])
     git(empty_repo, "notes", "--ref=perf", "add", "-f", "-m", text + "gpz1:not-base64!!", commits[1])
-    r = run_cli(empty_repo, "check")
+    r = read_cli(empty_repo, "check")
     assert r.returncode == 1 and "unreadable" not in r.stderr and "line" in r.stdout
 
 
 def test_accept_makes_the_slowdown_the_new_baseline(empty_repo):
     commits = history(empty_repo, 6, slow_at=4)
-    r = run_cli(empty_repo, "check", commits[4])
+    r = read_cli(empty_repo, "check", commits[4])
     assert r.returncode == 1
     assert run_cli(empty_repo, "accept", commits[4], "-m", "parser now validates input").returncode == 0
-    r = run_cli(empty_repo, "check", commits[4], "--json")
+    r = read_cli(empty_repo, "check", commits[4], "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["result"] == "accepted" and "validates input" in " ".join(out["warnings"])
     # the next commit is checked against the accepted level; older history is not mixed in
-    r = run_cli(empty_repo, "check", commits[5], "--json")
+    r = read_cli(empty_repo, "check", commits[5], "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["result"] in ("no-change", "unresolved") and out["workloads"][0]["history"] == 0
     assert not [c for c in out["changes"] if c["type"] in ("degradation", "optimization")], out
@@ -165,7 +165,7 @@ def test_a_function_missing_from_some_runs_does_not_break_the_check(empty_repo):
         p = profile(commits[1], rng)
         store.add(commits[1], p.__class__(p.header, p.metrics, p.plan, tuple(f for f in p.functions
                                                                             if f.name != "parse")))
-    r = run_cli(empty_repo, "check", "--json", "--all")
+    r = read_cli(empty_repo, "check", "--json", "--all")
     out = json.loads(r.stdout)
     # `parse` called in 3 of 7 runs: its median run is 0 calls and 0 ns (-100%), but runs that split
     # 3:4 say nothing either way (unresolved); the other functions are the same program's

@@ -2,7 +2,7 @@ import json
 import re
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, read_cli
 from helpers import make_profile
 
 from gitperf.git.repo import open_repo
@@ -55,7 +55,7 @@ def test_bad_optimization_names_and_args_exit_2(demo_repo):
 
 
 def test_outside_a_repository(tmp_path):
-    r = run_cli(tmp_path, "log")
+    r = read_cli(tmp_path, "log")
     assert r.returncode == 2 and "not a git repository" in r.stderr
 
 
@@ -64,23 +64,23 @@ def test_log_and_show(demo_repo):
     store = NotesStore(open_repo(root))
     store.add(commits[3], make_profile(commits[3], "small"))
     store.add(commits[3], make_profile(commits[3], "default", seed=1))
-    r = run_cli(root, "log", "--json")
+    r = read_cli(root, "log", "--json")
     rows = json.loads(r.stdout)
     assert [row["commit"] for row in rows] == commits[::-1]
     assert {row["commit"]: row["profiles"] for row in rows}[commits[3]] == 2
-    text = run_cli(root, "log").stdout
+    text = read_cli(root, "log").stdout
     assert "2 profiles" in text and "rename checksum_all" in text
 
-    shown = json.loads(run_cli(root, "show", commits[3], "--json").stdout)
+    shown = json.loads(read_cli(root, "show", commits[3], "--json").stdout)
     assert shown["commit"] == commits[3]
     assert {p["workload"] for p in shown["profiles"]} == {"small", "default"}
     f = shown["profiles"][0]["functions"][0]
     assert {"name", "count", "total_ns", "exclusive_ns", "sampled"} <= f.keys()
-    assert "fn_0<int>" in run_cli(root, "show", commits[3]).stdout
+    assert "fn_0<int>" in read_cli(root, "show", commits[3]).stdout
 
-    r = run_cli(root, "show", "no-such-rev")
+    r = read_cli(root, "show", "no-such-rev")
     assert r.returncode == 2 and "unknown revision 'no-such-rev'" in r.stderr
-    assert "no profiles" in run_cli(root, "show", commits[0]).stdout
+    assert "no profiles" in read_cli(root, "show", commits[0]).stdout
 
 
 @pytest.mark.parametrize("args", [("check", "HEAD", "--collect", "--rounds", "100000000"),
@@ -95,7 +95,7 @@ def test_counts_are_bounded_before_anything_runs(empty_repo, args):
 
 def test_a_check_against_itself_is_a_usage_error(empty_repo):
     """Issue #37: `check HEAD --base HEAD` compared HEAD with itself on the stored path."""
-    r = run_cli(empty_repo, "check", "HEAD", "--base", "HEAD")
+    r = read_cli(empty_repo, "check", "HEAD", "--base", "HEAD")
     assert r.returncode == 2 and "itself" in r.stderr, r.stderr
 
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, read_cli
 from helpers import FLAMEGRAPH_PL, assert_one_estimate, assert_one_scale
 
 import cxxproj
@@ -179,18 +179,18 @@ def test_a_cxx_check_builds_padded_and_names_the_slowed_member_function_readably
     assert (first["function"], first["name"], first["type"]) == (SCAN, SCAN_READABLE, "degradation"), out["changes"]
     assert first["location"] == "widget.cc:3"
     # every compared function's numbers are one estimate (the stored check, every function)
-    every = json.loads(run_cli(root, "check", "HEAD", "--json", "--all").stdout)["changes"]
+    every = json.loads(read_cli(root, "check", "HEAD", "--json", "--all").stdout)["changes"]
     assert assert_one_estimate(every) >= 3
     store = NotesStore(open_repo(root))
     pads = {p.profile.plan.pad for c in commits for p in store.read(c)[0]}
     assert len(pads) == 1 and "g++=" in pads.pop()  # both sides built alike, padded
-    text = run_cli(root, "check", "HEAD")
+    text = read_cli(root, "check", "HEAD")
     assert f"degradation  scan/{SCAN_READABLE}" in text.stdout and SCAN not in text.stdout
-    md = run_cli(root, "report", "HEAD", "--format", "markdown")
+    md = read_cli(root, "report", "HEAD", "--format", "markdown")
     assert f"`{SCAN_READABLE}`" in md.stdout
-    show = run_cli(root, "show", "HEAD")
+    show = read_cli(root, "show", "HEAD")
     assert SCAN_READABLE in show.stdout and "built with padded function entries: " in show.stdout
-    folded = run_cli(root, "show", "HEAD", "--folded").stdout
+    folded = read_cli(root, "show", "HEAD", "--folded").stdout
     assert f"main;{SCAN_READABLE} " in folded and "_ZN" not in folded
     svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded, capture_output=True, text=True)
     assert svg.returncode == 0 and re.search(r"<title>Widget::scan\(std::string const&amp;\) const \(", svg.stdout)

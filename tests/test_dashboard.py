@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import NAMES, commit_line, git, history, profile, run_cli
+from conftest import NAMES, commit_line, git, history, profile, run_cli, read_cli
 
 from gitperf.core.config import CheckConfig
 from gitperf.git.repo import open_repo
@@ -310,7 +310,7 @@ def test_corrupt_note_line_is_reported_on_the_commit_page_and_kept(synthetic):
 def test_static_export_writes_relative_pages_for_ci_artifacts(synthetic, tmp_path):
     root, commits = synthetic
     out = tmp_path / "site"
-    r = run_cli(root, "report", "--format", "html", "-o", str(out))
+    r = read_cli(root, "report", "--format", "html", "-o", str(out))
     assert r.returncode == 0, r.stderr  # the exit code is HEAD's check: no change against its parent
     assert (out / "index.html").exists() and (out / "regressions.html").exists()
     assert (out / "static" / "plotly.min.js").stat().st_size > 1_000_000
@@ -327,10 +327,10 @@ def test_static_export_writes_relative_pages_for_ci_artifacts(synthetic, tmp_pat
 
 def test_report_html_needs_an_output_directory(synthetic):
     root, _ = synthetic
-    r = run_cli(root, "report", "--format", "html")
+    r = read_cli(root, "report", "--format", "html")
     assert r.returncode == 2 and "-o DIR" in r.stderr
     (root / "afile").write_text("x")
-    r = run_cli(root, "report", "--format", "html", "-o", "afile")
+    r = read_cli(root, "report", "--format", "html", "-o", "afile")
     assert r.returncode == 2 and "is a file" in r.stderr and (root / "afile").read_text() == "x"
 
 
@@ -638,7 +638,7 @@ def test_a_profile_of_20000_functions_gives_bounded_pages_and_export(empty_repo,
     assert "ns::fn_19999&lt;int&gt;(int)" in page and "ns::fn_0&lt;int&gt;(int)" not in page
     assert f"{20_000 + len(p.functions) - PAGE_FUNCTIONS} more function(s)" in page
     out = tmp_path / "site"
-    assert run_cli(empty_repo, "report", "--format", "html", "-o", str(out)).returncode in (0, 3)
+    assert read_cli(empty_repo, "report", "--format", "html", "-o", str(out)).returncode in (0, 3)
     assert len(list((out / "function").iterdir())) == PAGE_FUNCTIONS
 
 
@@ -681,7 +681,7 @@ def test_a_commit_whose_run_got_faster_is_one_green_marker_and_no_regression(emp
     on hover; /regressions lists only commits whose verdict is a degradation, as `check` says."""
     # commit 4: the run (main) 40% faster, parse 50% slower inside it
     commits = history(empty_repo, 5, slow_at=4, slow={"main": 0.6, "parse": 1.5})
-    verdict = json.loads(run_cli(empty_repo, "check", commits[4], "--json").stdout)
+    verdict = json.loads(read_cli(empty_repo, "check", commits[4], "--json").stdout)
     kinds = {c["function"]: c["type"] for c in verdict["changes"]}
     assert verdict["result"] == "optimization" and kinds["main"] == "optimization" and kinds["parse"] == "degradation"
     with create_app(str(empty_repo)).test_client() as client:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DEMO, git, run_cli
+from conftest import DEMO, git, run_cli, read_cli
 
 from gitperf.engine.bpflink import uprobe_multi_links
 from gitperf.git.repo import open_repo
@@ -35,7 +35,7 @@ def collect_json(root, *args, env=None) -> dict:
 
 
 def stored(root, commit) -> list[dict]:
-    r = run_cli(root, "show", commit, "--json", "--top", "0")
+    r = read_cli(root, "show", commit, "--json", "--top", "0")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["profiles"]
 
@@ -226,7 +226,7 @@ def test_crash_keeps_profile_marked_partial(tmp_path):
     [p] = stored(repo, "HEAD")
     assert p["header"]["partial"] == "crashed: SIGSEGV" and p["header"]["stderr"].startswith("bad state")
     assert by_name(p)["tick"]["count"] == 5
-    assert "PARTIAL: crashed: SIGSEGV" in run_cli(repo, "show").stdout and "stderr | bad state" in run_cli(repo, "show").stdout
+    assert "PARTIAL: crashed: SIGSEGV" in read_cli(repo, "show").stdout and "stderr | bad state" in run_cli(repo, "show").stdout
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sigint-ignored"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import NODE_MODULES, git, history, profile, run_cli
+from conftest import NODE_MODULES, git, history, profile, run_cli, read_cli
 
 from gitperf.core.errors import InputError
 from gitperf.core.model import StoredProfile
@@ -35,7 +35,7 @@ console.log(JSON.stringify({
 
 
 def _folded(root: Path) -> dict[str, int]:
-    r = run_cli(root, "show", "HEAD", "--folded")
+    r = read_cli(root, "show", "HEAD", "--folded")
     assert r.returncode == 0, r.stderr
     return {s: int(n) for s, n in (line.rsplit(" ", 1) for line in r.stdout.splitlines())}
 
@@ -44,7 +44,7 @@ def _folded(root: Path) -> dict[str, int]:
 def test_pprof_export_is_read_by_pprofs_own_decoder_with_the_stacks_show_folded_prints(empty_repo, tmp_path):
     history(empty_repo, 2)
     out = tmp_path / "head.pb.gz"
-    r = run_cli(empty_repo, "show", "HEAD", "--format", "pprof", "-o", str(out))
+    r = read_cli(empty_repo, "show", "HEAD", "--format", "pprof", "-o", str(out))
     assert r.returncode == 0 and "wrote" in r.stderr, r.stderr
     read = subprocess.run(["node", "-e", READ_PPROF, str(out)], capture_output=True, text=True, check=True,
                           env={"NODE_PATH": str(NODE_MODULES), "PATH": "/usr/bin:/bin"})
@@ -61,7 +61,7 @@ def test_pprof_export_is_read_by_pprofs_own_decoder_with_the_stacks_show_folded_
 def test_speedscope_export_is_valid_by_speedscopes_published_schema(empty_repo):
     import jsonschema
     history(empty_repo, 2)
-    r = run_cli(empty_repo, "show", "HEAD", "--format", "speedscope")
+    r = read_cli(empty_repo, "show", "HEAD", "--format", "speedscope")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     schema = json.loads((NODE_MODULES / "speedscope" / "dist" / "release" / "file-format-schema.json").read_text())
@@ -83,7 +83,7 @@ def test_speedscope_opens_the_export_in_chromium(empty_repo, tmp_path):
     history(empty_repo, 2)
     site = tmp_path / "site"
     subprocess.run(["cp", "-r", str(NODE_MODULES / "speedscope" / "dist" / "release"), str(site)], check=True)
-    r = run_cli(empty_repo, "show", "HEAD", "--format", "speedscope", "-o", str(site / "head.json"))
+    r = read_cli(empty_repo, "show", "HEAD", "--format", "speedscope", "-o", str(site / "head.json"))
     assert r.returncode == 0, r.stderr
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
     handler.log_message = lambda *a: None

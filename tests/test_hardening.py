@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import git, history, init_repo, run_cli
+from conftest import git, history, init_repo, run_cli, read_cli
 from interrupts import running
 from test_codec import mutations
 
@@ -49,9 +49,9 @@ def test_hostile_note_lines_are_reported_skipped_and_left_as_they_are(empty_repo
                  ("report", "HEAD", "--format", "markdown"), ("log", "--json")):
         r = run_cli(empty_repo, *args)
         assert "Traceback" not in r.stderr and r.returncode in (0, 1), (args, r.returncode, r.stderr[-2000:])
-    r = run_cli(empty_repo, "show", "HEAD")
+    r = read_cli(empty_repo, "show", "HEAD")
     assert "f[0]': expected an object, got 1" in r.stderr and "skipped, left as is" in r.stderr, r.stderr[-2000:]
-    out = json.loads(run_cli(empty_repo, "check", "HEAD", "--json").stdout)
+    out = json.loads(read_cli(empty_repo, "check", "HEAD", "--json").stdout)
     assert out["base"] == commits[-2]  # the readable profiles of HEAD were still checked
     assert any("line" in w and "skipped" in w for w in out["warnings"])
     stats = Index(open_repo(empty_repo), CheckConfig()).update()
@@ -94,7 +94,7 @@ def test_values_that_pass_the_type_check_and_would_fail_later_exit_2(empty_repo,
     wl = '[[workload]]\nname = "w"\ncommand = "./app"\n'
     text = wl + line + "\n" if section == "workload" else wl + f"[{section}]\n{line}\n"
     (empty_repo / ".gitperf.toml").write_text(text)
-    r = run_cli(empty_repo, "check", "HEAD")
+    r = read_cli(empty_repo, "check", "HEAD")
     assert r.returncode == 2 and key in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
@@ -245,9 +245,9 @@ def test_hostile_pulled_notes_leave_every_read_command_and_page_up(empty_repo, t
                  ("report", commits[-1]), ("report", commits[-1], "--format", "html", "-o", str(tmp_path / "site"))):
         r = run_cli(empty_repo, *args)
         assert "Traceback" not in r.stderr and r.returncode in (0, 1, 3), (args, r.returncode, r.stderr[-2000:])
-    r = run_cli(empty_repo, "show", commits[-1])
+    r = read_cli(empty_repo, "show", commits[-1])
     assert "nested too deeply" in r.stderr and "lone surrogate" in r.stderr, r.stderr[-2000:]
-    assert json.loads(run_cli(empty_repo, "check", commits[-1], "--json").stdout)["result"] != "accepted"
+    assert json.loads(read_cli(empty_repo, "check", commits[-1], "--json").stdout)["result"] != "accepted"
     said = []
     stats = Index(open_repo(empty_repo), CheckConfig()).update(rebuild=True, progress=said.append)
     assert stats.notes == 5 and any("2 note(s) on objects that are not commits" in s for s in said), said
@@ -307,7 +307,7 @@ def test_a_signal_while_the_workload_starts_is_not_lost(tmp_path):
 def test_a_workload_name_with_control_characters_is_refused(empty_repo):
     history(empty_repo, 2)
     (empty_repo / ".gitperf.toml").write_text('[[workload]]\nname = "a\\u001b]0;x\\u0007"\ncommand = "./app"\n')
-    r = run_cli(empty_repo, "check", "HEAD")
+    r = read_cli(empty_repo, "check", "HEAD")
     assert r.returncode == 2 and "workload[0].name: expected a non-empty name without '|' or control" in r.stderr, r.stderr
 
 
@@ -441,7 +441,7 @@ def test_function_names_that_do_not_survive_a_url_path_still_have_pages_and_expo
     for n, url in urls.items():
         r = client.get(url)
         assert r.status_code == 200, (n, url, r.status_code)
-    r = run_cli(empty_repo, "report", commits[-1], "--format", "html", "-o", str(tmp_path / "site"))
+    r = read_cli(empty_repo, "report", commits[-1], "--format", "html", "-o", str(tmp_path / "site"))
     assert r.returncode in (0, 1), r.stderr[-2000:]
     written = {n for n in odd if (tmp_path / "site" / "function" / f"{function_file(n)}.html").exists()}
     assert written == set(odd), set(odd) - written
@@ -494,7 +494,7 @@ def test_what_sudo_writes_under_git_is_the_owners_and_what_a_killed_run_left_is_
         left = root / ".git" / "perf" / "builds" / "killed"
         left.mkdir(parents=True)  # as a SIGKILLed root run leaves it
         (left / "built.json").write_text("{}")
-        assert run_cli(root, "log", env=sudo).returncode == 0
+        assert read_cli(root, "log", env=sudo).returncode == 0
         roots = [str(p) for p in (root / ".git").rglob("*") if p.lstat().st_uid == 0]
         assert roots == [], roots[:10]
         gc = subprocess.run(["git", "gc", "-q"], cwd=root, user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
@@ -614,7 +614,7 @@ def test_a_commit_dated_beyond_pythons_calendar_has_a_page_and_exports(empty_rep
         r = client.get(url)
         assert r.status_code == 200, (url, r.status_code)
     assert "out-of-range date" in client.get(f"/commit/{far}").get_data(as_text=True)
-    r = run_cli(empty_repo, "report", far, "--format", "html", "-o", str(tmp_path / "site"))
+    r = read_cli(empty_repo, "report", far, "--format", "html", "-o", str(tmp_path / "site"))
     assert r.returncode in (0, 1, 3) and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 

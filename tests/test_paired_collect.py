@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git, run_cli
+from conftest import git, run_cli, read_cli
 import cxxproj
 from helpers import FLAMEGRAPH_PL, assert_one_estimate, assert_one_scale
 
@@ -92,7 +92,7 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     assert all(f.probe_ns > 0 and f.native_ns < f.total_ns for f in cb)
     # the call stacks of its runs: the slowed function reached from main (main calls it, and so does
     # checksum_strings)
-    folded = run_cli(root, "show", commits[3], "--folded", "--workload", "gate")
+    folded = read_cli(root, "show", commits[3], "--folded", "--workload", "gate")
     paths = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in folded.stdout.splitlines()}
     through = {p: n for p, n in paths.items() if p.startswith("main;") and p.split(";")[-1] == "checksum_block"
                and len(p.split(";")) >= 2}
@@ -100,9 +100,9 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded.stdout, capture_output=True, text=True)
     assert svg.returncode == 0 and re.search(r"<title>checksum_block \([\d,]+ samples", svg.stdout), svg.stderr
     # a later plain check pairs the same profiles: the same verdict from the notes alone
-    again = run_cli(root, "check", commits[3], "--workload", "gate", "--json")
+    again = read_cli(root, "check", commits[3], "--workload", "gate", "--json")
     assert again.returncode == 1 and json.loads(again.stdout)["changes"][0]["function"] == "checksum_block"
-    every = json.loads(run_cli(root, "check", commits[3], "--workload", "gate", "--json", "--all").stdout)["changes"]
+    every = json.loads(read_cli(root, "check", commits[3], "--workload", "gate", "--json", "--all").stdout)["changes"]
     assert assert_one_estimate(every) >= 3
     assert assert_one_scale(root, commits[3], commits[2]) >= 3  # show, check and diff on one scale
 
@@ -142,9 +142,9 @@ def test_a_commit_that_changes_no_code_is_told_without_rounds_and_recorded(demo,
     assert "round" not in r.stderr and "instruction witness" not in r.stderr, r.stderr
     store = NotesStore(open_repo(root))
     assert store.read(commits[index])[0] == [] and store.read(commits[index - 1])[0] == []
-    again = run_cli(root, "check", commits[index], "--workload", "gate", "--json")
+    again = read_cli(root, "check", commits[index], "--workload", "gate", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["result"] == "no-change"
-    assert "nothing measured" in run_cli(root, "check", commits[index], "--workload", "gate").stdout
+    assert "nothing measured" in read_cli(root, "check", commits[index], "--workload", "gate").stdout
     # the same pair checked again builds nothing: both sides' kept builds are reused (git.buildcache)
     rerun = run_cli(root, "check", commits[index], "--collect", "--workload", "gate", timeout=900)
     assert rerun.returncode == 0 and "no function's machine code differs" in rerun.stderr, rerun.stderr
@@ -200,20 +200,20 @@ def test_checking_the_child_keeps_the_parents_stored_verdict_runs_and_report(dem
     first = run_cli(root, "check", commits[3], "--collect", "--workload", "gate", "--rounds", "3", "--json",
                     timeout=900)
     assert first.returncode in (0, 1), first.stderr[-3000:]
-    report = run_cli(root, "report", commits[3]).stdout
+    report = read_cli(root, "report", commits[3]).stdout
     runs_before = len(NotesStore(open_repo(root)).read(commits[3])[0])
     child = run_cli(root, "check", commits[4], "--collect", "--workload", "gate", "--rounds", "3", "--json",
                     timeout=900)
     assert child.returncode in (0, 1), child.stderr[-3000:]
     assert len(NotesStore(open_repo(root)).read(commits[3])[0]) > runs_before  # the child's base runs
-    again = run_cli(root, "check", commits[3], "--json")
+    again = read_cli(root, "check", commits[3], "--json")
     stored = json.loads(again.stdout)
     assert again.returncode == first.returncode
     assert {k: v for k, v in stored.items() if k != "workloads"} == \
         {k: v for k, v in json.loads(first.stdout).items() if k != "workloads"}
     assert stored["workloads"][0]["target_profiles"] == json.loads(first.stdout)["workloads"][0]["target_profiles"] == 3
-    assert run_cli(root, "report", commits[3]).stdout == report
-    shown = run_cli(root, "show", commits[3]).stdout
+    assert read_cli(root, "report", commits[3]).stdout == report
+    shown = read_cli(root, "show", commits[3]).stdout
     assert shown.count("\nsession: paired check ") == 2, shown[:2000]
 
 
@@ -289,7 +289,7 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
         xs = [x for _, x in drawn for x in x]
         assert len(xs) == len(set(xs)), drawn
         seq = {c: i for i, c in enumerate(commits)}
-        verdicts = {seq[c]: json.loads(run_cli(root, "check", c, "--json").stdout)["result"] for c in commits[1:]}
+        verdicts = {seq[c]: json.loads(read_cli(root, "check", c, "--json").stdout)["result"] for c in commits[1:]}
         assert all(verdicts[x] + "s" == name for name, x in drawn for x in x), (drawn, verdicts)
         points = driver.execute_script("return document.getElementById('plot-total-1').data"
                                        ".find(t => (t.name || '').startsWith('run time')).x")
@@ -313,12 +313,12 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
         assert level is not None and level == main, (level, main)
         # the slowdown's row says what it adds to a run as the CLI's JSON and the markdown report do
         from gitperf.views.report import amount
-        found = json.loads(run_cli(root, "check", commits[3], "--json").stdout)
+        found = json.loads(read_cli(root, "check", commits[3], "--json").stdout)
         slow = next(c for c in found["changes"] if c["function"] == "checksum_block" and c["type"] == "degradation")
         words = amount(slow["absolute_ns"], slow["share"])
         rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "table.report tr.degradation")]
         assert any(words in r for r in rows), (words, rows)
-        assert words in run_cli(root, "report", commits[3], "--format", "markdown").stdout
+        assert words in read_cli(root, "report", commits[3], "--format", "markdown").stdout
         assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")  # 1400 px
         # issue #60: the table itself fits (it scrolled sideways, its last column cut off), and the picture
         # above it draws each tested function where the stored check puts it, in its direction
@@ -327,7 +327,7 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
         drawn = driver.execute_script("const t = document.getElementById('plot-forest-1').data[0];"
                                       "return t.customdata.map((d, i) => [d[2], t.x[i], d[1]])")
         import html
-        every = json.loads(run_cli(root, "check", commits[3], "--json", "--all").stdout)["changes"]
+        every = json.loads(read_cli(root, "check", commits[3], "--json", "--all").stdout)["changes"]
         stored = {(c["function"], c["type"]): 1 + c["relative"] for c in every
                   if c["workload"] == "gate" and c["relative"] is not None}
         assert all(x == pytest.approx(stored[html.unescape(f), kind]) for f, x, kind in drawn), (drawn, stored)
@@ -437,12 +437,12 @@ def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_c
     before, after = first["instructions"]  # callgrind counted the library's function
     assert after > 1.5 * before, first
     assert first["cause"], first
-    text = run_cli(root, "check", "HEAD").stdout  # the stored verdict, as the hook reads it
+    text = read_cli(root, "check", "HEAD").stdout  # the stored verdict, as the hook reads it
     assert re.search(r"^\s+degradation\s+sum/sum\b", text, re.M), text
     assert text.index("sum/sum") < text.index("sum/main"), text
-    markdown = run_cli(root, "report", "HEAD", "--format", "markdown").stdout
+    markdown = read_cli(root, "report", "HEAD", "--format", "markdown").stdout
     assert markdown.index("| `sum`") < markdown.index("| `main`"), markdown
-    folded = run_cli(root, "show", "HEAD", "--folded").stdout
+    folded = read_cli(root, "show", "HEAD", "--folded").stdout
     assert re.search(r"^main;accumulate;sum \d+$", folded, re.M), folded  # named, under its caller in the binary
     assert "[library]" not in folded.split("main;accumulate;", 1)[1].split("\n", 1)[0], folded
     from gitperf.web import create_app
@@ -501,5 +501,5 @@ def test_a_slower_function_of_a_dlopened_plugin_of_the_tree_is_named(tmp_path):
     assert any("the project's own libraries differ (libwork.so: changed inner" in n for n in out["workloads"][0]["notes"])
     first = out["changes"][0]
     assert (first["function"], first["type"], first["changed"]) == ("inner", "degradation", True), first
-    folded = run_cli(root, "show", "HEAD", "--folded").stdout
+    folded = read_cli(root, "show", "HEAD", "--folded").stdout
     assert re.search(r"^main;work;inner \d+$", folded, re.M) or re.search(r"^main;inner \d+$", folded, re.M), folded

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import collect_json as collect
+from conftest import collect_json as collect, read_cli
 from conftest import run_cli
 
 pytestmark = pytest.mark.ebpf
@@ -27,7 +27,7 @@ def test_pipelines_cut_probes_keep_the_slowed_function_and_its_degradation_detec
     for _ in range(5):  # interleaved rounds: a disturbance spoils one run of each side, not one side
         for c in commits[2:4]:
             collect(root, c, "--workload", "gate", "--pipeline", "advanced", "--repeat", "1")
-    r = run_cli(root, "check", commits[3], "--json")
+    r = read_cli(root, "check", commits[3], "--json")
     out = json.loads(r.stdout)
     summary = [(c["workload"], c["function"], c["type"], c["relative"], c["confidence"]) for c in out["changes"]][:8]
     assert r.returncode == 1, (out["result"], summary, out["warnings"])
@@ -47,7 +47,7 @@ def test_dynamic_sampling_second_iteration_lands_near_the_threshold(demo_repo):
     [p] = collect(root, commits[1], "--workload", "small", "--pipeline", "full",
                   "--optimization-arg", "threshold=200", "--optimization-off", "static-baseline",
                   "--optimization-off", "trim")
-    out = run_cli(root, "show", commits[1], "--json")
+    out = read_cli(root, "show", commits[1], "--json")
     [prof] = json.loads(out.stdout)["profiles"]
     every = p["plan"]["sample_every"]
     hot = [f for f in prof["functions"] if f["count"] >= 5 * 200 and every.get(f["name"], 1) > 1]

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import git, profile, run_cli
+from conftest import git, profile, run_cli, read_cli
 
 from gitperf import checks
 from gitperf.checks import record
@@ -109,7 +109,7 @@ def test_hostile_record_lines_are_ignored_and_the_profiles_decide(three, body):
                      commits[1]: [codec.encode(profile(commits[1], rng, {"parse": 1.5})) for _ in range(3)]
                      + [record.PREFIX + body.replace("C", commits[1])]})
     assert checks.check(store, commits[1], CheckConfig()).result == checks.DEGRADATION
-    r = run_cli(root, "show", commits[1])
+    r = read_cli(root, "show", commits[1])
     assert r.returncode == 0 and "could not" not in r.stderr  # a record is not an unreadable profile
 
 
@@ -119,20 +119,20 @@ def test_checking_the_child_leaves_the_parents_stored_verdict_and_runs_alone(thr
     rng = np.random.default_rng(2)
     first = _check_session(store, commits[0], commits[1], "s1", {"parse": 1.6}, rng)
     assert first.result == checks.DEGRADATION and first.pairs[0].target_profiles == 5
-    before = run_cli(root, "check", commits[1], "--json")
-    report = run_cli(root, "report", commits[1]).stdout
+    before = read_cli(root, "check", commits[1], "--json")
+    report = read_cli(root, "report", commits[1]).stdout
     # the child's check: commit 1 is its base, with more runs of the same plan (and a slower parse:
     # pooled with the first session's, they would change commit 1's verdict)
     _check_session(store, commits[1], commits[2], "s2", {}, rng, runs=8)
     store = NotesStore(open_repo(root))
-    after = run_cli(root, "check", commits[1], "--json")
+    after = read_cli(root, "check", commits[1], "--json")
     assert json.loads(after.stdout) == json.loads(before.stdout) and after.returncode == before.returncode == 1
-    assert run_cli(root, "report", commits[1]).stdout == report
-    assert "stored result of the paired check" in run_cli(root, "check", commits[1]).stdout
+    assert read_cli(root, "report", commits[1]).stdout == report
+    assert "stored result of the paired check" in read_cli(root, "check", commits[1]).stdout
     # recomputed from the profiles, the newest shared session pairs up: still 5 vs 5, never 13 vs 5
     again = checks.recompute(store, commits[1], CheckConfig())
     assert again.pairs[0].target_profiles == 5 and again.pairs[0].base_profiles == 5
-    assert json.loads(run_cli(root, "check", commits[1], "--recompute", "--json").stdout)["workloads"][0][
+    assert json.loads(read_cli(root, "check", commits[1], "--recompute", "--json").stdout)["workloads"][0][
         "target_profiles"] == 5
     # the dashboard shows the stored verdict too
     from gitperf.web import create_app
@@ -144,9 +144,9 @@ def test_an_accept_after_the_check_turns_the_stored_degradation_into_accepted(th
     root, commits = three
     store = NotesStore(open_repo(root))
     _check_session(store, commits[0], commits[1], "s1", {"parse": 1.6}, np.random.default_rng(3))
-    assert run_cli(root, "check", commits[1]).returncode == 1
+    assert read_cli(root, "check", commits[1]).returncode == 1
     assert run_cli(root, "accept", commits[1], "-m", "intended").returncode == 0
-    r = run_cli(root, "check", commits[1], "--json")
+    r = read_cli(root, "check", commits[1], "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["result"] == checks.ACCEPTED
 
 
@@ -156,7 +156,7 @@ def test_a_record_against_another_base_is_not_the_answer_for_this_base(three):
     rng = np.random.default_rng(4)
     _check_session(store, commits[1], commits[2], "s1", {"parse": 1.6}, rng)
     store.add_lines({commits[0]: [codec.encode(profile(commits[0], rng)) for _ in range(3)]})
-    d = json.loads(run_cli(root, "diff", commits[0], commits[2], "--json").stdout)
+    d = json.loads(read_cli(root, "diff", commits[0], commits[2], "--json").stdout)
     assert d["base"] == commits[0] and not any("stored result" in n for w in d["workloads"] for n in w["notes"])
 
 
@@ -166,10 +166,10 @@ def test_show_prints_one_block_per_session_and_every_run_with_runs(three):
     rng = np.random.default_rng(5)
     _check_session(store, commits[0], commits[1], "s1", {}, rng, runs=12)
     _check_session(store, commits[1], commits[2], "s2", {}, rng, runs=7)  # commit 1 as the child's base
-    out = run_cli(root, "show", commits[1]).stdout
+    out = read_cli(root, "show", commits[1]).stdout
     assert out.count("\nsession: paired check ") == 2 and "\nprofile " not in out
     assert "paired check s1, 12 runs" in out and "paired check s2, 7 runs" in out and "median" in out
-    assert run_cli(root, "show", commits[1], "--runs").stdout.count("\nprofile ") == 19
+    assert read_cli(root, "show", commits[1], "--runs").stdout.count("\nprofile ") == 19
 
 
 def test_a_record_claiming_an_impossible_time_neither_wins_nor_stops_a_command(three):
@@ -187,7 +187,7 @@ def test_a_record_claiming_an_impossible_time_neither_wins_nor_stops_a_command(t
     ours = _check_session(store, commits[0], commits[1], "p1", {}, rng)
     assert [r.result.result for r in record.records(store, commits[1])][-1] == ours.result
     assert checks.check(store, commits[1], CheckConfig()).result == ours.result
-    r = run_cli(root, "check", commits[1])
+    r = read_cli(root, "check", commits[1])
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
     assert record.when(1e300) == "unknown time" and record.when(4_102_444_800.0) == "unknown time"
 
@@ -211,7 +211,7 @@ def test_the_current_record_is_the_one_that_arrived_last_whatever_time_it_claims
     store.pull("origin")
     _check_session(store, commits[0], commits[1], "ours", {"parse": 1.6}, rng)
     assert record.newest(NotesStore(open_repo(root)), commits[1]).pairings == ("ours",)
-    r = run_cli(root, "check", commits[1], "--json")
+    r = read_cli(root, "check", commits[1], "--json")
     assert r.returncode == 1 and json.loads(r.stdout)["result"] == checks.DEGRADATION, r.stdout[:300]
     # a check pulled after ours is the newer news, even dated an hour back
     theirs.add_line(commits[1], record.line(fine, ["theirs-later"], at=time.time() - 3600))
@@ -228,7 +228,7 @@ def test_a_record_line_that_does_not_read_is_named_in_a_warning(three):
     ours = _check_session(store, commits[0], commits[1], "p1", {}, np.random.default_rng(8))
     bad = record.line(ours, ["p2"]).replace(f'"result":"{ours.result}"', '"result":"bogus"')
     store.add_line(commits[1], bad)
-    out = json.loads(run_cli(root, "check", commits[1], "--json").stdout)
+    out = json.loads(read_cli(root, "check", commits[1], "--json").stdout)
     assert out["result"] == ours.result
     [warning] = [w for w in out["warnings"] if "check record" in w]
     assert f"note of {commits[1][:12]} line" in warning and "bogus" in warning and "ignored" in warning
@@ -257,10 +257,10 @@ def test_names_that_name_nothing_or_hold_control_characters_are_shown_safely(thr
     forged = replace(result, changes=[replace(result.changes[0], function=n) for n in ("nosuchfn", "a/b", "x y", evil)]
                      + list(result.changes))
     store.add_lines({commits[1]: [record.line(forged, ["p1"])]})
-    text = run_cli(root, "check", commits[1]).stdout
+    text = read_cli(root, "check", commits[1]).stdout
     assert not [ln for ln in text.splitlines() if ln.startswith("ALL GOOD")], text
     assert "evil\\x0aALL GOOD" in text, text
-    r = run_cli(root, "report", commits[1], "--format", "html", "-o", str(tmp_path / "site"))
+    r = read_cli(root, "report", commits[1], "--format", "html", "-o", str(tmp_path / "site"))
     assert r.returncode == 1, r.stderr[-2000:]  # the check's own exit code: slower
     page = (tmp_path / "site" / "commit" / f"{commits[1]}.html").read_text()
     assert "nosuchfn" in page and "function/nosuchfn" not in page  # named, not linked

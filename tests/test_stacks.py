@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import replace
 
 import pytest
-from conftest import NAMES, history, run_cli
+from conftest import NAMES, history, run_cli, read_cli
 
 from gitperf.core import codec, stacks
 from gitperf.core.errors import NoteFormatError
@@ -51,18 +51,18 @@ def test_stacks_survive_the_codec_and_hostile_counts_are_refused():
 
 def test_show_folded_prints_each_workloads_stacks_summed_over_its_runs(empty_repo):
     commits = history(empty_repo, 2, runs=3)
-    out = run_cli(empty_repo, "show", commits[1], "--folded").stdout.splitlines()
+    out = read_cli(empty_repo, "show", commits[1], "--folded").stdout.splitlines()
     parsed = {FOLDED.match(line).group(1): int(FOLDED.match(line).group(2)) for line in out}
     assert parsed["main;parse"] == 3 * 400 and parsed["main;parse;[library]"] == 300
     assert f"main;{NAMES[4]};{NAMES[3]}" in parsed  # names as they are, `<` and `|` included
-    bare = run_cli(empty_repo, "show", commits[1], "--folded", "--workload", "nosuch")
+    bare = read_cli(empty_repo, "show", commits[1], "--folded", "--workload", "nosuch")
     assert bare.stdout == "" and "no call stacks are stored" in bare.stderr
 
 
 def test_flamegraph_pl_renders_show_folded_with_every_frame_and_count(empty_repo):
     """Issue #27: the folded output is what flamegraph.pl reads (the script itself, vendored)."""
     commits = history(empty_repo, 2, runs=3)
-    folded = run_cli(empty_repo, "show", commits[1], "--folded").stdout
+    folded = read_cli(empty_repo, "show", commits[1], "--folded").stdout
     r = subprocess.run(["perl", str(FLAMEGRAPH_PL), "--title", "t"], input=folded, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("<?xml"), r.stderr
     titles = dict(re.findall(r"<title>(.*?) \(([\d,]+) samples?, [\d.]+%\)</title>", r.stdout))

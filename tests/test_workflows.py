@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import git, run_cli
+from conftest import git, run_cli, read_cli
 
 from gitperf.git.repo import open_repo
 from gitperf.store.notes import NotesStore
@@ -299,7 +299,7 @@ def test_a_history_collected_at_defaults_flags_the_slowdown_and_nothing_else(tmp
         r = run_cli(root, "collect", c, "-q", timeout=900)
         assert r.returncode == 0, (c, r.stderr[-2000:])
 
-    verdicts = {c: run_cli(root, "check", c, "--json", "--all") for c in commits[1:]}
+    verdicts = {c: read_cli(root, "check", c, "--json", "--all") for c in commits[1:]}
     # what each check found (and the slowdown's changed functions, found or not), for the assertion
     # messages, as text that pytest prints whole: the history's cause is what to read when one fails
     found = "\n".join(f"{c[:8]}{' (slowdown)' if c == slow else ''}: exit {r.returncode} " + "; ".join(
@@ -309,7 +309,7 @@ def test_a_history_collected_at_defaults_flags_the_slowdown_and_nothing_else(tmp
     assert flagged == [slow], found
     assert all(r.returncode in (0, 3) for c, r in verdicts.items() if c != slow), found
     assert json.loads(verdicts[slow].stdout)["result"] == "degradation"
-    assert run_cli(root, "report", slow).returncode == 1
+    assert read_cli(root, "report", slow).returncode == 1
     client = create_app(root).test_client()
     regressions = client.get("/api/regressions").get_json()
     assert {r["commit"] for r in regressions} == {slow}, f"{regressions}\n{found}"
