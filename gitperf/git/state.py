@@ -9,7 +9,7 @@ there as root is handed back to the repository's owner, `core.owner.give_back`):
 | `notes.lock` | the notes' writers | `store.notes` | exclusive, waiting up to a minute (`NOTES_WAIT`) |
 | `builds/KEY/`, `builds/KEY.lock` | kept builds | `git.buildcache` | exclusive to make or drop one, shared while in use; eviction skips one in use |
 | `build-HASH.lock` | one build of a work tree at a time | `git.worktree` | exclusive |
-| `pads.json`, `probe-pad-bin*/`, `ccache/` | the padded build's probe, shims and compiler cache | `git.pad`, `git.worktree` | none: written whole, renamed into place |
+| `pads.json`, `probe-pad-bin*/`, `ccache/` | which padding each compiler links with, the padded build's compiler shims and cache | `git.pad`, `git.worktree` | none: written whole, renamed into place |
 | `callgraph-*.json`, `callgraph-rev-*.txt` | call graphs by build id, and commits' aliases | `analysis.callgraph` | none: written whole, renamed into place |
 | `index.db`, `index.db.lock` | the dashboard's index | `views.index` | exclusive for an update; readers take sqlite's own |
 
