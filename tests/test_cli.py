@@ -78,6 +78,17 @@ def test_log_and_show(demo_repo):
     assert {"name", "count", "total_ns", "exclusive_ns", "sampled"} <= f.keys()
     assert "fn_0<int>" in read_cli(root, "show", commits[3]).stdout
 
+
+def test_log_reads_each_note_once(demo_repo, monkeypatch):
+    """`git perf log` counts a commit's profiles and lists its checks from one reading of its note."""
+    from collections import Counter
+    root, commits = demo_repo
+    NotesStore(open_repo(root)).add(commits[3], make_profile(commits[3], "small"))
+    read, original = Counter(), NotesStore.note_text
+    monkeypatch.setattr(NotesStore, "note_text", lambda self, c: read.update([c]) or original(self, c))
+    assert read_cli(root, "log").returncode == 0
+    assert read[commits[3]] == 1, read
+
     r = read_cli(root, "show", "no-such-rev")
     assert r.returncode == 2 and "unknown revision 'no-such-rev'" in r.stderr
     assert "no profiles" in read_cli(root, "show", commits[0]).stdout

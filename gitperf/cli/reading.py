@@ -28,11 +28,11 @@ def log(max_count, as_json, rev):
     """First-parent commits from REV, how many profiles each has, and its stored checks: the result and
     the machine that measured it (a commit checked by several runners lists each)."""
     from gitperf.checks.record import checked
-    from gitperf.store.notes import NotesStore
+    from gitperf.store.caching import CachingStore
     from gitperf.store.query import first_parent_log
     repo = _repo()
-    rows = first_parent_log(repo, rev, max_count)
-    store = NotesStore(repo)
+    store = CachingStore(repo)  # (each note decoded once: its profiles counted, then its checks read)
+    rows = first_parent_log(repo, rev, max_count, store)
     checks = {r.commit: checked(store, r.commit) if r.profiles else [] for r in rows}
     if as_json:
         return _echo_json([{**r.to_dict(), "checks": checks[r.commit]} for r in rows])

@@ -22,8 +22,11 @@ class LogRow:
         return asdict(self)
 
 
-def first_parent_log(repo: pygit2.Repository, rev: str = "HEAD", limit: int = 20) -> list[LogRow]:
-    store = NotesStore(repo)
+def first_parent_log(repo: pygit2.Repository, rev: str = "HEAD", limit: int = 20,
+                     store: NotesStore | None = None) -> list[LogRow]:
+    """First-parent commits from `rev` with how many profiles each note holds (`store`: the notes to
+    read, one the caller reads again, e.g. a `CachingStore`)."""
+    store = store or NotesStore(repo)
     noted = set(store.commits())
     rows = []
     for commit in first_parent(repo, resolve_commit(repo, rev), limit=limit):
