@@ -262,7 +262,15 @@ def own_libraries(path: str, root: str) -> dict[str, str]:
     """The shared libraries the binary at `path` loads from inside `root`, by name: those it needs
     through its run path (`$ORIGIN` read), by their DT_NEEDED name (zlib's CMake build links minigzip
     with build/libz.so.1), then, where it calls `dlopen`, the plugins it may load (`_plugins`); the
-    project's own, whose code a commit can change without the binary's changing."""
+    project's own, whose code a commit can change without the binary's changing.  Read once per file
+    as it is (a paired check asks three times a side: its build's outputs, its libraries, their diff)."""
+    st = os.stat(path)
+    here = os.stat(os.path.dirname(path) or ".").st_mtime_ns  # (a plugin built beside it since)
+    return dict(_own_libraries(path, root, (st.st_mtime_ns, st.st_size, here)))
+
+
+@functools.lru_cache(maxsize=16)
+def _own_libraries(path: str, root: str, _as_it_is: tuple[int, int, int]) -> tuple[tuple[str, str], ...]:
     with open(path, "rb") as fh:
         elf = ELFFile(fh)
         dynamic = elf.get_section_by_name(".dynamic")
@@ -282,7 +290,7 @@ def own_libraries(path: str, root: str) -> dict[str, str]:
     if dlopens and (_inside(origin, root) or os.path.realpath(origin) == os.path.realpath(root)):
         have = {os.path.realpath(f) for f in out.values()}
         out.update((name, f) for name, f in _plugins(origin).items() if os.path.realpath(f) not in have)
-    return out
+    return tuple(out.items())
 
 
 def _inside(path: str, root: str) -> bool:
