@@ -86,8 +86,8 @@ class Engine(Protocol):
                 alternating: bool = False) -> ContextManager[Session]:
         """Prepare once (compile, load) for many runs under one plan; `collect` is one session's one run.
         `alternating`: its runs alternate with another session's runs of another binary, and nothing
-        else runs this binary meanwhile (a paired check's side), so a run's probes may go while the
-        other side's run goes on."""
+        else runs this binary meanwhile (a paired check's side), so its probes may stay attached from
+        its first run to its end."""
 
 
 class Session(Protocol):

@@ -27,7 +27,10 @@ from gitperf.plan.probes import ProbePlan
 BPF_SOURCE = Path(__file__).with_name("probe.bpf.c")
 NHIST = 40
 RINGBUF_PAGES = 256  # 1 MiB: ~21k records of 48 bytes (with the ring's header) between two polls
-POLL_MS = 20  # the reader's timer: records arrive without a wakeup unless a CPU submitted 1024 since
+# The reader's timer: records arrive without a wakeup unless a CPU submitted 1024 since.  A run's end
+# waits for the reader's current poll to time out (half of this, on average, a run): at 20 ms that was
+# ~10 ms of every run of a paired check's rounds.
+POLL_MS = 5
 
 
 class Rec(ctypes.Structure):
@@ -144,12 +147,16 @@ class _Records:
         b["records"].open_ring_buffer(self._on_record)
 
     def reset(self) -> None:
-        self.series = [_Reservoir(self.job.plan.series_limit, seed=i) for i in range(self.job.n)]
+        # per function id, made as its first record arrives (a plan of a large binary holds
+        # hundreds of functions that only stack samples cover: a reservoir each was 8 ms a run)
+        self.series: dict[int, _Reservoir] = {}
         self.bytes = 0
 
     def _on_record(self, _ctx, data, _size) -> None:
         r = ctypes.cast(data, ctypes.POINTER(Rec)).contents
-        self.series[r.fid].add((r.ord, r.dur))
+        if (res := self.series.get(r.fid)) is None:
+            res = self.series[r.fid] = _Reservoir(self.job.plan.series_limit, seed=r.fid)
+        res.add((r.ord, r.dur))
         self.bytes += ctypes.sizeof(Rec)
 
 
@@ -190,30 +197,33 @@ class BccEngine:
         job = _Job(binary, plan, plan.probed_ids(), self.uses_multi_link, progress)
         progress(f"compiling the BPF program ({len(job.probed)} functions)")
         b = _load(bcc, _source(job), _cflags(job))
-        closer = _Closer(alternating)
         try:
             self._configure(b, plan)
-            yield _Session(self, bcc, b, job, closer)
+            with ExitStack() as held:  # (an alternating session's probes, detached as it ends)
+                yield _Session(self, bcc, b, job, held if alternating else None)
         finally:
-            closer.settle()
             b.cleanup()
 
     @staticmethod
-    def _attach(bcc, b, job: _Job, cleanup: ExitStack, closer: _Closer) -> _Attacher:
-        """The uprobes (and the sampling timer); their detach is registered with `cleanup` at once
-        (uprobe_multi links handed to `closer`)."""
+    def _attach(bcc, b, job: _Job, held: ExitStack) -> _Attacher:
+        """The uprobes: the plan's, and (stack sampling) the watchers of the project's own libraries'
+        loads; their detach registered with `held` at once."""
         attach = _Attacher(b, job.binary, job.plan, job.probed, job.multi)
-        cleanup.callback(attach.detach, closer)
+        held.callback(attach.detach)
         attach.attach()
         if job.plan.stack_hz:
-            _watch_library_loads(bcc, b, job, lambda link: cleanup.callback(closer.take, [link]))
+            _watch_library_loads(bcc, b, job, lambda link: held.callback(_close_all, [link]))
+        return attach
+
+    @staticmethod
+    def _sample(bcc, b, job: _Job, cleanup: ExitStack) -> None:
+        """The sampling timer for one run (a timer on every CPU: the other side's runs are not sampled
+        twice), stopped by `cleanup`."""
+        if job.plan.stack_hz:
             b.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
                                 fn_name="on_sample", sample_freq=job.plan.stack_hz)
             cleanup.callback(lambda: b.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE,
                                                           ev_config=bcc.PerfSWConfig.CPU_CLOCK))
-        attach.on_since = time.perf_counter()  # live time counts from the workload's start
-        job.progress(f"probes attached ({attach.method}, {attach.attach_s * 1000:.1f} ms); running workload")
-        return attach
 
     def _run(self, b, job: _Job, attach: _Attacher, run: Callable[[], RunResult],
              ) -> tuple[RunResult, list[list[tuple[int, int]]] | None]:
@@ -226,7 +236,7 @@ class BccEngine:
         if job.plan.mode == Mode.BURSTY and job.plan.period_ns:
             ends = []
             burster = threading.Thread(target=attach.bursts, daemon=True,
-                                       args=(job.plan, stop, lambda: ends.append(self._totals(b, job.n))))
+                                       args=(job.plan, stop, lambda: ends.append(self._totals(b, job))))
             burster.start()
         try:
             return run(), ends
@@ -257,10 +267,13 @@ class BccEngine:
             conf[ctypes.c_int(i)] = v
 
     @staticmethod
-    def _read(b, plan: ProbePlan, n: int) -> tuple[list[RawFunction], list[int], int]:
+    def _read(b, job: _Job) -> tuple[list[RawFunction], list[int], int]:
+        """Every function's counts and times: read for the probed ones, which alone have entries in
+        `calls` and `stats` (the probes write them); the others are 0 (a plan of Lua's 692 functions
+        with 2 traced read all 692 per-CPU entries, ~25 ms a run)."""
         calls, stats = b["calls"], b["stats"]
-        funcs, nbytes = [], 0
-        for i in range(n):
+        funcs, nbytes = [RawFunction(count=0) for _ in range(job.n)], 0
+        for i in job.probed:
             count = calls[ctypes.c_int(i)].value
             per_cpu = stats.getvalue(ctypes.c_int(i))
             nbytes += 8 + ctypes.sizeof(per_cpu[0]) * len(per_cpu)
@@ -279,16 +292,18 @@ class BccEngine:
                     f.hist[k] += s.hist[k]
             while f.hist and f.hist[-1] == 0:
                 f.hist.pop()
-            funcs.append(f)
+            funcs[i] = f
         counters = [sum(b["counters"].getvalue(ctypes.c_int(k))) for k in range(8)]
         return funcs, counters, nbytes
 
     @staticmethod
-    def _totals(b, n: int) -> list[tuple[int, int]]:
-        """(calls, total inclusive ns) of every function so far."""
+    def _totals(b, job: _Job) -> list[tuple[int, int]]:
+        """(calls, total inclusive ns) of every function so far (the probed ones': the others' are 0)."""
         calls, stats = b["calls"], b["stats"]
-        return [(calls[ctypes.c_int(i)].value, sum(s.total for s in stats.getvalue(ctypes.c_int(i))))
-                for i in range(n)]
+        out = [(0, 0)] * job.n
+        for i in job.probed:
+            out[i] = (calls[ctypes.c_int(i)].value, sum(s.total for s in stats.getvalue(ctypes.c_int(i))))
+        return out
 
 
 # The project's own libraries whose loads are watched: with uprobe_multi links one program serves them
@@ -313,10 +328,18 @@ def _watch_library_loads(bcc, b, job: _Job, opened: Callable[[bpflink.UprobeMult
 
 
 class _Session:
-    """One loaded program; `collect` runs the workload once under it and leaves the maps empty."""
+    """One loaded program; `collect` runs the workload once under it and leaves the maps empty.
 
-    def __init__(self, engine: BccEngine, bcc, b, job: _Job, closer: _Closer):
-        self.engine, self.bcc, self.b, self.job, self.closer = engine, bcc, b, job, closer
+    A run's probes are attached before it and detached after it -- but in an alternating session (a
+    paired check's side, `held`: the session's own stack) once, for all of its runs: only that side's
+    binary and libraries carry them, only its runs execute those files (the other side's are other
+    files), and the probes count only inside a run's cgroup (`scope`).  Attaching and detaching each
+    run cost ~40 ms of it: closing a uprobe_multi link waits for the kernel to let go of its probes
+    (Lua's paired check: 324 ms a round, of which the two runs' own time was 63 ms)."""
+
+    def __init__(self, engine: BccEngine, bcc, b, job: _Job, held: ExitStack | None):
+        self.engine, self.bcc, self.b, self.job, self.held = engine, bcc, b, job, held
+        self.kept: _Attacher | None = None
         self.records = _Records(b, job)
         self.calls = Frames(job.binary)  # one cache of return addresses and unwind rows for all of the session's runs
         # where a sample means probe time (read from the binary once, for all of the session's runs)
@@ -326,20 +349,23 @@ class _Session:
 
     def collect(self, run: RunWorkload) -> RawCollection:
         b, job, engine = self.b, self.job, self.engine
-        self.closer.settle()  # (the last run's links closed: two links on one function would count it twice)
         with scope() as where, ExitStack() as cleanup:
             b["scope"][ctypes.c_int(0)] = ctypes.c_uint64(where.cgroup_id)
             self.records.reset()
             t_start = time.perf_counter()
-            attach = engine._attach(self.bcc, b, job, cleanup, self.closer)
+            attach = self._probes(cleanup)
+            engine._sample(self.bcc, b, job, cleanup)
+            attach.restart_clock()  # live time counts from the workload's start
+            job.progress(f"probes attached ({attach.method}, {attach.attach_s * 1000:.1f} ms); running workload")
             result, ends = engine._run(b, job, attach, lambda: run(where))
             _consume(b)
             t_detach = time.perf_counter()
             attached_s, in_burst = attach.attached_s(t_detach), attach.attached
-            attach.detach(self.closer)
+            if self.held is None:
+                attach.detach()
             detach_s = time.perf_counter() - t_detach
-            funcs, counters, map_bytes = engine._read(b, job.plan, job.n)
-            for i, res in enumerate(self.records.series):
+            funcs, counters, map_bytes = engine._read(b, job)
+            for i, res in self.records.series.items():
                 funcs[i].series = res.sorted()
             if ends is not None:
                 _per_burst(funcs, ends, in_burst)
@@ -348,8 +374,7 @@ class _Session:
                 funcs[i].stack_samples = c
                 funcs[i].library_samples = samples.library.get(i, 0)
             collection_s = time.perf_counter() - t_start
-            _clear(b)
-        self.closer.start()
+            _clear(b, job.probed)
         return RawCollection(
             functions=funcs[: len(job.plan.functions)], run=result, attach_s=attach.attach_s, detach_s=detach_s,
             collection_s=collection_s, raw_bytes=self.records.bytes + map_bytes + samples.nbytes,
@@ -359,6 +384,16 @@ class _Session:
             attached_s=attached_s, stacks=samples.stacks, rooted_samples=samples.rooted,
             library_functions=samples.library_functions,
         )
+
+
+    def _probes(self, cleanup: ExitStack) -> _Attacher:
+        """This run's probes: attached now and detached by `cleanup`, or an alternating session's, attached
+        at its first run."""
+        if self.held is None:
+            return self.engine._attach(self.bcc, self.b, self.job, cleanup)
+        if self.kept is None:
+            self.kept = self.engine._attach(self.bcc, self.b, self.job, self.held)
+        return self.kept
 
 
 def _consume(b) -> None:
@@ -376,9 +411,13 @@ def _consume(b) -> None:
         raise KeyboardInterrupt
 
 
-def _clear(b) -> None:
-    """Every map a run fills, emptied for the next run of the session (the configuration stays)."""
-    for name in ("calls", "stats", "counters", "bases", "libinits", "samples", "ustacks", "kstacks"):
+def _clear(b, probed: list[int]) -> None:
+    """Every map a run fills, emptied for the next run of the session (the configuration stays): of
+    the per-function arrays, the probed functions' entries (the only ones the probes write)."""
+    for name in ("calls", "stats"):
+        for i in probed:
+            b[name].clearitem(ctypes.c_int(i))
+    for name in ("counters", "bases", "libinits", "samples", "ustacks", "kstacks"):
         b[name].clear()
 
 
@@ -402,42 +441,6 @@ def _close_all(links: list[bpflink.UprobeMultiLink]) -> None:
         t.start()
     for t in closing:
         t.join()
-
-
-class _Closer:
-    """uprobe_multi links whose closing goes on in the background once a run's results are read, while
-    the other side's run goes on, in a session opened `alternating` (a paired check's side); in any
-    other they are closed at once: the calibration runs its probed binary natively between two probed
-    runs, and a native run among probes still there is no native run (the calibration test failed
-    so).  A paired check's run closed three links, one after another, in 0.125 s of each 0.44 s
-    collection of zlib's 0.21 s minigzip run (cProfile); a round took 0.90 s, now 0.66 s (`check
-    --collect --rounds 20` of zlib's f8719f5: ARCHITECTURE.md §6).  Only that side's binary carries
-    the links and only this process runs it, so they may stay a moment after the run; the session's
-    next run settles them first (two links on one function would count its calls twice), and so does
-    the session's end.  A process that ends has them closed by the kernel, whatever ended it."""
-
-    def __init__(self, background: bool):
-        self.background = background  # (else every link is closed as the run's results are read)
-        self.pending: list[bpflink.UprobeMultiLink] = []
-        self.thread: threading.Thread | None = None
-
-    def take(self, links: list[bpflink.UprobeMultiLink]) -> None:
-        self.pending.extend(links)
-
-    def start(self) -> None:
-        if not self.background:
-            return self.settle()
-        links, self.pending = self.pending, []
-        if links:
-            self.thread = threading.Thread(target=_close_all, args=(links,), daemon=True)
-            self.thread.start()
-
-    def settle(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-        links, self.pending = self.pending, []
-        _close_all(links)
 
 
 class _Attacher:
@@ -496,9 +499,13 @@ class _Attacher:
         with self._lock:
             return self.on_s + (now - self.on_since if self.attached and self.on_since is not None else 0.0)
 
-    def detach(self, closer: _Closer | None = None) -> None:
-        """The probes off: closed now, or their links handed to `closer` (not for a burst's end: the
-        probes must be gone for the rest of the period)."""
+    def restart_clock(self) -> None:
+        """Live time counted from now (a run's start; an alternating session's probes stay attached)."""
+        with self._lock:
+            self.on_s, self.on_since = 0.0, time.perf_counter() if self.attached else None
+
+    def detach(self) -> None:
+        """The probes off, now."""
         with self._lock:
             if not self.attached:
                 return
@@ -506,10 +513,7 @@ class _Attacher:
                 self.on_s += time.perf_counter() - self.on_since
                 self.on_since = None
             if self.method == "uprobe_multi":
-                if closer is None:
-                    _close_all(self.links)
-                else:
-                    closer.take(self.links)
+                _close_all(self.links)
                 self.links = []
             else:
                 # bcc's detach_uprobe() also deletes a tracefs event, which fails where tracefs is
