@@ -118,6 +118,9 @@ class Frames:
         self.slots = ReturnSlots(binary.path)
         self.library_slots = [ReturnSlots(lib.path) for lib in binary.libraries]
         self._jumps: dict[int, frozenset[int]] = {}  # function entry -> the entries it tail-jumps to
+        # (return address, callee entry) -> `tail_callers`: asked for every frame of every sampled stack
+        self._tails: dict[tuple[int, int | None], list[FunctionSymbol]] = {}
+        self._functions: dict[int, FunctionSymbol | None] = {}  # link-time address -> its function
 
     def after_call(self, vaddr: int) -> bool:
         return self.calls.after_call(vaddr)
@@ -133,7 +136,10 @@ class Frames:
         if (ret := self.missed(addrs[0], words)) is not None and rest[:1] != [ret]:
             rest.insert(0, ret)
         for ret in rest:
-            callee = self.binary.symbolize(out[-1] - (1 if len(out) > 1 else 0))
+            at = out[-1] - (1 if len(out) > 1 else 0)
+            if at not in self._functions:
+                self._functions[at] = self.binary.symbolize(at)
+            callee = self._functions[at]
             out += [f.vaddr + 1 for f in self.tail_callers(ret, callee)] + [ret]
         return out
 
@@ -152,6 +158,12 @@ class Frames:
         call's direct target is not `callee` but reaches it through tail jumps (`jmp callee` after
         the frame is torn down, which no stack shows), the one shortest chain of at most TAIL_HOPS;
         none where there is no such chain or more than one."""
+        key = (ret, callee.vaddr if callee is not None else None)
+        if key not in self._tails:
+            self._tails[key] = self._tail_callers(ret, callee)
+        return self._tails[key]
+
+    def _tail_callers(self, ret: int, callee: FunctionSymbol | None) -> list[FunctionSymbol]:
         target = self.calls.call_target(ret)
         if callee is None or target is None or target == callee.vaddr:
             return []

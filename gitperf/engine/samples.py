@@ -71,12 +71,22 @@ class _Objects:
     bias: int | None
     libs: list[tuple[int, int]]  # (index in binary.libraries, load bias)
     calls: Frames
+    # run-time address -> its function's name as a frame (`whole`), None outside the binary and its
+    # libraries: the process's samples share most of their frames (Lua's ~36 a stack: ~8,000 lookups a
+    # run of ~200 sampled stacks)
+    named: dict[int, str | None] = field(default_factory=dict)
 
     def symbol(self, addr: int) -> FunctionSymbol | None:
         """The function of the binary or of one of its libraries at a run-time address."""
         if self.bias is not None and (f := self.binary.symbolize(addr - self.bias)) is not None:
             return f
         return next((f for i, b in self.libs if (f := self.binary.libraries[i].symbolize(addr - b))), None)
+
+    def name(self, addr: int) -> str | None:
+        """`symbol`'s function at `addr` as a frame's name."""
+        if addr not in self.named:
+            self.named[addr] = whole(sym.name) if (sym := self.symbol(addr)) is not None else None
+        return self.named[addr]
 
     def library_frameless(self, addr: int) -> bool:
         """Whether a sample at `addr` in a library is where that library's function has no frame set
@@ -106,7 +116,7 @@ def _binary_frames(k, where: _Objects, stacks) -> tuple[list[str], bool, int]:
     if own:
         frames.append(whole(leaf.name))
     # a `.cold` part runs in its function's frame: its samples are that function's
-    walked = [whole(sym.name) for addr in addrs[1:] if (sym := where.symbol(addr - 1)) is not None]
+    walked = [name for addr in addrs[1:] if (name := where.name(addr - 1)) is not None]
     if (k.ret and (not own or where.library_frameless(addrs[0])) and where.calls.after_call(k.ret - bias)
             and (fn := where.binary.symbolize(k.ret - 1 - bias)) is not None
             and whole(fn.name) not in walked[1:]):
@@ -160,12 +170,11 @@ def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]
     of malloc's samples away from `luaM_malloc_`, in all 60 rounds of a paired check)."""
     index = {f.name: i for i, f in enumerate(plan.functions)}
     own_names = {whole(f.name) for f in binary.functions} | index.keys()  # (and a library's the plan probes)
-    root = plan.functions[plan.root].name
-    bases = {k.value: v.value for k, v in b["bases"].items()}
-    libs = _library_biases(b, binary)
-    got = Samples({}, 0, 0, 0)
+    root, bases = plan.functions[plan.root].name, {k.value: v.value for k, v in b["bases"].items()}
+    got, libs = Samples({}, 0, 0, 0), _library_biases(b, binary)
     stacks, kstacks = b["ustacks"], b["kstacks"]
     in_probe: dict[int, bool] = {}  # kernel stack id -> taken inside probe handling
+    objects: dict[int, _Objects] = {}  # per process
     for k, v in b["samples"].items():
         got.nbytes += 40  # the key: struct skey
         if k.kstackid >= 0 and k.kstackid not in in_probe:
@@ -175,7 +184,7 @@ def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]
         if k.xol or in_probe.get(k.kstackid, False) or _at_probe(k, bias, stacks, points):
             got.probe += v.value
             continue
-        where = _Objects(binary, bias, libs.get(k.tgid, []), calls)
+        where = objects.get(k.tgid) or objects.setdefault(k.tgid, _Objects(binary, bias, libs.get(k.tgid, []), calls))
         frames, first, walked = _binary_frames(k, where, stacks)
         frames = _up_to(root, frames)
         got.nbytes += 8 * walked
