@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -631,3 +632,25 @@ def test_the_programs_a_command_runs_instead_of_the_binary_are_named(tmp_path):
     command = "./bin/app -x && ./run.sh && ./app && /bin/true && ./missing 'unbalanced"
     assert other_programs(command, tmp_path, tmp_path / "app") == ["bin/app"]
     assert other_programs("./app", tmp_path, tmp_path / "app") == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_a_process_run_as_the_owner_still_dies_with_git_perf():
+    """`Owner.become` (a build or workload run as the repository's owner when git perf runs as root)
+    keeps the parent-death signal asked for before it: the kernel clears it when the uid changes, and
+    the owner's workload outlived a SIGKILLed git perf."""
+    from gitperf.core.owner import Owner
+    from gitperf.core.proc import die_with_parent, parent_death_signal
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # (the child: syscalls only, then out)
+        try:
+            die_with_parent(signal.SIGKILL)
+            Owner(65534, 65534).become()
+            os.write(w, str(parent_death_signal()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 16).decode()
+    os.waitpid(pid, 0)
+    assert got == str(int(signal.SIGKILL))

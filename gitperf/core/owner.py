@@ -60,10 +60,17 @@ class Owner:
         return {**(env if env is not None else os.environ), "HOME": home, "USER": name, "LOGNAME": name}
 
     def become(self) -> None:
-        """In a child between fork and exec: the owner for good (no way back to root)."""
+        """In a child between fork and exec: the owner for good (no way back to root).  The kernel
+        clears a process's parent-death signal when its user or group id changes (prctl(2)): the one
+        asked for before (`proc.die_with_parent`: a build or workload dying with a SIGKILLed git perf)
+        is asked for again, or the owner's workload outlived us."""
+        from gitperf.core.proc import die_with_parent, parent_death_signal
+        dying = parent_death_signal()
         os.setgroups([])
         os.setgid(self.gid)
         os.setuid(self.uid)
+        if dying:
+            die_with_parent(dying)
 
 
 def give_back(git_dir: Path) -> int:

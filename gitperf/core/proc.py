@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2  # linux/prctl.h
 HELD = {signal.SIGINT, signal.SIGTERM}  # the signals that end a collection (cli: SIGTERM -> KeyboardInterrupt)
 
 
@@ -61,3 +61,10 @@ def alive(pid: int) -> bool:
 def die_with_parent(sig: int) -> None:
     """Ask the kernel to send `sig` to this process when the thread that started it exits (Linux)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
+def parent_death_signal() -> int:
+    """The signal `die_with_parent` asked for (0: none)."""
+    sig = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_PDEATHSIG, ctypes.byref(sig), 0, 0, 0)
+    return sig.value
