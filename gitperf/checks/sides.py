@@ -224,8 +224,10 @@ def probes_alike(t: Side, b: Side) -> bool:
     times can vary (a root timed by the run, whose probe time comes from its samples): on ninja's `main`
     the centers lay 2.2% of its time apart, and a bare comparison of the two read "alike" in two checks
     of five and "not" in the others as rounds accumulated, turning its degradation into a withheld
-    comparison and back (issue #55: `bench/repeatability.py`).  Shown alike, a comparison stays
-    comparable as rounds accumulate; not shown, it is withheld until the runs show it."""
+    comparison and back (issue #55: `bench/repeatability.py`).  Withheld until the runs show the
+    probes alike: as rounds accumulate the bound closes in on the true difference, so the outcome
+    settles on one side of the line rather than crossing it with the centers' noise (a true difference
+    at the line itself can still cross it)."""
     gap = abs(t.probe - b.probe) + Z95 * math.hypot(t.probe_se, b.probe_se)
     return gap <= PROBE_MATCH * min(t.total, b.total)
 
