@@ -182,8 +182,8 @@ def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
     sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
     changed = verdict.changed(runs.target, set)
     changes = verdict.judge(sides, cfg, changed, opinions=False)
-    narrow = to_narrow(changes, runs.focus, runs.resumed.widths) if runs.resumed else []
-    return sorted({*undecided(changes, runs.focus, cfg, len(runs.target), horizon=runs.kept + MAX_ROUNDS), *narrow})
+    return sorted({*undecided(changes, runs.focus, cfg, len(runs.target), horizon=runs.kept + MAX_ROUNDS),
+                   *to_narrow(changes, runs.focus, runs.stored_widths)})
 
 
 def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
@@ -269,7 +269,7 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
                 continue
             pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
             notes = (focus_note(run.focus, len(t), run.kept), unresolved_note(found, run.focus),
-                     wider_note(found, run.focus, run.resumed.widths if run.resumed else {}), pad_note(t, cfg))
+                     wider_note(found, run.focus, run.stored_widths), pad_note(t, cfg))
             pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
             changes.extend(found)
         result = conclude(request, pairs, changes, [])

@@ -19,7 +19,7 @@ from gitperf.git.repo import diff_base, resolve_commit
 from gitperf.plan import hybrid
 from gitperf.plan.costs import call_costs, inside_costs
 from gitperf.plan.optimize import Optimized
-from gitperf.plan.probes import ProbePlan
+from gitperf.plan.probes import ProbePlan, as_hybrid
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,7 @@ def count_pass(ctx: CollectContext, plan: ProbePlan, names: tuple[str, ...], run
     """The workload once with only `names` (and the root) traced and no timer (`run` stops it at
     its deadline)."""
     per_call = call_costs(plan, ctx.cost_ns)
-    count_plan = replace(plan, mode=Mode.HYBRID, traced=frozenset(names), stack_hz=0, sample_every=1, every_by={},
-                         period_ns=0, window_ns=0, probe_cost=per_call)
+    count_plan = replace(as_hybrid(plan, names, 0), probe_cost=per_call)
     raw = ctx.target.engine.collect(ctx.binary, count_plan, run, lambda _m: None)
     counts = {f.name: r.count for f, r in zip(count_plan.functions, raw.functions) if f.name in names}
     settled = hybrid.counts_from_pass(counts, not raw.run.partial, per_call, budget_ns)

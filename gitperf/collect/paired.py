@@ -129,6 +129,11 @@ class PairedRuns:
     def kept(self) -> int:
         return len(self.resumed.target) if self.resumed else 0
 
+    @property
+    def stored_widths(self) -> dict[str, float]:
+        """The stored check's interval widths these rounds must narrow (none for a new series)."""
+        return self.resumed.widths if self.resumed else {}
+
 
 @dataclass(frozen=True)
 class PairedCollection:

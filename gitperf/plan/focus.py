@@ -30,7 +30,7 @@ from gitperf.core.config import CollectConfig
 from gitperf.core.model import ROOT, Mode, fingerprint_of
 from gitperf.plan.costs import SAMPLE_KEY, call_costs
 from gitperf.plan.optimize import Optimized
-from gitperf.plan.probes import ProbePlan, make_plan, with_library_functions
+from gitperf.plan.probes import ProbePlan, as_hybrid, make_plan, with_library_functions
 
 # The shared timer for everything not traced: as fast as SAMPLING_SHARE of a run allows at the
 # calibrated cost of a sample, between STACK_HZ (also the pilot runs' rate) and MAX_STACK_HZ.  Why
@@ -224,8 +224,7 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
     # a function the target renamed (or a clone the compiler renumbered) is probed under its name here
     here = [n if n in names else was.get(n, n) for n in f.traced + f.changed + f.new]
     traced, changed = here[:len(f.traced)], here[len(f.traced):]
-    plan = replace(plan, mode=Mode.HYBRID, traced=frozenset(n for n in traced if n in names),
-                   stack_hz=f.stack_hz, sample_every=1, every_by={}, period_ns=0, window_ns=0,
+    plan = replace(as_hybrid(plan, (n for n in traced if n in names), f.stack_hz),
                    changed=tuple(n for n in changed if n in names) + f.library_changed)
     plan = replace(plan, probe_cost=call_costs(plan, cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in f.sampled.items()}

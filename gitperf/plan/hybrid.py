@@ -10,13 +10,13 @@ entry class and of one stack sample, and the functions the change touched.  The 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gitperf.core.config import MAX_OVERHEAD_PCT
 from gitperf.core.model import ROOT, Mode, PlanRecord, Profile
 from gitperf.plan import budget
 from gitperf.plan.costs import SAMPLE_KEY, call_costs
-from gitperf.plan.probes import ProbePlan
+from gitperf.plan.probes import ProbePlan, as_hybrid
 
 @dataclass(frozen=True)
 class Pilot:
@@ -120,9 +120,7 @@ def kept(commit: str, earlier: PlanRecord | None, names: set[str], max_overhead:
 def keep(plan: ProbePlan, k: Kept, pilot: Pilot, max_overhead: float) -> tuple[ProbePlan, dict]:
     """The kept plan (`kept`) made for this binary from `plan` (its changed and removed functions
     set), and the parameters its profiles record."""
-    kept_plan = replace(plan, mode=Mode.HYBRID, traced=k.traced, stack_hz=k.stack_hz, sample_every=1, every_by={},
-                        period_ns=0, window_ns=0)
-    return kept_plan, {"max_overhead": max_overhead, "budget_ns": pilot.budget_ns(max_overhead),
+    return as_hybrid(plan, k.traced, k.stack_hz), {"max_overhead": max_overhead, "budget_ns": pilot.budget_ns(max_overhead),
                        "native_s": pilot.native_s, "plan_from": k.commit}
 
 
@@ -164,6 +162,4 @@ def choose(plan: ProbePlan, x: Inputs) -> tuple[ProbePlan, budget.Choice, budget
     duration = x.pilot.native_s * (1 + x.max_overhead)
     choice = budget.trace_or_sample(items, budget_ns, duration, sample_ns, always=(ROOT,))
     rates = budget.rates_choice(items, budget_ns, duration, sample_ns, always=(ROOT,))
-    hybrid = replace(plan, mode=Mode.HYBRID, traced=frozenset(choice.traced), stack_hz=choice.stack_hz,
-                     sample_every=1, every_by={}, period_ns=0, window_ns=0)
-    return hybrid, choice, rates
+    return as_hybrid(plan, choice.traced, choice.stack_hz), choice, rates

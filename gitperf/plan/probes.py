@@ -135,6 +135,13 @@ def make_plan(binary: BinaryInfo, cfg: CollectConfig, funcs: tuple[str, ...] = (
     )
 
 
+def as_hybrid(plan: ProbePlan, traced: Iterable[str], stack_hz: int) -> ProbePlan:
+    """`plan` made hybrid: `traced` traced on every call (every call timed, none sampled), the other
+    functions covered by stack samples at `stack_hz` (0: none)."""
+    return replace(plan, mode=Mode.HYBRID, traced=frozenset(traced), stack_hz=stack_hz, sample_every=1,
+                   every_by={}, period_ns=0, window_ns=0)
+
+
 def narrow(plan: ProbePlan, keep: frozenset[str], removed: dict[str, tuple[str, ...]], changed: tuple[str, ...],
            every_by: dict[str, int]) -> ProbePlan:
     """The plan after the optimization methods: fewer functions, and per-function sampling periods
