@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -135,6 +136,7 @@ def interrupt_at(repo: Path, moment: str, sig: str, git_perf: list[str]) -> None
     alone at `moment` of `check --collect`.  Once the next command has run: no workload, cgroup or
     worktree is left, and the notes hold both sides of the check with its record, or nothing of it."""
     head, parent = git(repo, "rev-parse", "HEAD"), git(repo, "rev-parse", "HEAD~1")
+    started = time.time()
     proc, reader, said = check_until(repo, moment, git_perf)
     if sig == "SIGKILL":
         proc.kill()
@@ -154,6 +156,9 @@ def interrupt_at(repo: Path, moment: str, sig: str, git_perf: list[str]) -> None
     wait_for(lambda: not running("/s", repo), f"no workload left ({moment})", 15)
     assert not our_cgroups(proc.pid), moment
     assert "gitperf-wt-" not in git(repo, "worktree", "list"), moment
+    tmp = Path(tempfile.gettempdir())  # its callgrind output, its padding probe: root's, in the sticky /tmp
+    assert not list(tmp.glob(f"gitperf-*-{proc.pid}-*")), (moment, list(tmp.glob(f"gitperf-*-{proc.pid}-*")))
+    assert not [p for p in tmp.glob("vgdb-pipe-*") if p.stat().st_mtime >= started], f"valgrind's FIFOs left ({moment})"
     store = NotesStore(open_repo(repo))
     checked = [p for p in store.read(head)[0] if p.profile.plan.pairing]
     based = [p for p in store.read(parent)[0] if p.profile.plan.pairing]

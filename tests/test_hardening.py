@@ -325,6 +325,26 @@ def test_a_zombie_owner_counts_as_dead_for_the_sweep():
     assert not alive(p.pid) and alive(os.getpid())
 
 
+def test_scratch_directories_of_a_process_that_is_gone_are_swept_and_no_others(tmp_path, monkeypatch):
+    """What a SIGKILLed git perf left in /tmp (its callgrind output, a padding probe: root's under sudo,
+    which the user cannot remove from the sticky /tmp) goes with the next collection's sweep; a live
+    process's directory, and one that is not git perf's, stay."""
+    from gitperf.core import scratch
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"gitperf-callgrind-{gone.pid}-x1"
+    (dead / "sub").mkdir(parents=True)
+    (dead / "sub" / "cg.1").write_text("events: Ir\n")
+    mine = scratch.make("pad")
+    others = [tmp_path / f"gitperf-notes-{gone.pid}-x", tmp_path / f"other-{gone.pid}-x"]
+    for d in others:
+        d.mkdir()
+    assert scratch.sweep() == [str(dead)]
+    assert not dead.exists(), "the directory of a process that is gone was left"
+    assert mine.exists() and all(d.exists() for d in others), "a directory that is not a dead process's went"
+
+
 BUILD_THEN_SIGTERM = """
 import signal, sys
 from pathlib import Path

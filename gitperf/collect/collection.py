@@ -32,7 +32,7 @@ from gitperf.engine.base import Engine
 from gitperf.git import buildcache
 from gitperf.git.repo import resolve_commit
 from gitperf.git.state import perf_dir
-from gitperf.git.worktree import Built, checkout, run_build, sweep_worktrees
+from gitperf.git.worktree import Built, checkout, run_build, sweep_leftovers
 from gitperf.plan.costs import call_costs
 from gitperf.collect.inputs import full_trace_hotspots, planning_inputs
 from gitperf.plan.optimize import Optimized, optimize
@@ -73,8 +73,8 @@ def collect(repo: pygit2.Repository, req: CollectRequest, engine: Engine, progre
     (with keep=False: what was collected, nothing is written)."""
     commit = resolve_commit(repo, req.rev)
     engine.check()  # fail fast (exit 4) before any build
-    for path in sweep_worktrees(repo):
-        progress(f"removed {path}: the worktree of a collection that was killed")
+    for path in sweep_leftovers(repo):
+        progress(f"removed {path}: left by a collection that was killed")
     target = Target(repo, req, commit, engine, progress, perf_dir(repo))
     try:
         profiles = _collect_adhoc(target) if req.adhoc and req.no_build else _collect_checkout(target)

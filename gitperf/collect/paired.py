@@ -50,7 +50,7 @@ from gitperf.core.model import ROOT, InstructionCounts, Profile, StoredProfile, 
 from gitperf.engine import callgrind
 from gitperf.engine.base import Engine, Session
 from gitperf.git.state import perf_dir
-from gitperf.git.worktree import sweep_worktrees
+from gitperf.git.worktree import sweep_leftovers
 from gitperf.plan import focus as planning
 from gitperf.plan.costs import call_costs, inside_costs
 from gitperf.plan.focus import Candidates, Costs, Focus
@@ -409,8 +409,8 @@ def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, 
     """Both commits checked out and built, then per workload a shared plan and its rounds.  Nothing
     is stored (see `encode_runs`); an interruption raises CollectionAborted with the probes detached."""
     engine.check()
-    for path in sweep_worktrees(repo):
-        progress(f"removed {path}: the worktree of a collection that was killed")
+    for path in sweep_leftovers(repo):
+        progress(f"removed {path}: left by a collection that was killed")
     out: list[PairedRuns] = []
     try:
         with ExitStack() as stack:

@@ -25,10 +25,10 @@ import os
 import platform
 import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 
 from gitperf.analysis.elf import load as load_elf
+from gitperf.core import scratch
 from gitperf.core.config import CollectConfig
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
@@ -136,8 +136,8 @@ def costs(engine: Engine, machine: str, cache_dir: Path | None = None, progress=
     except (OSError, ValueError):
         pass
     progress("calibrating probe costs for this machine and kernel (once)")
-    with tempfile.TemporaryDirectory(prefix="gitperf-calib-") as d:
-        result = measure(engine, Path(d))
+    with scratch.directory("calib") as d:
+        result = measure(engine, d)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")

@@ -20,11 +20,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from gitperf.core import scratch
 from gitperf.core.model import InstructionCounts
 from gitperf.engine import workload
 
@@ -133,12 +133,13 @@ def run(command: workload.Command, timeout: float, binary: str | tuple[str, ...]
     a tuple (the binary first, then the libraries)."""
     paths = (binary,) if isinstance(binary, str) else binary
     objects, binary = frozenset(str(Path(p).resolve()) for p in paths), paths[0]
-    with tempfile.TemporaryDirectory(prefix="gitperf-callgrind-") as d, workload.scope() as where:
-        err = Path(d) / "valgrind.log"
+    with scratch.directory("callgrind") as d, workload.scope() as where:
+        err = d / "valgrind.log"
         if command.user is not None:  # the workload runs as the repository's owner: its output goes here
             os.chown(d, command.user.uid, command.user.gid)
         # --separate-recs=1: a recursive function is one function at every depth (not `fib'2`)
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.%p", "--demangle=no",
+        # --vgdb=no: no gdbserver FIFOs in /tmp, which a killed valgrind leaves behind (3 a run)
+        cmd = ["valgrind", "--tool=callgrind", "--vgdb=no", f"--callgrind-out-file={d}/cg.%p", "--demangle=no",
                "--separate-recs=1", "--trace-children=yes", f"--log-file={err}", *command.argv]
         r = workload.run(replace(command, argv=cmd), timeout, where)
         log = err.read_text(errors="replace") if err.exists() else ""
@@ -151,7 +152,7 @@ def run(command: workload.Command, timeout: float, binary: str | tuple[str, ...]
             return InstructionCounts(error=f"the workload under callgrind exited with status {r.exit_status}")
         counts: dict[str, list[int]] = {}
         total = 0
-        for f in sorted(Path(d).glob("cg.*")):
+        for f in sorted(d.glob("cg.*")):
             _, t = parse(f.read_text(errors="replace"), objects, counts)
             total += t
     counts.pop("", None)

@@ -25,10 +25,10 @@ import json
 import os
 import shlex
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitperf.core import scratch
 from gitperf.git.state import pads_cache
 
 # Frame pointers with every padding, so that a stack sample's walk reaches `main` (stored call
@@ -169,8 +169,8 @@ def choose(real: str, cache_dir: Path) -> Pad:
     by_name = {p.name: p for p in (*PADS, NONE)}
     if isinstance(known, dict) and known.get(key) in by_name:
         return by_name[known[key]]
-    with tempfile.TemporaryDirectory(prefix="gitperf-pad-") as tmp:
-        pad = next((p for p in PADS if links(real, p, Path(tmp))), NONE)
+    with scratch.directory("pad") as tmp:
+        pad = next((p for p in PADS if links(real, p, tmp)), NONE)
     known = known if isinstance(known, dict) else {}
     known[key] = pad.name
     tmp_cache = cache.with_name(f".pads.{os.getpid()}.json")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ from typing import Iterator
 
 import pygit2
 
+from gitperf.core import scratch
 from gitperf.core.config import BuildConfig
 from gitperf.core.errors import BuildError
 from gitperf.core.owner import Owner
@@ -33,25 +32,23 @@ def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
     return all(f & flags for f in repo.status().values())
 
 
-_PREFIX = "gitperf-wt-"  # + the owning process id: gitperf-wt-PID-XXXX/<commit>
-
-
-def sweep_worktrees(repo: pygit2.Repository) -> list[str]:
-    """Remove the temporary worktrees of collections that died without cleaning up (SIGKILL, a
-    power cut): those whose owning process is gone.  Returns their paths."""
+def sweep_leftovers(repo: pygit2.Repository) -> list[str]:
+    """Remove what collections that died without cleaning up (SIGKILL, a power cut) left: this
+    repository's temporary worktrees (gitperf-wt-PID-XXXX/<commit>) whose owning process is gone,
+    then every scratch directory of a process that is gone (`core.scratch.sweep`).  Returns their paths."""
     cwd = repo.workdir or repo.path
     r = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=cwd, capture_output=True, text=True)
     swept = []
     for line in r.stdout.splitlines():
         path = Path(line[len("worktree "):]) if line.startswith("worktree ") else None
-        m = re.fullmatch(_PREFIX + r"(\d+)-.*", path.parent.name) if path else None
-        if m and not alive(int(m.group(1))):
+        pid = scratch.owning_pid(path.parent, "wt") if path else None
+        if pid is not None and not alive(pid):
             subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=cwd, capture_output=True)
             shutil.rmtree(path.parent, ignore_errors=True)
             swept.append(str(path))
     if swept:
         subprocess.run(["git", "worktree", "prune"], cwd=cwd, capture_output=True)
-    return swept
+    return swept + scratch.sweep()
 
 
 @contextmanager
@@ -61,7 +58,7 @@ def checkout(repo: pygit2.Repository, commit: str, fresh: bool = False) -> Itera
     if not fresh and _is_clean_head(repo, commit):
         yield Path(repo.workdir)
         return
-    tmp = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+    tmp = scratch.make("wt")
     target = tmp / commit[:12]
     cwd = repo.workdir or repo.path
     r = subprocess.run(["git", "worktree", "add", "--detach", "-q", str(target), commit], cwd=cwd,
@@ -164,7 +161,7 @@ def _build(command: str, root: Path, env: dict | None, timeout: float, owner: Ow
 
 
 def _in_our_worktree(root: Path) -> bool:
-    return root.parent.name.startswith(_PREFIX) or root.parent.parent.name == KEPT
+    return scratch.owning_pid(root.parent, "wt") is not None or root.parent.parent.name == KEPT
 
 
 def _failure(r: subprocess.CompletedProcess, commit: str, command: str) -> str:
