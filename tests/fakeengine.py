@@ -8,7 +8,8 @@ reports of a run:
 * every other traced function is called `CALLS` times and shares `SHARE` of the run evenly,
   exclusive = inclusive (no callees);
 * a function the plan only samples gets its share as stack samples at the plan's rate;
-* every value carries a small seeded jitter (`JITTER`), so that spreads are never zero.
+* every value carries a small seeded jitter (`JITTER`, log-normal: `FakeEngine.jitter` sets another),
+  so that spreads are never zero.
 
 Every session and run is logged (`FakeEngine.log`) so that a test can assert the order of runs, and
 `fail_at` raises KeyboardInterrupt at the n-th run (0-based), as a Ctrl-C would arrive there.
@@ -19,6 +20,7 @@ ARGS...` with it, for the tests that send signals to a real process.
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -60,6 +62,7 @@ class FakeEngine:
     fail_at: int | None = None  # raise KeyboardInterrupt at this run (0-based)
     main_until: int | None = None  # from this run on (0-based) the workload no longer reaches main
     seed: int = 0
+    jitter: float = JITTER  # sd of every made-up time's log: large, a function no number of rounds resolves
     log: list[Run] = field(default_factory=list)
     sessions: int = 0
 
@@ -106,7 +109,7 @@ class FakeSession:
                              attached_s=result.wall_s, stacks=stacks, rooted_samples=samples if root else 0)
 
     def _function(self, i: int, name: str, wall_ns: float, others: int) -> RawFunction:
-        jitter = 1 + self.rng.gauss(0, JITTER)
+        jitter = math.exp(self.rng.gauss(0, self.engine.jitter))
         own = wall_ns * (1 - SHARE if i == self.plan.root else SHARE / others) * jitter
         samples = round(own / 1e9 * self.plan.stack_hz)
         if not self.plan.is_traced(name):

@@ -19,6 +19,8 @@ from fakeengine import FakeEngine, install
 from interrupts import FAKE_GIT_PERF, MOMENTS, busy_neighbour, interrupt_at, tick_repo
 
 from gitperf.checks import paired as checks_paired
+from gitperf import checks
+from gitperf.checks import witness
 from gitperf.checks.paired import MAX_ROUNDS, MIN_ROUNDS, PairedOptions, check_collect
 from gitperf.cli import main
 from gitperf.core.config import CheckConfig
@@ -156,6 +158,45 @@ def test_rounds_stop_at_the_first_round_that_leaves_nothing_open(repo, fake, mon
     _check(repo, fake)
     target, base = _sides(repo)
     assert asked == [MIN_ROUNDS, MIN_ROUNDS + 1] and len(target) == len(base) == MIN_ROUNDS + 1
+
+
+SPIN = ("__attribute__((noinline)) long spin(long n) {{ {nop}long x = 0; for (long i = 0; i < n; i++) "
+        "x += i * i; return x; }}\nint main(void) {{ return spin(2000000) == 42; }}\n")
+
+
+@pytest.mark.valgrind
+def test_a_changed_function_whose_work_did_not_move_ends_its_rounds_once_they_cannot_resolve_it(tmp_path, monkeypatch):
+    """Issue #57, item 3: a commit that changes a function's code but not its speed ends in at most 20
+    rounds.  `spin` gets one `nop` more; the instruction witness, run before the rounds, counts a few
+    instructions more in ~10 M; the fake engine's times are so noisy (50% a run) that no number of
+    rounds resolves it.  The rounds end once they cannot resolve it (from round 10 on), by the
+    witness's futility bound (`same_work`), unresolved."""
+    repo = tmp_path / "spin"
+    repo.mkdir()
+    (repo / "s.c").write_text(SPIN.format(nop=""))
+    (repo / ".gitperf.toml").write_text('[build]\ncommand = "cc -O2 -g -o s s.c"\nbinary = "s"\n'
+                                        '[[workload]]\nname = "w"\ncommand = "./s"\n')
+    (repo / ".gitignore").write_text("s\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "spin")
+    (repo / "s.c").write_text(SPIN.format(nop='__asm__ volatile("nop"); '))
+    git(repo, "commit", "-qam", "one nop more")
+    monkeypatch.chdir(repo)
+    engine = install(FakeEngine(jitter=0.5), monkeypatch.setattr)
+    said: list[str] = []
+    cfg = CheckConfig()
+    result = check_collect(open_repo(repo), PairedOptions(), cfg, engine, said.append)
+    target, base = _sides(repo)
+    assert said.index(next(s for s in said if "instruction witness: callgrind" in s)) < \
+        said.index(next(s for s in said if "round 1:" in s)), "the witness runs before the rounds"
+    spin = next(c for c in result.changes if c.function == "spin")
+    assert spin.changed and spin.type == checks.UNRESOLVED, spin
+    assert len(target) <= 20, [s for s in said if "round" in s][-2:]
+    b, t = spin.instructions
+    assert 0 < t / b - 1 < 0.01, spin.instructions  # a few instructions more in ~10 M
+    work = witness.work_moved(result.changes, target[0].instructions, base[0].instructions)
+    assert "spin" in checks_paired.same_work(result.changes, cfg, len(target), MAX_ROUNDS, work), work
 
 
 @pytest.mark.parametrize("limit, rounds", [(0.0, MIN_ROUNDS), (1e9, MAX_ROUNDS)])

@@ -12,7 +12,7 @@ from helpers import make_profile
 from gitperf import checks
 from gitperf.checks import witness
 from gitperf.checks.change import Change
-from gitperf.core.model import InstructionCounts, StoredProfile
+from gitperf.core.model import ROOT, InstructionCounts, StoredProfile
 from gitperf.engine import callgrind
 from gitperf.engine.workload import Command
 
@@ -227,20 +227,17 @@ def test_without_counts_on_both_sides_the_check_is_time_only_and_says_why():
 
 
 def test_a_paired_check_without_valgrind_keeps_a_clear_note_on_both_sides(monkeypatch, tmp_path):
-    from gitperf.collect.paired import Pair, PairedRuns, Side, count_instructions
+    from gitperf.collect.paired import Pair, Side, count_instructions
     from gitperf.core.config import Workload
     from gitperf.plan.focus import Focus
     monkeypatch.setenv("PATH", str(tmp_path))  # no valgrind on it
     focus = Focus(changed=("f",), new=(), callers=(), traced=("main",), sampled={})
-    pair = Pair(Side(None, None), Side(None, None), focus, Workload("w", "./p"))
-    runs = PairedRuns("w", focus, [make_profile("b")] * 2, [make_profile("t")] * 2)
+    pair = Pair(Side(None, None), Side(None, None), focus, Workload("w", "./p"), native_s=0.03)
     said = []
-    count_instructions(pair, runs, said.append)
+    counts = count_instructions(pair, said.append)
     assert "valgrind is not installed (apt-get install valgrind)" in said[0]
-    for side in (runs.base, runs.target):
-        assert [w.error for w in side[0].instructions] == ["valgrind is not installed (apt-get install valgrind): "
-                                                           "no instruction counts"]
-        assert side[1].instructions == ()  # the witness rides on the first round's profile only
+    for side in counts:
+        assert [w.error for w in side] == ["valgrind is not installed (apt-get install valgrind): no instruction counts"]
 
 
 def test_a_threaded_run_is_witnessed_by_all_its_instructions_and_a_waiting_function_by_none():
@@ -310,3 +307,21 @@ def test_a_deterministic_programs_base_runs_once_under_callgrind_where_a_recent_
     said = witness.note([StoredProfile("t", 0, "t", replace(make_profile("t"), instructions=alike[:1]))],
                         [StoredProfile("b", 0, "b", p)])
     assert f"1 base and 1 target run(s) (A/A spread 0: the base's two runs at {commits[2][:12]}" in said, said
+
+
+def test_the_stop_rule_reads_how_far_each_functions_work_moved():
+    """`work_moved`: a function's inclusive instructions, target against base, as a share, with the
+    base's A/A spread added, and whether they moved by the witness's own measure; none for a function
+    that mostly waits, or without counts on both sides."""
+    base = _side([{"f": 1_000_000, "g": 1_000, "h": 500}, {"f": 1_010_000, "g": 1_000, "h": 500}])
+    target = _side([{"f": 1_030_000, "g": 1_000, "h": 500}])
+    f = replace(_change("f", checks.UNRESOLVED), base_ns=1e6)
+    waits = replace(_change("g", checks.UNRESOLVED), base_ns=9e7)  # 0.1% of the work, 90% of the time
+    root = replace(_change(ROOT, checks.NO_CHANGE), base_ns=1e8)
+    counts = lambda side: side[0].profile.instructions  # noqa: E731
+    moved = witness.work_moved([root, f, waits], counts(target), counts(base))
+    assert moved["f"].moved == pytest.approx(1_030_000 / 1_005_000 - 1 + 0.01, rel=1e-3)  # + the spread: 1%
+    assert moved["f"].alike  # +2.5%, within three times its A/A spread: not moved by the witness's measure
+    assert not witness.work_moved([root, f], counts(_side([{"f": 1_100_000}])), counts(base))["f"].alike
+    assert "g" not in moved  # its instructions do not witness its time
+    assert witness.work_moved([f], counts(target), ()) == {}

@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 
 import pygit2
 
-from gitperf.checks import record, verdict
+from gitperf.checks import record, verdict, witness
 from gitperf.checks.change import (CONFLICT, DEGRADATION, INLINED, INSTRUCTIONS, NEW, NO_CHANGE, OPTIMIZATION, REMOVED, UNKNOWN,
                                    UNRESOLVED, Change, CheckResult, WorkloadPair)
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
 from gitperf.checks.decision import WITHIN, band, threshold
+from gitperf.checks.designs.pooled import PLACEMENT_SPREAD
 from gitperf.checks.designs.paired import rounds as by_round
 from gitperf.checks.sides import Sides
 from gitperf.collect import paired
@@ -86,6 +87,41 @@ def reads_unchanged(c: Change, t: float) -> bool:
     at round 34, reads far from none and keeps its rounds (+88%, a verdict, at 59).  A true +30% reads
     within 2.5% at round 10 about 0.3% of the time at that width (±23%); it then ends unresolved."""
     return math.isfinite(t) and abs(c.ci_high + c.ci_low) / 2 <= t / 2
+
+
+def unreachable(c: Change, t: float, rounds: int, horizon: int = MAX_ROUNDS, beyond: float | None = None) -> bool:
+    """After `rounds` rounds, neither outcome is within reach of `horizon` rounds: `c`'s interval,
+    narrowed as 1/sqrt(rounds) about the same center, would be neither wholly within the threshold ±t
+    (no change) nor wholly beyond ±`beyond` (a verdict; default t).  Judged from HOPELESS_AFTER rounds
+    on.  (`hopeless` asks less of a function the witness does not vouch for: an interval still wider
+    than ±min_relative that still holds zero.)"""
+    if rounds < HOPELESS_AFTER or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high) and math.isfinite(t)):
+        return False
+    center = abs(c.ci_high + c.ci_low) / 2
+    at_end = (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / max(horizon, rounds))
+    return center - at_end < (t if beyond is None else beyond) and t <= center + at_end
+
+
+def same_work(changes: list[Change], cfg: CheckConfig, rounds: int, horizon: int, work: dict[str, witness.Work],
+              ) -> set[str]:
+    """A futility bound from the second witness (issue #57, item 3): the functions, changed ones too,
+    whose inclusive instructions moved by less than half their threshold (`work`:
+    `witness.work_moved`, the A/A spread added) and whose outcome `horizon` rounds could not reach
+    (`unreachable`; where the counts are alike, a verdict must lie beyond the placement spread too, as
+    the witness's placement rule asks of it): their work did not change by anything the threshold
+    counts, and the rounds left cannot resolve their time.  Lua's `internshrstr` with one `nop` more (stack-sampled, 19 ns a call)
+    executed +0.8% instructions and read +11.6% [-4%, +30%] after 43 rounds; the indexer's `add_term`,
+    +0.5% and +4.7% [-2%, +11%] after 37 (bench/aa.py).  A slowdown that adds work (zlib's 2x
+    `pqdownheap`, the benches' busy loops) moves the count far beyond half the threshold and keeps
+    every round; one that adds no work (memory, branches) to a function the rounds cannot resolve ends
+    unresolved at round 10 rather than at 60."""
+    runs, out = {c.workload: c.base_ns for c in changes if c.function == ROOT}, set()
+    for c in changes:
+        w, t = work.get(c.function), threshold(c.base_ns, cfg, runs.get(c.workload, 0.0))
+        if w is not None and w.moved < t / 2 and unreachable(c, t, rounds, horizon,
+                                                             max(t, PLACEMENT_SPREAD) if w.alike else t):
+            out.add(c.function)
+    return out
 
 
 def at_the_threshold(c: Change, t: float, rounds: int, horizon: int = MAX_ROUNDS) -> bool:
@@ -182,7 +218,10 @@ def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
     sides = Sides(runs.workload, _unstored("t", runs.target), _unstored("b", runs.base))
     changed = verdict.changed(runs.target, set)
     changes = verdict.judge(sides, cfg, changed, opinions=False)
-    return sorted({*undecided(changes, runs.focus, cfg, len(runs.target), horizon=runs.kept + MAX_ROUNDS),
+    rounds, horizon = len(runs.target), runs.kept + MAX_ROUNDS
+    work = witness.work_moved(changes, runs.counts[1], runs.counts[0])
+    futile = same_work(changes, cfg, rounds, horizon, work)
+    return sorted({*(set(undecided(changes, runs.focus, cfg, rounds, horizon)) - futile),
                    *to_narrow(changes, runs.focus, runs.stored_widths)})
 
 

@@ -52,7 +52,8 @@ deterministic and the base runs once (`collect.paired.learnt`; its counts name t
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Sequence
 
 from gitperf.checks.change import CONFLICT, DEGRADATION, INSTRUCTIONS, NO_CHANGE, OPTIMIZATION, UNRESOLVED, Change
 from gitperf.checks.designs.pooled import PLACEMENT_SPREAD
@@ -249,6 +250,34 @@ def note(target: list[StoredProfile], base: list[StoredProfile]) -> str:
                 f"{_mean_total(bw):,.0f} -> {_mean_total(tw):,.0f} instructions a run")
     errors = sorted(set(terr + berr))
     return f"instruction witness: none ({'; '.join(errors)}); time only" if errors else ""
+
+
+@dataclass(frozen=True)
+class Work:
+    """How far a function's inclusive instructions moved between the sides, as a share of the base's,
+    its A/A spread added (|t / b - 1| + the spread); `alike`: not moved by the witness's own measure
+    (`_moved`), so that a time verdict stands only beyond the placement spread (`_placement`)."""
+
+    moved: float
+    alike: bool
+
+
+def work_moved(changes: list[Change], target: Sequence[InstructionCounts], base: Sequence[InstructionCounts],
+               ) -> dict[str, Work]:
+    """Each function's `Work` from the sides' callgrind runs, where both sides counted it and its counts
+    witness its time (`_witnessed`; not a function that mostly waits).  What the rounds' stop rule
+    reads of the witness (`checks.paired.same_work`)."""
+    tw, bw = [w for w in target if not w.error], [w for w in base if not w.error]
+    if not tw or not bw:
+        return {}
+    run_ns = next((c.base_ns for c in changes if c.function == ROOT), None)
+    total, out = _mean_total(bw), {}
+    for c in changes:
+        t, b = _inclusive(tw, c.function), _inclusive(bw, c.function)
+        if t is not None and b and _witnessed(c, b, total, run_ns):
+            spread = _spread(bw, c.function)
+            out[c.function] = Work(abs(t / b - 1) + math.expm1(spread), not _moved(t, b, spread))
+    return out
 
 
 def _mean_total(ws: list[InstructionCounts]) -> float:

@@ -8,8 +8,8 @@ nothing is left open; then every profile is stored in one batch.
 * **Interleaved.** Round r runs base then target (odd rounds: target then base), so a machine that
   is busy for a while spoils both sides of a round alike; each profile records its round and the
   pairing id, and the check pairs them (`checks.compare`).
-* **Instructions too.** After the rounds, with the probes detached, each side runs under callgrind
-  (`count_instructions`, ARCHITECTURE.md §10b): the check's second witness.
+* **Instructions too.** Before the rounds, with no probe attached, each side runs under callgrind
+  (`count_instructions`, ARCHITECTURE.md §10b): the check's second witness, which the stop rule reads.
 * **Nothing half-stored.** An interruption (Ctrl-C, SIGTERM) detaches the probes, kills the
   workload and stores nothing; the profiles of every workload and both sides are written at the
   end, all or nothing (`encode_runs`, then one `NotesStore.add_lines` with the check's record).
@@ -25,7 +25,6 @@ every round from `Stop.min_rounds` on.
 
 from __future__ import annotations
 
-import statistics
 import time
 import uuid
 from contextlib import ExitStack
@@ -68,6 +67,10 @@ class Side:
     session: Session | None = None  # the program loaded for that plan, for all rounds
 
 
+# The instruction witness's callgrind runs of each side (base, target); empty where it did not run.
+Counts = tuple[tuple[InstructionCounts, ...], tuple[InstructionCounts, ...]]
+
+
 @dataclass(frozen=True)
 class Pair:
     base: Side
@@ -76,6 +79,8 @@ class Pair:
     workload: Workload
     # marks both sides' profiles of this paired check (`checks.check.partners` pairs them by it)
     pairing: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    native_s: float = 0.0  # the pilot's native run time: what the witness's runs are predicted from
+    counts: Counts = ((), ())  # the witness's (`count_instructions`, before the rounds; a series keeps its first)
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,8 @@ class PairedRequest:
 @dataclass(frozen=True)
 class PairedRuns:
     """One workload's rounds: what was planned and both sides' profiles, round by round; the first
-    `kept` of them stored already (`resumed`: a re-check's earlier rounds), the rest new."""
+    `kept` of them stored already (`resumed`: a re-check's earlier rounds), the rest new; the
+    instruction witness's counts, which the first round's profiles carry once the rounds end."""
 
     workload: str
     focus: Focus
@@ -124,6 +130,7 @@ class PairedRuns:
     target: list[Profile] = field(default_factory=list)
     skipped: str = ""  # why no round ran ("" = they did)
     resumed: Resume | None = None
+    counts: Counts = ((), ())
 
     @property
     def kept(self) -> int:
@@ -175,7 +182,8 @@ def prepare(base: CollectContext, target: CollectContext, wl: Workload, cands: C
     """The pair's shared plan, from measurements of this workload on the target."""
     t0 = time.perf_counter()
     base_per_call = call_costs(planning.counting_plan(base.binary, cands.in_order), base.cost_ns)
-    f = planning.focus(cands, measure(target, wl, cands, base_per_call), planning.stack_hz(base.cost_ns))
+    costs = measure(target, wl, cands, base_per_call)
+    f = planning.focus(cands, costs, planning.stack_hz(base.cost_ns))
     for n, why in list(f.sampled.items())[:SAMPLED_SHOWN]:  # the report lists them all
         target.progress(f"  {short(n, 50)}: stack-sampled, not traced: {why}")
     if len(f.sampled) > SAMPLED_SHOWN:
@@ -184,7 +192,7 @@ def prepare(base: CollectContext, target: CollectContext, wl: Workload, cands: C
     sides = [Side(ctx, planning.side_plan(ctx.binary, ctx.collect, ctx.cost_ns, f, base_commit)) for ctx in (base, target)]
     target.progress(f"plan: {len(f.traced)} traced ({names(f.traced)}), the rest stack-sampled at "
                     f"{f.stack_hz} Hz; prepared in {time.perf_counter() - t0:.1f} s")
-    return Pair(sides[0], sides[1], f, wl)
+    return Pair(sides[0], sides[1], f, wl, native_s=costs.native_ns / 1e9)
 
 
 def load(pair: Pair, stack: ExitStack) -> Pair:
@@ -213,9 +221,10 @@ def run_round(pair: Pair, r: int) -> tuple[Profile, Profile]:
 
 def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress, resumed: Resume | None = None) -> PairedRuns:
     """Rounds of the pair until `until` finds nothing open (or `stop`'s limits, counted from the first
-    new round); after `resumed`'s stored rounds when given.  A run that crashed, failed or timed out
-    ends the check (`failed`)."""
-    runs = PairedRuns(pair.workload.name, pair.focus, resumed=resumed)
+    new round); after `resumed`'s stored rounds when given, else the first round's profiles carry the
+    pair's counts once the rounds end.  A run that crashed, failed or timed out ends the check
+    (`failed`)."""
+    runs = PairedRuns(pair.workload.name, pair.focus, resumed=resumed, counts=pair.counts)
     if resumed:
         runs.base.extend(p.profile for p in resumed.base)
         runs.target.extend(p.profile for p in resumed.target)
@@ -237,6 +246,10 @@ def run_rounds(pair: Pair, stop: Stop, until: Until, say: Progress, resumed: Res
         say(line + "; " + (f"undecided: {names(still)}" if still else "every focus function decided"))
         if not still or time.perf_counter() - t0 > stop.time_limit_s:
             break
+    if not resumed and any(pair.counts):  # the witness rides on the first round's profiles only, once
+        # the rounds end: the stop rule judges time alone, and reads the counts through `same_work`
+        runs.base[0] = replace(runs.base[0], instructions=pair.counts[0])
+        runs.target[0] = replace(runs.target[0], instructions=pair.counts[1])
     return runs
 
 
@@ -258,7 +271,8 @@ def resumed_pair(base: CollectContext, target: CollectContext, wl: Workload, r: 
     fingerprint: `planning.spec_of`), under its pairing id."""
     sides = [Side(ctx, planning.side_plan(ctx.binary, ctx.collect, ctx.cost_ns, r.focus, base.target.commit))
              for ctx in (base, target)]
-    return Pair(sides[0], sides[1], r.focus, wl, pairing=r.pairing)
+    counts = (r.base[0].profile.instructions, r.target[0].profile.instructions)  # the series' first round's
+    return Pair(sides[0], sides[1], r.focus, wl, pairing=r.pairing, counts=counts)
 
 
 # First-parent commits (the base first) in which an earlier paired check's two base runs under callgrind
@@ -282,16 +296,17 @@ def learnt(history: History, key: str, command: tuple[str, ...]) -> str:
     return ""
 
 
-def count_instructions(pair: Pair, runs: PairedRuns, say: Progress, deterministic: str = "") -> None:
-    """The instruction witness: the base twice (its A/A spread) and the target once under callgrind,
-    kept on each side's first profile; skipped, with the reason kept instead, when valgrind is missing
-    or its predicted time is over the budget (ARCHITECTURE.md §10b).  The base's first run and the
-    target's run go at once, each in its own tree (counts do not depend on timing, and the rounds
-    are over: the cores are free); the base's second after them, in the tree its first just used —
-    unless an earlier check at `deterministic` found the program deterministic (`learnt`): then the
-    base runs once, and its counts say where their spread of 0 comes from."""
-    run_s = statistics.median(p.metrics.PRT for p in runs.base)  # probed: an upper bound of native
-    predicted = callgrind.predicted_s(run_s)
+def count_instructions(pair: Pair, say: Progress, deterministic: str = "") -> Counts:
+    """The instruction witness, before the rounds: the base twice (its A/A spread) and the target once
+    under callgrind; skipped, with the reason kept instead, when valgrind is missing or its predicted
+    time is over the budget (ARCHITECTURE.md §10b).  Before, not after: no probe is attached yet (a
+    uprobe's breakpoint in the binary's pages would trap under valgrind), and the rounds' stop rule
+    reads the counts (`checks.paired.same_work`).  The base's first run and the target's go at once,
+    each in its own tree (counts do not depend on timing, and no round runs meanwhile); the base's
+    second after them, in the tree its first just used — unless an earlier check at `deterministic`
+    found the program deterministic (`learnt`): then the base runs once, and its counts say where
+    their spread of 0 comes from."""
+    predicted = callgrind.predicted_s(pair.native_s)
     why = ("valgrind is not installed (apt-get install valgrind): no instruction counts" if not callgrind.available()
            else f"callgrind would take ~{predicted:.0f} s a run, over the {callgrind.BUDGET_S:.0f} s budget"
            if predicted > callgrind.BUDGET_S else "")
@@ -302,16 +317,13 @@ def count_instructions(pair: Pair, runs: PairedRuns, say: Progress, deterministi
         f"counted alike), ~{predicted:.0f} s each predicted" if deterministic else
         f"  instruction witness: callgrind, 3 runs (two at once), ~{predicted:.0f} s each predicted")
     if why:
-        runs.base[0] = replace(runs.base[0], instructions=(InstructionCounts(error=why),))
-        runs.target[0] = replace(runs.target[0], instructions=(InstructionCounts(error=why),))
-        return
+        return (InstructionCounts(error=why),), (InstructionCounts(error=why),)
     job = lambda side: (side.ctx.command(pair.workload), 2 * callgrind.BUDGET_S,  # noqa: E731
                         (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)))
     first_base, target = callgrind.run_all([job(pair.base), job(pair.target)])
     spread = ((replace(first_base, spread_from=deterministic),) if deterministic and not first_base.error
               else (first_base, callgrind.run(*job(pair.base))))
-    runs.base[0] = replace(runs.base[0], instructions=spread)
-    runs.target[0] = replace(runs.target[0], instructions=(target,))
+    return spread, (target,)
 
 
 def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Engine, progress: Progress,
@@ -397,11 +409,11 @@ def _workload(both: BothBuilt, wl: Workload, preq: PairedRequest, until: Until, 
             why = not_reached(pair.focus)
             progress(f"  {why}")
             return PairedRuns(wl.name, pair.focus, skipped=why)
+    if preq.witness and not resumed:  # a series keeps its first counts
+        pair = replace(pair, counts=count_instructions(pair, progress, learnt(bctx.history, bctx.config_key(wl),
+                                                                              tuple(wl.argv))))
     with ExitStack() as programs:
-        runs = run_rounds(load(pair, programs), preq.stop, until, progress, resumed)
-    if preq.witness and not resumed:  # after the rounds, with the probes detached; a series keeps its first counts
-        count_instructions(pair, runs, progress, learnt(bctx.history, bctx.config_key(wl), tuple(wl.argv)))
-    return runs
+        return run_rounds(load(pair, programs), preq.stop, until, progress, resumed)
 
 
 def collect_pairs(repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
