@@ -13,8 +13,8 @@ first function with the expected verdict; hyperfine's direction (Welch's t of it
 2.6, ~99%) and the symbol whose share moved most the expected way.  A change is **located** when the
 tool says the expected direction and names one of the functions the change lives in (`Case.where`); a
 harmless commit is a **false alarm** when git perf gives any function a time verdict, or hyperfine
-tells the two builds apart.  It also prints the share of each check's wall time from the instruction
-witness's first line on (an upper bound: storing the result comes after it).
+tells the two builds apart.  It also prints the share of each check's wall time the instruction
+witness took: from its progress line to the next (its callgrind runs, before the rounds).
 
 Projects (bench/aa.py's, and zlib): lua (C, slow2x: a busy loop sized to double internshrstr's
 inclusive time a call), indexer (C++, its `map` case), ninja (C++, CMake, `revert`: emhash8 undone,
@@ -141,25 +141,29 @@ def fresh_clone(repo: Path, at: str, dest: Path) -> Path:
 
 
 def git_perf(case: Case, work: Path) -> tuple[dict, float, float]:
-    """The check from a fresh clone: its stored result (JSON), seconds, and the seconds from its
-    witness line on (its progress, one line a message where stderr is no terminal; `--json` has none)."""
+    """The check from a fresh clone: its stored result (JSON), seconds, and the seconds from each of its
+    witness lines to the progress line after it (its progress, one line a message where stderr is no
+    terminal; `--json` has none): the witness runs before a workload's rounds."""
     clone = fresh_clone(case.repo, case.commit, work / "gp")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "gitperf", "check", case.commit, "--collect", "--base", case.base,
                              "--workload", case.workload], cwd=clone, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env)
-    witness = None
+    witness, spent = None, 0.0
     for line in proc.stderr:
-        if witness is None and "instruction witness: callgrind" in line:
+        if witness is not None:  # the line after the witness's: its runs are over (the rounds follow)
+            spent, witness = spent + time.perf_counter() - witness, None
+        if "instruction witness: callgrind" in line:
             witness = time.perf_counter()
     proc.wait()
     end = time.perf_counter()
+    spent += (end - witness) if witness is not None else 0.0
     if proc.returncode not in (0, 1, 3):
         raise SystemExit(f"git perf check of {case.project} {case.label} failed (exit {proc.returncode})")
     out = subprocess.run([sys.executable, "-m", "gitperf", "check", case.commit, "--base", case.base, "--workload",
                           case.workload, "--json"], cwd=clone, capture_output=True, text=True, env=env).stdout
-    return json.loads(out), end - t0, (end - witness) if witness else 0.0
+    return json.loads(out), end - t0, spent
 
 
 def _config(clone: Path, workload: str) -> tuple[str, str]:

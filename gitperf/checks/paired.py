@@ -89,37 +89,37 @@ def reads_unchanged(c: Change, t: float) -> bool:
     return math.isfinite(t) and abs(c.ci_high + c.ci_low) / 2 <= t / 2
 
 
-def unreachable(c: Change, t: float, rounds: int, horizon: int = MAX_ROUNDS, beyond: float | None = None) -> bool:
-    """After `rounds` rounds, neither outcome is within reach of `horizon` rounds: `c`'s interval,
-    narrowed as 1/sqrt(rounds) about the same center, would be neither wholly within the threshold ±t
-    (no change) nor wholly beyond ±`beyond` (a verdict; default t).  Judged from HOPELESS_AFTER rounds
-    on.  (`hopeless` asks less of a function the witness does not vouch for: an interval still wider
-    than ±min_relative that still holds zero.)"""
-    if rounds < HOPELESS_AFTER or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high) and math.isfinite(t)):
+def verdict_out_of_reach(c: Change, beyond: float, rounds: int, horizon: int = MAX_ROUNDS) -> bool:
+    """After `rounds` rounds, no verdict is within reach of `horizon` rounds: `c`'s interval, narrowed
+    as 1/sqrt(rounds) about the same center, would still not lie wholly beyond ±`beyond`.  More rounds
+    could then end it as no change or leave it unresolved, and neither fails the check.  Judged from
+    HOPELESS_AFTER rounds on.  (`hopeless` asks more where the witness does not vouch for a function:
+    an interval still wider than ±min_relative that still holds zero.)"""
+    if rounds < HOPELESS_AFTER or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
         return False
     center = abs(c.ci_high + c.ci_low) / 2
-    at_end = (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / max(horizon, rounds))
-    return center - at_end < (t if beyond is None else beyond) and t <= center + at_end
+    return center - (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / max(horizon, rounds)) < beyond
 
 
 def same_work(changes: list[Change], cfg: CheckConfig, rounds: int, horizon: int, work: dict[str, witness.Work],
               ) -> set[str]:
     """A futility bound from the second witness (issue #57, item 3): the functions, changed ones too,
     whose inclusive instructions moved by less than half their threshold (`work`:
-    `witness.work_moved`, the A/A spread added) and whose outcome `horizon` rounds could not reach
-    (`unreachable`; where the counts are alike, a verdict must lie beyond the placement spread too, as
-    the witness's placement rule asks of it): their work did not change by anything the threshold
-    counts, and the rounds left cannot resolve their time.  Lua's `internshrstr` with one `nop` more (stack-sampled, 19 ns a call)
-    executed +0.8% instructions and read +11.6% [-4%, +30%] after 43 rounds; the indexer's `add_term`,
-    +0.5% and +4.7% [-2%, +11%] after 37 (bench/aa.py).  A slowdown that adds work (zlib's 2x
-    `pqdownheap`, the benches' busy loops) moves the count far beyond half the threshold and keeps
-    every round; one that adds no work (memory, branches) to a function the rounds cannot resolve ends
-    unresolved at round 10 rather than at 60."""
+    `witness.work_moved`, the A/A spread added) and for which `horizon` rounds could give no verdict
+    (`verdict_out_of_reach`: beyond the threshold, and where the counts are alike beyond the placement
+    spread too, as the witness's placement rule asks of a verdict): their work did not change by
+    anything the threshold counts, and what the rounds left could still say of their time (no change,
+    or unresolved) does not fail the check.  Lua's `internshrstr` with one `nop` more (stack-sampled,
+    19 ns a call) executed +0.8% instructions and read +11.6% [-4%, +30%] after 43 rounds; the
+    indexer's `add_term`, +0.5% and +4.7% [-2%, +11%] after 37; ninja's `State::GetNode`, +0.1% and
+    -1% [-8%, +6%] after 22 (bench/aa.py).  A slowdown that adds work (zlib's 2x `pqdownheap`, the
+    benches' busy loops) moves the count far beyond half the threshold and keeps every round; one that
+    adds no work (memory, branches) keeps them while a verdict is in reach."""
     runs, out = {c.workload: c.base_ns for c in changes if c.function == ROOT}, set()
     for c in changes:
         w, t = work.get(c.function), threshold(c.base_ns, cfg, runs.get(c.workload, 0.0))
-        if w is not None and w.moved < t / 2 and unreachable(c, t, rounds, horizon,
-                                                             max(t, PLACEMENT_SPREAD) if w.alike else t):
+        if w is not None and math.isfinite(t) and w.moved < t / 2 and verdict_out_of_reach(
+                c, max(t, PLACEMENT_SPREAD) if w.alike else t, rounds, horizon):
             out.add(c.function)
     return out
 
