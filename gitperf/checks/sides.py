@@ -148,24 +148,33 @@ def _sides_of(_runs: Runs, _time_of: str) -> dict[str, Side | None]:
     return {}
 
 
-def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
+def _measured_by(runs: Runs, name: str) -> tuple[list[FunctionStats], list[Profile]]:
+    """`name`'s statistics in the runs that have it, and the runs that measured it: present, or absent
+    as 0 (`absent_is_zero`)."""
     fs: list[FunctionStats] = []
-    probed: list[Profile] = []  # the runs that measured it: present, or absent as 0
+    probed: list[Profile] = []
     for p in runs:
         if (f := p.function(name)) is not None:
             fs.append(f)
             probed.append(p)
         elif absent_is_zero(p, name):
             probed.append(p)
+    return fs, probed
+
+
+def _sampled_var(fs: list[FunctionStats]) -> float:
+    """The variance of the log of the runs' mean that their sampling adds: stored intervals are 95%
+    (Wilson for samples; bursts' t intervals are wider, so their variance is overstated here:
+    conservative)."""
+    return sum(((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * Z95)) ** 2 / len(fs) ** 2
+               for f in fs if f.sampled and f.ci_low and f.ci_high and f.ci_low > 0)
+
+
+def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
+    fs, probed = _measured_by(runs, name)
     if not probed:
         return None  # not measured here: neither present nor absent
     missing = [0.0] * (len(probed) - len(fs))
-    var = 0.0
-    for f in fs:
-        if f.sampled and f.ci_low and f.ci_high and f.ci_low > 0:
-            # stored intervals are 95% (Wilson for samples; bursts' t intervals are wider, so their
-            # variance is overstated here: conservative)
-            var += ((math.log(f.ci_high) - math.log(f.ci_low)) / (2 * Z95)) ** 2 / len(fs) ** 2
     native = time_of == AUTO and all(f.correctable for f in fs)
     measured = [float(f.native_ns) for f in fs] if native else [float(f.total_ns) for f in fs]
     # how much log(time) moves with a relative error of the probe cost: native = total - probe moves
@@ -179,7 +188,7 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
                  own=inference.center(exclusive), calls=inference.center(counts),
                  series=[s for f in fs for s in f.series],
                  location=next((f.location for f in fs if f.location), ""),
-                 sampled_var=var, sampled=any(f.sampled for f in fs),
+                 sampled_var=_sampled_var(fs), sampled=any(f.sampled for f in fs),
                  probe_share=inference.center(shares) if shares else 0.0,
                  calibration_sd=max([CALIBRATION_DRIFT] + [p.calibration_sd for p in probed])
                  if native else 0.0, native=native,
@@ -253,25 +262,30 @@ def pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[Side, Side]]]:
     target, base = Runs(p.profile for p in sides.target), Runs(p.profile for p in sides.base)
     for n in names:
         t, b, like = _sides(target, base, n)
-        if t is None and b is not None and _not_in_binary(sides.target, n) and not _library_only(sides.base, n):
-            t = Side.absent(len(sides.target))
-        if b is None and t is not None and _not_in_binary(sides.base, n) and not _library_only(sides.target, n):
-            b = Side.absent(len(sides.base))
+        t, b = _or_absent(t, b, sides.target, sides.base, n), _or_absent(b, t, sides.base, sides.target, n)
         if t is None or b is None or not (any(t.totals) or any(b.totals)):
             continue
         if t.sampled != b.sampled and any(t.totals) and any(b.totals):
             # hybrid: traced (inclusive time, exact) on one side, sampled (exclusive estimate) on the
             # other - two different quantities, never a change
             continue
-        if not any(b.totals):
-            simple.append(_simple(sides.workload, n, NEW, (t, b), "present only in target"))
-        elif not any(t.totals):
-            simple.append(_simple(sides.workload, n, REMOVED, (t, b), "not called in target"))
-        elif not like:
-            simple.append(_simple(sides.workload, n, UNKNOWN, (t, b), WITHHELD))
+        kind, why = ((NEW, "present only in target") if not any(b.totals) else
+                     (REMOVED, "not called in target") if not any(t.totals) else
+                     (UNKNOWN, WITHHELD) if not like else ("", ""))
+        if kind:
+            simple.append(_simple(sides.workload, n, kind, (t, b), why))
         else:
             both[n] = (t, b)
     return simple, both
+
+
+def _or_absent(mine: Side | None, other: Side | None, profiles: list[StoredProfile], others: list[StoredProfile],
+               name: str) -> Side | None:
+    """A side that did not measure `name` as absent (zero a run) where its profiles show the binary has
+    no such function and the other side's is not one of the project's libraries' sampled ones."""
+    if mine is None and other is not None and _not_in_binary(profiles, name) and not _library_only(others, name):
+        return Side.absent(len(profiles))
+    return mine
 
 
 def _simple(workload: str, name: str, kind: str, sides: tuple[Side, Side], why: str) -> Change:

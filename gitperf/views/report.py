@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from gitperf.checks import DEGRADATION, NO_CHANGE, OPTIMIZATION, UNRESOLVED, Change, CheckResult
+from gitperf.checks.change import WorkloadPair
 from gitperf.checks.check import ELSEWHERE, faster_runs
 from gitperf.core.fmt import fmt_confidence, fmt_ns, table
 from gitperf.core.model import ROOT
@@ -162,31 +163,12 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
     opt = [c for c in r.changes if c.type == OPTIMIZATION]
     other = [c for c in r.notable() if c.type not in (DEGRADATION, OPTIMIZATION)]
     for title, group in (("Slower", degr), ("Faster", opt)):
-        if not group:
-            continue
-        out += ["", f"### {title}", "",
-                "| workload | function | change | a run | interval | before | after | measured as | confidence "
-                "| instructions | decided by | source |", "|---|---|---:|---|---|---:|---:|---|---:|---:|---|---|"]
-        for c in group:
-            flag = " *(changed in this commit)*" if c.changed else ""
-            instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
-            out.append(f"| {_md(c.workload)} | {_code(short(c.function, 80))}{flag} | **{_pct(c.relative)}** "
-                       f"| {amount(c.absolute_ns, c.share)} | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
-                       f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | {_md(decided_by(c.decided))} | "
-                       f"{_md(c.location) or '-'} |")
+        out += _verdict_table(title, group) if group else []
     if other:
         out += ["", "### Other", ""]
         out += [f"- {_code(short(c.function, 80))} ({_md(c.workload)}): {c.type} — {_md(c.method)}" for c in other]
     out += ["", "<details><summary>How this was decided</summary>", ""]
-    for p in r.pairs:
-        if p.base_commit and not p.target_profiles:
-            out.append(f"- **{_md(p.workload)}**: against {p.base_commit[:12]}, nothing measured.")
-        elif p.base_commit:
-            run = _within_noise(r, p.workload)
-            out.append(f"- **{_md(p.workload)}**: {p.target_profiles} run(s) against {p.base_profiles} of "
-                       f"{p.base_commit[:12]}, {p.history_commits} earlier commit(s) of history; run-to-run noise "
-                       f"estimated from {p.noise_source}." + (f" {_md(run[0].upper() + run[1:])}." if run else ""))
-        out += [f"- {_md(p.workload)}: {_md(n)}" for n in p.notes]
+    out += [line for p in r.pairs for line in _how_measured(r, p)]
     out.append(HOW_DECIDED)
     for c in degr[:5]:
         if c.votes:
@@ -195,6 +177,34 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
     out += [f"- warning: {_md(w)}" for w in r.warnings]
     out += ["", "</details>", ""]
     return "\n".join(out)
+
+
+def _verdict_table(title: str, group: list[Change]) -> list[str]:
+    """The markdown table of one kind of verdict (slower, faster), a row a function."""
+    out = ["", f"### {title}", "",
+           "| workload | function | change | a run | interval | before | after | measured as | confidence "
+           "| instructions | decided by | source |", "|---|---|---:|---|---|---:|---:|---|---:|---:|---|---|"]
+    for c in group:
+        flag = " *(changed in this commit)*" if c.changed else ""
+        instr = _pct(c.instructions[1] / c.instructions[0] - 1) if c.instructions and c.instructions[0] else "-"
+        out.append(f"| {_md(c.workload)} | {_code(short(c.function, 80))}{flag} | **{_pct(c.relative)}** "
+                   f"| {amount(c.absolute_ns, c.share)} | {_interval(c)} | {fmt_ns(c.base_ns)} | {fmt_ns(c.target_ns)} | "
+                   f"{_md(c.measure) or 'per run'} | {fmt_confidence(c.confidence)} | {instr} | {_md(decided_by(c.decided))} | "
+                   f"{_md(c.location) or '-'} |")
+    return out
+
+
+def _how_measured(r: CheckResult, p: WorkloadPair) -> list[str]:
+    """What one workload's comparison rested on, and its notes, for the report's details."""
+    out = []
+    if p.base_commit and not p.target_profiles:
+        out.append(f"- **{_md(p.workload)}**: against {p.base_commit[:12]}, nothing measured.")
+    elif p.base_commit:
+        run = _within_noise(r, p.workload)
+        out.append(f"- **{_md(p.workload)}**: {p.target_profiles} run(s) against {p.base_profiles} of "
+                   f"{p.base_commit[:12]}, {p.history_commits} earlier commit(s) of history; run-to-run noise "
+                   f"estimated from {p.noise_source}." + (f" {_md(run[0].upper() + run[1:])}." if run else ""))
+    return out + [f"- {_md(p.workload)}: {_md(n)}" for n in p.notes]
 
 
 def _md(s: str) -> str:

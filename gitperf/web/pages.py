@@ -120,19 +120,13 @@ def commit(sha: str):
     info = idx.commit_info(sha) or {"sha": sha, "subject": idx.subject(sha), "author": "", "date": None, "parent": ""}
     check = idx.check(sha)
     changes = check["changes"] if check else []
-    by_fn = {(c["workload"], c["function"]): c for c in changes}
-    functions = one_row_each(idx.functions(sha, PAGE_FUNCTIONS),
-                             {(w["workload"],): w["config_key"] for w in check["workloads"]} if check else {})
-    for f in functions:
-        f["change"] = by_fn.get((f["workload"], f["name"]))
-    links.profiled_already(f["name"] for f in functions)
+    functions = _functions_of(idx, sha, check, changes)
     profiles = idx.profiles(sha)
     diff_traced = sorted(set(idx.diff_traced(sha)) | {c["function"] for c in changes if c["changed"]})
-    figures = []
-    for wl in sorted({f["workload"] for f in functions}):
-        types = {c["function"]: c["type"] for c in changes if c["workload"] == wl}
-        figures.append(plots.exclusive_bars(f"{wl}: where the time goes (exclusive time)",
-                                            [f for f in functions if f["workload"] == wl], types))
+    figures = [plots.exclusive_bars(f"{wl}: where the time goes (exclusive time)",
+                                    [f for f in functions if f["workload"] == wl],
+                                    {c["function"]: c["type"] for c in changes if c["workload"] == wl})
+               for wl in sorted({f["workload"] for f in functions})]
     notable = [c for c in changes if checks.change.listed(c["type"], c["changed"] or c["function"] == ROOT)]
     threshold = current_app.config["CHECK"].min_relative
     forests = [plots.forest(f"{wl}: every tested function's change", [c for c in changes if c["workload"] == wl],
@@ -145,6 +139,18 @@ def commit(sha: str):
                            profiles=profiles, diff_traced=diff_traced, figures=figures, flames=flames,
                            forests=forests, measures=measures,
                            unreadable=idx.bad_lines(sha), more=idx.function_count(sha) - len(functions))
+
+
+def _functions_of(idx, sha: str, check: dict | None, changes: list[dict]) -> list[dict]:
+    """A commit page's function rows (`one_row_each`: the session its check compared first), each with
+    its change of the stored check (or None)."""
+    by_fn = {(c["workload"], c["function"]): c for c in changes}
+    functions = one_row_each(idx.functions(sha, PAGE_FUNCTIONS),
+                             {(w["workload"],): w["config_key"] for w in check["workloads"]} if check else {})
+    for f in functions:
+        f["change"] = by_fn.get((f["workload"], f["name"]))
+    links.profiled_already(f["name"] for f in functions)
+    return functions
 
 
 def one_row_each(rows: list[dict], checked: dict[tuple, str], by: tuple[str, ...] = ("workload", "name")) -> list[dict]:
