@@ -320,9 +320,11 @@ def count_instructions(pair: Pair, say: Progress, deterministic: str = "") -> Co
         return (InstructionCounts(error=why),), (InstructionCounts(error=why),)
     job = lambda side: (side.ctx.command(pair.workload), 2 * callgrind.BUDGET_S,  # noqa: E731
                         (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)))
+    t0 = time.perf_counter()
     first_base, target = callgrind.run_all([job(pair.base), job(pair.target)])
     spread = ((replace(first_base, spread_from=deterministic),) if deterministic and not first_base.error
               else (first_base, callgrind.run(*job(pair.base))))
+    say(f"  instruction witness: counted in {time.perf_counter() - t0:.1f} s")
     return spread, (target,)
 
 
