@@ -4,7 +4,8 @@
 `engine.base`'s protocols are all it implements: a session per plan, one `collect` per run.  What it
 reports of a run:
 
-* the root's inclusive time is the run's measured wall time (a slower program is slower here too);
+* the root's inclusive time is the run's measured wall time (a slower program is slower here too), or
+  `FakeEngine.run_ns`;
 * every other traced function is called `CALLS` times and shares `SHARE` of the run evenly,
   exclusive = inclusive (no callees);
 * a function the plan only samples gets its share as stack samples at the plan's rate;
@@ -63,6 +64,9 @@ class FakeEngine:
     main_until: int | None = None  # from this run on (0-based) the workload no longer reaches main
     seed: int = 0
     jitter: float = JITTER  # sd of every made-up time's log: large, a function no number of rounds resolves
+    # made-up times from this run time (ns) rather than the run's measured wall time (0): a test's
+    # numbers then depend on the seed alone, not on how busy the machine is
+    run_ns: float = 0.0
     log: list[Run] = field(default_factory=list)
     sessions: int = 0
 
@@ -96,7 +100,7 @@ class FakeSession:
         t0 = time.perf_counter()
         with scope() as where:
             result = run(where)
-        wall_ns = result.wall_s * 1e9
+        wall_ns = self.engine.run_ns or result.wall_s * 1e9
         others = max(len(self.plan.functions) - (self.plan.root is not None), 1)
         funcs = [self._function(i, f.name, wall_ns, others) for i, f in enumerate(self.plan.functions)]
         samples = sum(r.stack_samples for r in funcs)

@@ -90,9 +90,9 @@ MOMENTS = {  # what the check's progress (stderr) says when it reaches a moment,
     "build": "building",
     "pilot": ", interleaved",  # (said just before the pilot's runs)
     "workload start": None,  # the workload runs
+    "witness": "instruction witness",  # (callgrind, before the rounds)
     "first round": "round 1:",
     "later round": "round 3:",
-    "witness": "instruction witness",
 }
 # a fixed count past round 3 for "later round": the stop rule may decide at round 3 (its least), and a
 # check that ends then finishes before the signal lands (exit 1 instead of 130, fresh-clone CI of 20178da)
