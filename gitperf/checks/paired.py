@@ -64,6 +64,12 @@ class PairedOptions:
     fresh: bool = False  # a new series of rounds, not added to the stored check's (implied by rebuild)
 
 
+def half_at(c: Change, rounds: int, horizon: int) -> float:
+    """The half-width `c`'s interval would have after `horizon` rounds: narrowed as 1/sqrt(rounds)
+    from its width after `rounds` (more pairs of the same spread).  What each futility bound projects."""
+    return (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / max(horizon, rounds))
+
+
 def hopeless(c: Change, rounds: int, cfg: CheckConfig, horizon: int = MAX_ROUNDS) -> bool:
     """After `rounds` rounds, not even `horizon` rounds could decide `c`: its interval, narrowed as
     1/sqrt(rounds) (more pairs of the same spread), would still be wider than ±min_relative and still
@@ -75,7 +81,7 @@ def hopeless(c: Change, rounds: int, cfg: CheckConfig, horizon: int = MAX_ROUNDS
     minute each; from round 10 on it is seen to be out of reach.)"""
     if rounds < HOPELESS_AFTER or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
         return False
-    at_end = (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / max(horizon, rounds))
+    at_end = half_at(c, rounds, horizon)
     return at_end > cfg.min_relative and abs(c.ci_high + c.ci_low) / 2 < at_end
 
 
@@ -98,7 +104,7 @@ def verdict_out_of_reach(c: Change, beyond: float, rounds: int, horizon: int = M
     if rounds < HOPELESS_AFTER or not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
         return False
     center = abs(c.ci_high + c.ci_low) / 2
-    return center - (c.ci_high - c.ci_low) / 2 * math.sqrt(rounds / max(horizon, rounds)) < beyond
+    return center - half_at(c, rounds, horizon) < beyond
 
 
 def same_work(changes: list[Change], cfg: CheckConfig, rounds: int, horizon: int, work: dict[str, witness.Work],
@@ -137,7 +143,7 @@ def at_the_threshold(c: Change, t: float, rounds: int, horizon: int = MAX_ROUNDS
         return False
     half, center = (c.ci_high - c.ci_low) / 2, (c.ci_high + c.ci_low) / 2
     edge = t if center > 0 else -t
-    at_end = half * math.sqrt(rounds / max(horizon, rounds))
+    at_end = half_at(c, rounds, horizon)
     return half <= t and c.ci_low < edge < c.ci_high and abs(center - edge) < at_end
 
 

@@ -388,7 +388,6 @@ class _Session:
             library_functions=samples.library_functions,
         )
 
-
     def _probes(self, cleanup: ExitStack) -> _Attacher:
         """This run's probes: attached now and detached by `cleanup`, or an alternating session's, attached
         at its first run."""
