@@ -20,6 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pygit2
 
@@ -29,6 +30,7 @@ from gitperf.core.errors import EnvironmentUnavailable, GitPerfError, InputError
 from gitperf.core.fmt import printable
 from gitperf.core.names import short
 from gitperf.core.progress import Progress
+from gitperf.engine.base import Engine
 from gitperf.git.repo import first_parent, parent
 from gitperf.store.notes import NotesStore
 
@@ -135,8 +137,9 @@ def range_base(repo: pygit2.Repository, r: PushedRange) -> str | None:
     return max(found, key=lambda c: repo.get(c).commit_time)
 
 
-def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress) -> int:
-    """0 = let the push go, 1 = stop it."""
+def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress,
+                 engine: Callable[[], Engine]) -> int:
+    """0 = let the push go, 1 = stop it; `engine` makes the engine a check collects with."""
     cfg = config.load(repo.workdir) if repo.workdir else None
     if cfg is None:
         say("no .gitperf.toml here: nothing to check")
@@ -145,7 +148,7 @@ def run_pre_push(repo: pygit2.Repository, remote: str, stdin: str, say: Progress
     say(f"builds and workloads run as {cfg.path} says, not as a pushed commit's own .gitperf.toml")
     workloads = hook.workloads or tuple(w.name for w in cfg.workloads)
     store = NotesStore(repo)
-    h = _Hook(repo, cfg, workloads, say)
+    h = _Hook(repo, cfg, workloads, say, engine)
     status = 0
     for r in parse_stdin(stdin):
         status = max(status, _pushed_range(h, r) if hook.commits == "range" else
@@ -167,6 +170,7 @@ class _Hook:
     cfg: config.Config  # the working tree's: builds and workloads as it says, never a pushed commit's own
     workloads: tuple[str, ...]
     say: Progress
+    engine: Callable[[], Engine]
 
 
 def _each(h: _Hook, commits: list[str]) -> int:
@@ -232,7 +236,6 @@ def _check(h: _Hook, commit: str, base: str | None = None) -> CheckResult | None
     this machine cannot collect, the check of the stored profiles (or None: the hook's policy rejects
     the push)."""
     from gitperf.checks.paired import PairedOptions, check_collect
-    from gitperf.engine.bcc_engine import BccEngine
     repo, cfg, workloads, say = h.repo, h.cfg, h.workloads, h.say
     base = base or parent(repo, commit)
     if not base:
@@ -249,7 +252,7 @@ def _check(h: _Hook, commit: str, base: str | None = None) -> CheckResult | None
         # pulled commit that changed build.command would otherwise run that command (issue #37)
         opts = PairedOptions(rev=commit, base=base, workloads=workloads, rounds=cfg.hook.rounds or None,
                              config=cfg.path)
-        return check_collect(repo, opts, cfg.check, BccEngine(), lambda m: say("  " + m))
+        return check_collect(repo, opts, cfg.check, h.engine(), lambda m: say("  " + m))
     except EnvironmentUnavailable as e:
         if cfg.hook.on_cannot_collect == "reject":
             say(f"cannot collect here ({e}); hook.on_cannot_collect = reject: push stopped")

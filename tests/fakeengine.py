@@ -15,8 +15,9 @@ reports of a run:
 Every session and run is logged (`FakeEngine.log`) so that a test can assert the order of runs, and
 `fail_at` raises KeyboardInterrupt at the n-th run (0-based), as a Ctrl-C would arrive there.
 
-`install()` makes `git perf` use it in this process; `python tests/fakeengine.py ARGS...` is `git perf
-ARGS...` with it, for the tests that send signals to a real process.
+`invoke(engine, ARGS)` is `git perf ARGS` in this process collecting with it (through click's context
+object: `collector`); `python tests/fakeengine.py ARGS...` is `git perf ARGS...` with it, for the tests
+that send signals to a real process.
 """
 
 from __future__ import annotations
@@ -30,16 +31,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from gitperf.analysis.elf import BinaryInfo
-from gitperf.core.progress import Progress
-from gitperf.engine.base import RawCollection, RawFunction, RunWorkload
-from gitperf.engine.workload import scope
-from gitperf.plan.probes import ProbePlan
+from click.testing import CliRunner, Result
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # (run as a script: the checkout's gitperf)
+from gitperf.analysis.elf import BinaryInfo  # noqa: E402
+from gitperf.cli import main  # noqa: E402
+from gitperf.cli.app import Collector  # noqa: E402
+from gitperf.core.progress import Progress  # noqa: E402
+from gitperf.engine.base import RawCollection, RawFunction, RunWorkload  # noqa: E402
+from gitperf.engine.workload import scope  # noqa: E402
+from gitperf.plan.probes import ProbePlan  # noqa: E402
 
 CALLS = 10  # calls of each traced function a run
 SHARE = 0.5  # of the run's time, split evenly between the functions other than the root
 JITTER = 0.01  # relative sd of every made-up time
-# What install() gives as the calibration (ns; no run of the calibration program, whose self-timed
+# The fake's calibration (ns; no run of the calibration program, whose self-timed
 # loop the fake cannot see): near this VM's measured costs (a push-class entry ~1.3 us, ~0.3 us a
 # stack sample), so that plans and budgets come out as under the real engine.
 COSTS = {**{c: 1300.0 for c in ("push", "nop", "nop5", "branch", "endbr")}, "singlestep": 4000.0,
@@ -72,6 +78,10 @@ class FakeEngine:
 
     def check(self) -> None:
         """Every machine can run the fake."""
+
+    def calibration(self, machine: str, progress: Progress) -> dict[str, float]:
+        """COSTS: no run of the calibration program, whose self-timed loop the fake cannot see."""
+        return dict(COSTS)
 
     def collect(self, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload, progress: Progress) -> RawCollection:
         with self.session(binary, plan, progress) as s:
@@ -129,23 +139,16 @@ class FakeSession:
                            min_ns=per, max_ns=per, series=[(k, per) for k in range(CALLS)], stack_samples=samples)
 
 
-def install(engine: FakeEngine | None = None, patch=setattr) -> FakeEngine:
-    """`git perf` in this process collects with `engine` (a new FakeEngine by default) and COSTS as
-    its calibration; `patch` is pytest's `monkeypatch.setattr` in a test (undone after it)."""
-    import gitperf.cli.checking
-    import gitperf.cli.collecting
-    import gitperf.engine.bcc_engine
-    import gitperf.engine.calibrate
-    engine = engine or FakeEngine()
-    patch(gitperf.engine.calibrate, "costs", lambda *_args, **_kw: dict(COSTS))
-    for commands in (gitperf.cli.collecting, gitperf.cli.checking):  # (where the commands that collect ask for one)
-        patch(commands, "_engine", lambda per_probe=False: engine)
-    patch(gitperf.engine.bcc_engine, "BccEngine", lambda force_per_probe=False: engine)  # the hook's, workers'
-    return engine
+def collector(engine: FakeEngine) -> Collector:
+    """What `git perf` collects with when invoked with `obj=collector(engine)`: `engine`, every time a
+    command asks for one (the pre-push hook's checks too)."""
+    return Collector(engine=lambda per_probe=False: engine)
+
+
+def invoke(engine: FakeEngine, args: list[str], **kw) -> Result:
+    """`git perf ARGS` in this process (click's CliRunner), collecting with `engine`."""
+    return CliRunner().invoke(main, args, obj=collector(engine), **kw)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    install()
-    from gitperf.cli import main
-    sys.exit(main(prog_name="git perf"))
+    sys.exit(main(prog_name="git perf", obj=collector(FakeEngine())))

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 from conftest import git
-from fakeengine import FakeEngine, install
+from fakeengine import FakeEngine, invoke
 from interrupts import FAKE_GIT_PERF, MOMENTS, busy_neighbour, interrupt_at, tick_repo
 
 from gitperf.checks import paired as checks_paired
@@ -40,8 +40,9 @@ def repo(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def fake(monkeypatch) -> FakeEngine:
-    return install(FakeEngine(), monkeypatch.setattr)
+def fake() -> FakeEngine:
+    """The engine `_check` and `invoke` collect with."""
+    return FakeEngine()
 
 
 def _check(repo, engine: FakeEngine, **opts):
@@ -185,7 +186,7 @@ def test_a_changed_function_whose_work_did_not_move_ends_its_rounds_once_they_ca
     monkeypatch.chdir(repo)
     # times from a fixed 2 ms run: the rounds depend on the seed alone (on this seed, 11 rounds with the
     # rule and all 60 without it), not on how busy the machine is
-    engine = install(FakeEngine(jitter=0.5, run_ns=2e6, seed=3), monkeypatch.setattr)
+    engine = FakeEngine(jitter=0.5, run_ns=2e6, seed=3)
     said: list[str] = []
     cfg = CheckConfig()
     result = check_collect(open_repo(repo), PairedOptions(), cfg, engine, said.append)
@@ -255,7 +256,7 @@ def test_a_failing_workload_fails_the_check_and_stores_nothing(repo, fake, exit_
     git(repo, "commit", "-qam", "the workload fails")
     (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(999)", "usleep(998)"))  # code to measure
     git(repo, "commit", "-qam", "other code")
-    r = CliRunner().invoke(main, ["check", "HEAD", "--collect"])
+    r = invoke(fake, ["check", "HEAD", "--collect"])
     assert r.exit_code == 2 and f"workload w {words}" in r.stderr and "nothing was stored" in r.stderr, r.stderr
     assert "./s; echo" in r.stderr  # its command, to run by hand
     assert "its stderr ended with:\n  | cannot open input.txt" in r.stderr  # and what it said
@@ -269,7 +270,7 @@ def test_a_round_that_never_reached_main_stops_the_check_and_stores_nothing(repo
     The check stops at that round, says so, and stores nothing."""
     _check(repo, fake, rounds=2)
     first_round = len(fake.log) - 4  # (two rounds of two runs ended the log)
-    engine = install(FakeEngine(main_until=first_round + 1), monkeypatch.setattr)  # round 1's second run
+    engine = FakeEngine(main_until=first_round + 1)  # round 1's second run
     git(repo, "update-ref", "-d", NOTES_REF)  # (the first check's rounds: where the rounds begin)
     with pytest.raises(InputError, match=r"never ran s's main\(\); nothing was stored"):
         _check(repo, engine, rounds=2)
@@ -281,7 +282,7 @@ def test_a_plain_collect_stores_one_profile_a_run_and_the_read_commands_show_it(
     `show --json` and `check --json` in-process through click's runner."""
     engine = fake
     runner = CliRunner()
-    r = runner.invoke(main, ["collect", "--repeat", "3", "--mode", "trace", "-q"])
+    r = invoke(fake, ["collect", "--repeat", "3", "--mode", "trace", "-q"])
     assert r.exit_code == 0, r.stderr
     head = git(repo, "rev-parse", "HEAD")
     stored = NotesStore(open_repo(repo)).read(head)[0]
@@ -318,7 +319,7 @@ def test_a_collect_reads_each_ancestors_note_at_most_once(repo, fake, monkeypatc
         reads[commit] = reads.get(commit, 0) + 1
         return read(self, commit)
     monkeypatch.setattr(NotesStore, "read", counting)
-    r = CliRunner().invoke(main, ["collect", "-q"])  # at defaults: the budget's pilot, plan and hotspots
+    r = invoke(fake, ["collect", "-q"])  # at defaults: the budget's pilot, plan and hotspots
     assert r.exit_code == 0, r.stderr
     head = git(repo, "rev-parse", "HEAD")
     ancestors = git(repo, "rev-list", "--first-parent", "HEAD~1").split()
@@ -329,11 +330,10 @@ def test_a_collect_reads_each_ancestors_note_at_most_once(repo, fake, monkeypatc
 def test_diff_tracing_builds_the_base_once_and_finds_the_changed_function(repo, fake):
     """Planning asks collect for the base's call graph (`collect.context.BaseGraphs`): built in a
     worktree the first time, read from the analysis cache the next; the diff names `tick`."""
-    runner = CliRunner()
-    first = runner.invoke(main, ["collect", "--pipeline", "advanced", "--mode", "trace"])
+    first = invoke(fake, ["collect", "--pipeline", "advanced", "--mode", "trace"])
     assert first.exit_code == 0, first.stderr
     assert "diff tracing: building the base" in first.stderr and "changed tick;" in first.stderr, first.stderr
-    again = runner.invoke(main, ["collect", "--pipeline", "advanced", "--mode", "trace"])
+    again = invoke(fake, ["collect", "--pipeline", "advanced", "--mode", "trace"])
     assert again.exit_code == 0 and "building the base" not in again.stderr and "changed tick;" in again.stderr
     assert "gitperf-wt-" not in git(repo, "worktree", "list")
 
@@ -349,7 +349,7 @@ def test_noise_keeps_the_first_sessions_plan_for_all_and_reports_each_workload(r
     asked, collect = [], sessions.collect
     monkeypatch.setattr(sessions, "collect", lambda repo, req, *a, **k: asked.append(req.keep_plans) or
                         collect(repo, req, *a, **k))
-    r = CliRunner().invoke(main, ["noise", "-k", "3", "--keep", "--json"])
+    r = invoke(fake, ["noise", "-k", "3", "--keep", "--json"])
     assert r.exit_code == 3, r.stderr
     out = {x["workload"]: x for x in json.loads(r.stdout)}
     assert "crashed" in out["broken"]["error"] and "w" in out and "error" not in out["w"], out
@@ -473,7 +473,7 @@ def test_a_watched_function_the_binary_lacks_is_refused(repo, fake):
     toml = repo / ".gitperf.toml"
     toml.write_text(toml.read_text().replace("[collect]\n", '[collect]\nwatch = ["tick", "tock"]\n'))
     git(repo, "commit", "-qam", "watch tock")
-    r = CliRunner().invoke(main, ["collect", "-q"])
+    r = invoke(fake, ["collect", "-q"])
     assert r.exit_code == 2, r.stderr
     assert "collect.watch" in r.stderr and "no function tock" in r.stderr and "(near: tick)" in r.stderr, r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
@@ -487,7 +487,7 @@ def test_a_workload_that_exits_non_zero_fails_plain_collect_and_stores_nothing(r
     toml = repo / ".gitperf.toml"
     toml.write_text(toml.read_text().replace("./s; true", "./s; echo cannot open input.txt >&2; exit 1"))
     git(repo, "commit", "-qam", "the workload fails")
-    r = CliRunner().invoke(main, ["collect", "-q"])
+    r = invoke(fake, ["collect", "-q"])
     assert r.exit_code == 2, r.stderr
     assert "workload w failed: exit status 1" in r.stderr and "nothing was stored" in r.stderr, r.stderr
     assert "  | cannot open input.txt" in r.stderr, r.stderr
@@ -495,7 +495,7 @@ def test_a_workload_that_exits_non_zero_fails_plain_collect_and_stores_nothing(r
     # unless the workload declares that status a finished run's (`exit_codes`)
     toml.write_text(toml.read_text().replace('name = "w"\n', 'name = "w"\nexit_codes = [0, 1]\n'))
     git(repo, "commit", "-qam", "exit 1 is how it finishes")
-    r = CliRunner().invoke(main, ["collect", "-q"])
+    r = invoke(fake, ["collect", "-q"])
     assert r.exit_code == 0, r.stderr
     [stored] = NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]
     assert stored.profile.header.exit_status == 1 and stored.profile.header.partial == "", stored.profile.header
@@ -530,7 +530,7 @@ def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_p
     once, `git perf log` and the dashboard showing all of them; the range again keeps every check."""
     from gitperf.checks.ranges import Shard, shard
     from gitperf.web import create_app
-    fake = install(FakeEngine(), monkeypatch.setattr)
+    fake = FakeEngine()
     src = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")
     (src / ".gitperf.toml").write_text((src / ".gitperf.toml").read_text() + '[check]\nwitness = "off"\n')
     git(src, "commit", "-qam", "three: no witness in this test")
@@ -545,7 +545,7 @@ def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_p
     for clone, which in zip(runners, ("1/2", "2/2")):
         git(tmp_path, "clone", "-q", "origin.git", clone.name)
         monkeypatch.chdir(clone)
-        r = CliRunner().invoke(main, ["check", "--collect", "--range", f"{first}..HEAD", "--shard", which,
+        r = invoke(fake, ["check", "--collect", "--range", f"{first}..HEAD", "--shard", which,
                                       "--rounds", "2", "--json", "-q"])
         assert r.exit_code in (0, 1), r.output
         out = json.loads(r.stdout)
@@ -564,5 +564,5 @@ def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_p
     assert all(c[:7] in page for c in commits), "the overview lacks a checked commit"
     # the whole range again, unsharded, on the runner that now has every check: nothing runs again
     ran = len(fake.log)
-    r = CliRunner().invoke(main, ["check", "--collect", "--range", f"{first}..HEAD", "--json", "-q"])
+    r = invoke(fake, ["check", "--collect", "--range", f"{first}..HEAD", "--json", "-q"])
     assert json.loads(r.stdout)["kept"] == commits and len(fake.log) == ran, r.output

@@ -10,7 +10,9 @@ import math
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -210,18 +212,38 @@ def _repo():
     return repo
 
 
-def _engine(per_probe: bool = False):
-    """The eBPF engine, after making sure this machine can collect (exit 4 before any other work)."""
+def _bcc(per_probe: bool = False):
     from gitperf.engine.bcc_engine import BccEngine
-    engine = BccEngine(force_per_probe=per_probe)
+    return BccEngine(force_per_probe=per_probe)
+
+
+@dataclass(frozen=True)
+class Collector:
+    """What the commands that collect collect with, handed down through click's context object: the
+    engine, made only when a command collects (reading needs no root).  `main(obj=Collector(engine=...))`
+    collects with another (the tests' fake engine); `engine(per_probe)` makes one."""
+
+    engine: Callable = _bcc
+
+    @staticmethod
+    def here() -> Collector:
+        """This command's (the eBPF engine unless `main` was given another)."""
+        return click.get_current_context().ensure_object(Collector)
+
+
+def _engine(per_probe: bool = False):
+    """This command's engine, after making sure this machine can collect (exit 4 before any other work)."""
+    engine = Collector.here().engine(per_probe)
     engine.check()
     return engine
 
 
 @click.group(cls=PerfGroup, epilog=epilog(*EXIT_MEANINGS), context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="git perf")
-def main():
+@click.pass_context
+def main(ctx):
     """Continuous performance analysis of native programs: eBPF profiles stored as git notes."""
+    ctx.ensure_object(Collector)
 
 
 def _check_config(repo):

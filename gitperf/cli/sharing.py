@@ -13,7 +13,7 @@ from gitperf.core.errors import (
     epilog,
 )
 
-from gitperf.cli.app import _echo, _progress, _repo, main
+from gitperf.cli.app import Collector, _echo, _progress, _repo, main
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
 @click.argument("remote", required=False, default="origin")
@@ -67,4 +67,5 @@ def hooks_uninstall():
 def hooks_run(name, remote, url):
     """What the installed hook calls (reads git's pre-push input on stdin)."""
     from gitperf import hooks as hooks_mod
-    sys.exit(hooks_mod.run_pre_push(_repo(), remote, sys.stdin.read(), _progress(False, verbose=True)))
+    engine = Collector.here().engine
+    sys.exit(hooks_mod.run_pre_push(_repo(), remote, sys.stdin.read(), _progress(False, verbose=True), engine))

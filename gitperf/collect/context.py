@@ -26,7 +26,7 @@ from gitperf.core.model import Header, Mode
 from gitperf.core.names import readable
 from gitperf.core.owner import Owner
 from gitperf.core.progress import Progress
-from gitperf.engine import calibrate, workload
+from gitperf.engine import workload
 from gitperf.engine.base import Engine, RunWorkload
 from gitperf.git.worktree import checkout, run_build
 from gitperf.plan.optimize import PipelineChoice, Subject
@@ -196,8 +196,7 @@ class CollectContext:
                            config=_source(config, root), environment=environment(binary))
         subject = Subject(target.commit, binary, config, locations, target.cache_dir,
                           BaseGraphs(target.repo, config, binary.path, target.cache_dir), from_commit=not req.adhoc)
-        return cls(target, config, ccfg, root, subject, calibrate.costs(target.engine, header_base["machine"],
-                                                                           progress=target.progress),
+        return cls(target, config, ccfg, root, subject, target.engine.calibration(header_base["machine"], target.progress),
                    dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead,
                    History(target.repo, target.commit))
 

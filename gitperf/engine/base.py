@@ -79,6 +79,10 @@ class Engine(Protocol):
     def check(self) -> None:
         """Raise EnvironmentUnavailable (exit 4) with what to do when this machine cannot collect."""
 
+    def calibration(self, machine: str, progress: Progress) -> dict[str, float]:
+        """What this engine's probes and stack samples cost on this machine (`machine`: its fingerprint),
+        in ns (`engine.calibrate`): what plans and the probe time taken out of a run are made of."""
+
     def collect(self, binary: BinaryInfo, plan: ProbePlan, run: RunWorkload, progress: Progress) -> RawCollection:
         """Attach, run the workload, read the results, detach: detach happens on every exit path."""
 

@@ -18,7 +18,7 @@ from gitperf.analysis.elf import BinaryInfo, probe_points
 from gitperf.analysis.unwind import Frames
 from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
-from gitperf.engine import bpflink, btf
+from gitperf.engine import bpflink, btf, calibrate
 from gitperf.engine.base import Progress, RawCollection, RawFunction, RunWorkload
 from gitperf.engine.samples import read as read_samples
 from gitperf.engine.workload import RunResult, scope
@@ -181,6 +181,10 @@ class BccEngine:
             raise EnvironmentUnavailable(
                 f"no kernel headers at {build}: bcc compiles its probes at run time. Run `make setup` "
                 "(installs linux-headers and links them for the running kernel).")
+
+    def calibration(self, machine: str, progress: Progress) -> dict[str, float]:
+        """Measured once per machine and kernel, then read from the user's cache (`calibrate.costs`)."""
+        return calibrate.costs(self, machine, progress=progress)
 
     @property
     def uses_multi_link(self) -> bool:
