@@ -27,7 +27,7 @@ import aa  # noqa: E402  (the projects and their slowdowns)
 import detection  # noqa: E402
 
 from gitperf.checks.paired import PairedOptions, check_collect  # noqa: E402
-from gitperf.cli.app import _engine  # noqa: E402
+from gitperf.engine.bcc_engine import BccEngine  # noqa: E402
 from gitperf.core.config import CheckConfig  # noqa: E402
 from gitperf.git.repo import open_repo  # noqa: E402
 
@@ -45,7 +45,7 @@ def rounds(repo: Path, commit: str, base: str, n: int) -> tuple[float, float]:
     os.chdir(repo)
     try:
         check_collect(open_repo(repo), PairedOptions(rev=commit, base=base, rounds=n, fresh=True),
-                      CheckConfig(witness="off"), _engine(), say)
+                      CheckConfig(witness="off"), BccEngine(), say)
     finally:
         os.chdir(cwd)
     if len(stamps) < 2:
