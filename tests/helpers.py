@@ -66,16 +66,16 @@ def assert_one_scale(root: Path, commit: str, base: str) -> int:
     time is probed time less its probes, its callees' shares of the samples).  Returns how many values
     were compared."""
     import json
-    from conftest import run_cli
+    from conftest import read_cli
     from gitperf.core import stacks
     from gitperf.git.repo import open_repo
     from gitperf.store.notes import NotesStore
-    shown = {c: json.loads(run_cli(root, "show", c, "--json").stdout) for c in (base, commit)}
+    shown = {c: json.loads(read_cli(root, "show", c, "--json").stdout) for c in (base, commit)}
     [pairing] = ({s["pairing"] for s in shown[commit]["sessions"]} &
                  {s["pairing"] for s in shown[base]["sessions"]} - {""})
     session = {c: {s["workload"]: s for s in shown[c]["sessions"] if s["pairing"] == pairing} for c in (base, commit)}
     compared = 0
-    for c in json.loads(run_cli(root, "check", commit, "--json", "--all").stdout)["changes"]:
+    for c in json.loads(read_cli(root, "check", commit, "--json", "--all").stdout)["changes"]:
         if c["type"] in ("new", "removed", "unknown") or any(w in c["measure"] for w in NOT_A_SIDES_TIME):
             continue
         which = "exclusive_ns" if c["measure"].startswith("own time") else "inclusive_ns"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.ebpf
 
 
 def check(root, rev, *args):
-    r = run_cli(root, "check", rev, "--json", *args)
+    r = read_cli(root, "check", rev, "--json", *args)
     return r.returncode, json.loads(r.stdout)
 
 

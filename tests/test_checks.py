@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
+import pytest
 from conftest import git, history, profile, run_cli, read_cli
 
 from gitperf.git.repo import open_repo
@@ -174,3 +176,40 @@ def test_a_function_missing_from_some_runs_does_not_break_the_check(empty_repo):
     assert (by["parse"]["base_calls"], by["parse"]["target_calls"], by["parse"]["type"]) == (20, 0, "unresolved")
     assert not [c for c in out["changes"] if c["type"] in ("degradation", "optimization")], out
     assert len(by) > 10 and all(abs(c["relative"]) < 0.05 for n, c in by.items() if n != "parse"), by
+
+
+# A stored history per outcome of a check (synthetic profiles, `parse` changed at the third commit)
+OUTCOMES = {"degradation": {"factor": 1.5}, "optimization": {"factor": 0.5}, "unresolved": {"factor": 1.02},
+            "no-change": {"factor": 1.02, "toml": "[check]\nmin_relative = 3.0\n"},
+            "accepted": {"factor": 1.5, "accept": "parser now validates input"}}
+
+
+@pytest.mark.parametrize("view", ["check", "check --json", "report --format markdown", "dashboard"])
+@pytest.mark.parametrize("outcome", OUTCOMES)
+def test_every_view_says_the_verdict_in_the_same_words(empty_repo, outcome, view):
+    """What a user reads agrees with itself: the terminal, the JSON, the markdown report and the
+    dashboard's commit page give one check's verdict, in the same words (`views.report.headline`: the
+    dashboard showed only the JSON's token, "degradation" where the others said "slower"), and the
+    commands exit with its code (1 only for a degradation)."""
+    from gitperf.views.report import HEADLINE
+    from gitperf.web import create_app
+    how = OUTCOMES[outcome]
+    commits = history(empty_repo, 3, slow_at=2, factor=how["factor"])
+    if "toml" in how:
+        (empty_repo / ".gitperf.toml").write_text(how["toml"])
+    if "accept" in how:
+        assert run_cli(empty_repo, "accept", commits[2], "-m", how["accept"]).returncode == 0
+    words, code = HEADLINE[outcome], 1 if outcome == "degradation" else 0
+    if view == "dashboard":
+        page = create_app(empty_repo).test_client().get(f"/commit/{commits[2]}").get_data(as_text=True)
+        assert f'<span class="badge {outcome}">{outcome}</span>' in page
+        assert f'<p class="headline">{html.escape(words)}</p>' in page, page[:2000]
+        return
+    r = read_cli(empty_repo, *view.split())
+    assert r.returncode == code, r.stdout + r.stderr
+    if view == "check --json":
+        assert json.loads(r.stdout)["result"] == outcome
+    elif view == "check":
+        assert r.stdout.splitlines()[0] == f"git perf check {commits[2][:12]} against {commits[1][:12]}: {words}"
+    else:
+        assert r.stdout.splitlines()[0].endswith(f"git perf: {commits[2][:12]} (commit 2) is {words}"), r.stdout[:300]

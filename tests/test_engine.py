@@ -226,7 +226,7 @@ def test_crash_keeps_profile_marked_partial(tmp_path):
     [p] = stored(repo, "HEAD")
     assert p["header"]["partial"] == "crashed: SIGSEGV" and p["header"]["stderr"].startswith("bad state")
     assert by_name(p)["tick"]["count"] == 5
-    assert "PARTIAL: crashed: SIGSEGV" in read_cli(repo, "show").stdout and "stderr | bad state" in run_cli(repo, "show").stdout
+    assert "PARTIAL: crashed: SIGSEGV" in read_cli(repo, "show").stdout and "stderr | bad state" in read_cli(repo, "show").stdout
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sigint-ignored"])

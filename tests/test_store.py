@@ -114,7 +114,7 @@ def test_a_remote_whose_notes_ref_is_not_a_commit_is_refused_and_nothing_breaks(
     a = _clone(remote, tmp_path / "a")
     r = run_cli(a, "pull")
     assert r.returncode == 2 and "is a blob, not a commit of notes" in r.stderr, r.stderr
-    assert read_cli(a, "log").returncode == 0 and run_cli(a, "check", "HEAD").returncode == 3
+    assert read_cli(a, "log").returncode == 0 and read_cli(a, "check", "HEAD").returncode == 3
 
 
 PAIR_WRITER = """

@@ -40,7 +40,7 @@ from gitperf.views import index_build as build
 from gitperf.views import index_rows as rows
 from gitperf.views.index_query import IndexQuery, connect
 
-SCHEMA = 18  # bump when the tables, their keys or what a row says change (18: function rows on one scale, stats.timing): rebuilt from scratch
+SCHEMA = 19  # bump when the tables, their keys or what a row says change (19: a check's headline): rebuilt from scratch
 
 
 @dataclass(frozen=True)

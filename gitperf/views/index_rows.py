@@ -20,6 +20,7 @@ from gitperf.core.config import CheckConfig
 from gitperf.core.model import Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
 from gitperf.stats.timing import Timing, stack_only, timings
+from gitperf.views.report import headline
 from gitperf.store.notes import NotesStore
 
 
@@ -44,7 +45,7 @@ def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, li
     (no-change included: the commit page's table shows each function's change vs the baseline with
     its interval).  The check is `git perf check`'s own, without the opinions of other methods."""
     r = checks.check(store, commit, replace(cfg, votes=False))
-    data = {"result": r.result, "base": r.base, "warnings": list(r.warnings),
+    data = {"result": r.result, "headline": headline(r), "base": r.base, "warnings": list(r.warnings),
             "workloads": [p.to_dict() for p in r.pairs]}
     return {"checks": [{"commit": commit, "base": r.base or "", "result": r.result, "data": json.dumps(data)}],
             "verdicts": [{"commit": commit, "workload": p.workload,

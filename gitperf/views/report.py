@@ -117,9 +117,16 @@ def _elsewhere(r: CheckResult) -> str:
             if any(n.startswith(ELSEWHERE) for p in r.pairs for n in p.notes) else "")
 
 
+def headline(r: CheckResult) -> str:
+    """The verdict in words, as the terminal, the markdown report and the dashboard's commit page all
+    say it: "slower", "faster", ... with what qualifies it (slower functions inside a faster run, a base
+    measured under another environment)."""
+    return f"{HEADLINE.get(r.result, r.result)}{_inside(r)}{_elsewhere(r)}"
+
+
 def check_text(r: CheckResult, limit: int = 20) -> str:
     base = f" against {r.base[:12]}" if r.base else ""
-    lines = [f"git perf check {r.commit[:12]}{base}: {HEADLINE.get(r.result, r.result)}{_inside(r)}{_elsewhere(r)}"]
+    lines = [f"git perf check {r.commit[:12]}{base}: {headline(r)}"]
     for p in r.pairs:
         if p.base_commit and not p.target_profiles:
             lines.append(f"  {p.workload}: against {p.base_commit[:12]}, nothing measured")
@@ -156,7 +163,7 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
             UNRESOLVED: ":large_orange_diamond:"}.get(
         r.result, ":grey_question:")
     title = f"{r.commit[:12]}" + (f" ({subject})" if subject else "")
-    out = [f"## {icon} git perf: {title} is {HEADLINE.get(r.result, r.result)}{_inside(r)}{_elsewhere(r)}", ""]
+    out = [f"## {icon} git perf: {title} is {headline(r)}", ""]
     if r.base:
         out.append(f"Compared with **{r.base[:12]}** (the nearest earlier commit with comparable profiles).")
     degr = [c for c in r.changes if c.type == DEGRADATION]
