@@ -281,9 +281,16 @@ def test_names_from_pulled_notes_cannot_drive_the_terminal(empty_repo):
 
 SIGNAL_AT_FORK = """
 import os, signal, sys, time
-from gitperf.engine import workload
-# the issue's race, made certain: SIGINT arrives while Popen forks (in the parent's at-fork handler)
-os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
+from gitperf.engine import launcher, workload
+# the issue's race, made certain: SIGINT arrives while the workload is started -- as the launcher's
+# command line is made (engine.launcher), or, where there is no launcher, while Popen forks (in the
+# parent's at-fork handler)
+if sys.argv[1] == "launcher":
+    made = launcher.wrapped
+    launcher.wrapped = lambda *a: os.kill(os.getpid(), signal.SIGINT) or made(*a)
+else:
+    launcher.launcher = lambda: None
+    os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
 t0 = time.monotonic()
 try:
     workload.run(workload.Command(["sleep", "30"], "."), 60, workload.Scope(None, 0))
@@ -294,11 +301,13 @@ print("ran to the end: the signal was lost")
 """
 
 
-def test_a_signal_while_the_workload_starts_is_not_lost(tmp_path):
+@pytest.mark.parametrize("start", ["launcher", "fork"])
+def test_a_signal_while_the_workload_starts_is_not_lost(tmp_path, start):
     """Issue #28: SIGINT/SIGTERM landing while the workload was being forked was swallowed by the
     interpreter's at-fork handlers ("Exception ignored in: <function _releaseLock>"), and the run went on
-    and was stored.  Held back during the fork, it interrupts the run, which kills the workload."""
-    r = subprocess.run([sys.executable, "-c", SIGNAL_AT_FORK], capture_output=True, text=True, timeout=90,
+    and was stored.  Held back while the workload starts, it interrupts the run, which kills the
+    workload: started by the launcher (vfork) or, without one, by a fork."""
+    r = subprocess.run([sys.executable, "-c", SIGNAL_AT_FORK, start], capture_output=True, text=True, timeout=90,
                        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     assert r.returncode == 130 and "interrupted after" in r.stdout, (r.stdout, r.stderr[-1000:])
     assert float(r.stdout.split()[2]) < 10

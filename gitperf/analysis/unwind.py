@@ -120,7 +120,9 @@ class Frames:
         self._jumps: dict[int, frozenset[int]] = {}  # function entry -> the entries it tail-jumps to
         # (return address, callee entry) -> `tail_callers`: asked for every frame of every sampled stack
         self._tails: dict[tuple[int, int | None], list[FunctionSymbol]] = {}
-        self._functions: dict[int, FunctionSymbol | None] = {}  # link-time address -> its function
+        # (an address in a frame, the return address above it) -> `_step`: asked for every frame of every
+        # sampled stack (Lua: ~16 frames a stack, ~210 stacks a run, few of them alike)
+        self._steps: dict[tuple[int, int], list[int]] = {}
 
     def after_call(self, vaddr: int) -> bool:
         return self.calls.after_call(vaddr)
@@ -137,11 +139,15 @@ class Frames:
             rest.insert(0, ret)
         for ret in rest:
             at = out[-1] - (1 if len(out) > 1 else 0)
-            if at not in self._functions:
-                self._functions[at] = self.binary.symbolize(at)
-            callee = self._functions[at]
-            out += [f.vaddr + 1 for f in self.tail_callers(ret, callee)] + [ret]
+            if (step := self._steps.get((at, ret))) is None:
+                step = self._steps[(at, ret)] = self._step(at, ret)
+            out += step
         return out
+
+    def _step(self, at: int, ret: int) -> list[int]:
+        """What follows the frame at `at` when the next return address is `ret`: the tail callers in
+        between (each as its entry + 1), then `ret`."""
+        return [f.vaddr + 1 for f in self.tail_callers(ret, self.binary.symbolize(at))] + [ret]
 
     def missed(self, ip: int, words: tuple[int, ...]) -> int | None:
         """The return address of the sampled frame at `ip` that the frame-pointer walk skips, from the

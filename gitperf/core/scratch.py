@@ -19,7 +19,7 @@ from typing import Iterator
 
 from gitperf.core.proc import alive
 
-KINDS = ("callgrind", "pad", "calib", "wt")
+KINDS = ("callgrind", "pad", "calib", "wt", "spawn")
 _NAME = re.compile(rf"gitperf-({'|'.join(KINDS)})-(\d+)-")
 
 

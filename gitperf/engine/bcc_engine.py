@@ -4,8 +4,10 @@ funclatency.py / profile.py); a run's stack samples are symbolised in `engine.sa
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import random
+import select
 import signal
 import threading
 import time
@@ -20,6 +22,7 @@ from gitperf.core.errors import EnvironmentUnavailable
 from gitperf.core.model import Mode
 from gitperf.engine import bpflink, btf, calibrate
 from gitperf.engine.base import Progress, RawCollection, RawFunction, RunWorkload
+from gitperf.engine.samples import Known
 from gitperf.engine.samples import read as read_samples
 from gitperf.engine.workload import RunResult, scope
 from gitperf.plan.probes import ProbePlan
@@ -27,12 +30,10 @@ from gitperf.plan.probes import ProbePlan
 BPF_SOURCE = Path(__file__).with_name("probe.bpf.c")
 NHIST = 40
 RINGBUF_PAGES = 256  # 1 MiB: ~21k records of 48 bytes (with the ring's header) between two polls
-# The reader's timer: records arrive without a wakeup unless a CPU submitted 1024 since.  A run's end
-# waits for the reader's current poll to time out (~10 ms of a run, on average).  Not shorter: at 5 ms
-# the collector's thread woke beside the demo's 5 ms runs once or twice each, and a fresh-clone CI run
-# of the paired demo read its 80 us `checksum_strings` ±18% between rounds and failed the one-scale
-# property (show's -39% outside the check's [-31%, +39%]) -- not proven the cause, but a wake-up beside
-# a run is noise in what it measures.
+# The reader's timer: records arrive without a wakeup unless a CPU submitted 1024 since.  Not shorter:
+# at 5 ms the collector's thread woke beside the demo's 5 ms runs once or twice each -- a wake-up beside
+# a run is noise in what it measures.  A run's end does not wait for it: the reader waits on the ring
+# and on a pipe the run's end writes to (`_Reader`; it waited for the poll's timeout, ~10 ms a run).
 POLL_MS = 20
 
 
@@ -234,32 +235,23 @@ class BccEngine:
 
     def _run(self, b, job: _Job, attach: _Attacher, run: Callable[[], RunResult],
              ) -> tuple[RunResult, list[list[tuple[int, int]]] | None]:
-        """The workload, with the ring buffer polled and (bursty) the bursts driven meanwhile.  Returns
+        """The workload, with the ring buffer read and (bursty) the bursts driven meanwhile.  Returns
         its result and, in bursty mode, the cumulative (calls, total ns) at each burst's end."""
         stop = threading.Event()
-        poller = threading.Thread(target=self._poll, args=(b, stop), daemon=True)
-        poller.start()
         burster, ends = None, None
-        if job.plan.mode == Mode.BURSTY and job.plan.period_ns:
-            ends = []
-            burster = threading.Thread(target=attach.bursts, daemon=True,
-                                       args=(job.plan, stop, lambda: ends.append(self._totals(b, job))))
-            burster.start()
-        try:
-            return run(), ends
-        finally:
-            stop.set()
-            poller.join()
-            if burster:
-                burster.join()
-
-    @staticmethod
-    def _poll(b, stop: threading.Event) -> None:
-        # The handler wakes this reader only every WAKE_EVERY-th record (probe.bpf.c): the poll
-        # returns on that or on its timeout, and the rest of the ring is drained either way.
-        while not stop.is_set():
-            b.ring_buffer_poll(POLL_MS)
-            b.ring_buffer_consume()
+        with _Reader(b) as reader:
+            if job.plan.mode == Mode.BURSTY and job.plan.period_ns:
+                ends = []
+                burster = threading.Thread(target=attach.bursts, daemon=True,
+                                           args=(job.plan, stop, lambda: ends.append(self._totals(b, job))))
+                burster.start()
+            try:
+                return run(), ends
+            finally:
+                stop.set()
+                reader.stop()
+                if burster:
+                    burster.join()
 
     @staticmethod
     def _configure(b, plan: ProbePlan) -> None:
@@ -313,6 +305,40 @@ class BccEngine:
         return out
 
 
+class _Reader:
+    """A thread that drains the ring buffer while a run goes on: woken by the ring (the handler wakes it
+    every WAKE_EVERY-th record, probe.bpf.c), by its timer (POLL_MS), or by `stop`, which returns at once
+    rather than after the timer (what is left in the ring is drained after the run, `_consume`)."""
+
+    def __init__(self, b):
+        from bcc import lib
+        lib.ring_buffer__epoll_fd.argtypes, lib.ring_buffer__epoll_fd.restype = [ctypes.c_void_p], ctypes.c_int
+        self.b, self.ring = b, lib.ring_buffer__epoll_fd(b._ringbuf_manager)
+        self.wake_r, self.wake_w = os.pipe()
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+
+    def __enter__(self) -> _Reader:
+        self.thread.start()
+        return self
+
+    def _drain(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.ring, self.wake_r], [], [], POLL_MS / 1000)
+            if self.wake_r in ready:
+                return
+            self.b.ring_buffer_consume()
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            os.write(self.wake_w, b"x")
+            self.thread.join()
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+
+
 # The project's own libraries whose loads are watched: with uprobe_multi links one program serves them
 # all (`on_lib`, the cookie telling them apart); per-probe, one program each (on_lib_0 .. on_lib_7 in
 # probe.bpf.c).  `libinits` keeps 4,096 (process, library) pairs.
@@ -347,12 +373,14 @@ class _Session:
     def __init__(self, engine: BccEngine, bcc, b, job: _Job, held: ExitStack | None):
         self.engine, self.bcc, self.b, self.job, self.held = engine, bcc, b, job, held
         self.kept: _Attacher | None = None
+        self.sampling = False  # an alternating session's sampling timers are open (`_sampling`)
         self.records = _Records(b, job)
-        self.calls = Frames(job.binary)  # one cache of return addresses and unwind rows for all of the session's runs
-        # where a sample means probe time (read from the binary once, for all of the session's runs)
-        # (the binary's: a library is loaded at another bias in each process)
-        self.points = (probe_points(job.binary, (f for i in job.probed if (f := job.plan.functions[i]).name
-                                                 not in job.plan.libraries)) if job.plan.stack_hz else set())
+        # what all of the session's runs share in symbolising their samples: one cache of return addresses
+        # and unwind rows, where a sample means probe time (read from the binary once; the binary's: a
+        # library is loaded at another bias in each process), the stacks symbolised so far
+        self.known = Known(Frames(job.binary),
+                           probe_points(job.binary, (f for i in job.probed if (f := job.plan.functions[i]).name
+                                                     not in job.plan.libraries)) if job.plan.stack_hz else set())
 
     def collect(self, run: RunWorkload) -> RawCollection:
         b, job, engine = self.b, self.job, self.engine
@@ -361,7 +389,7 @@ class _Session:
             self.records.reset()
             t_start = time.perf_counter()
             attach = self._probes(cleanup)
-            engine._sample(self.bcc, b, job, cleanup)
+            self._sampling(cleanup)
             attach.restart_clock()  # live time counts from the workload's start
             job.progress(f"probes attached ({attach.method}, {attach.attach_s * 1000:.1f} ms); running workload")
             result, ends = engine._run(b, job, attach, lambda: run(where))
@@ -376,7 +404,7 @@ class _Session:
                 funcs[i].series = res.sorted()
             if ends is not None:
                 _per_burst(funcs, ends, in_burst)
-            samples = read_samples(b, job.binary, job.plan, self.calls, self.points)
+            samples = read_samples(b, job.binary, job.plan, self.known)
             for i, c in samples.by_function.items():
                 funcs[i].stack_samples = c
                 funcs[i].library_samples = samples.library.get(i, 0)
@@ -392,6 +420,21 @@ class _Session:
             library_functions=samples.library_functions,
         )
 
+    def _sampling(self, cleanup: ExitStack) -> None:
+        """This run's sampling timer: started now and stopped by `cleanup`; an alternating session's is
+        opened at its first run, and then only enabled for each run and disabled after it (one timer a
+        CPU at a time: the other side's runs are not sampled twice; opening the timers on each CPU and
+        closing them took ~18 ms of each of Lua's runs)."""
+        if self.held is None or not self.job.plan.stack_hz:
+            self.engine._sample(self.bcc, self.b, self.job, cleanup)
+            return
+        if not self.sampling:
+            self.engine._sample(self.bcc, self.b, self.job, self.held)
+            self.sampling = True
+        else:
+            _timers(self.b, self.bcc, PERF_EVENT_IOC_ENABLE)
+        cleanup.callback(_timers, self.b, self.bcc, PERF_EVENT_IOC_DISABLE)
+
     def _probes(self, cleanup: ExitStack) -> _Attacher:
         """This run's probes: attached now and detached by `cleanup`, or an alternating session's, attached
         at its first run."""
@@ -400,6 +443,15 @@ class _Session:
         if self.kept is None:
             self.kept = self.engine._attach(self.bcc, self.b, self.job, self.held)
         return self.kept
+
+
+PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401  # _IO('$', 0) and _IO('$', 1), linux/perf_event.h
+
+
+def _timers(b, bcc, request: int) -> None:
+    """The sampling timer of every CPU enabled or disabled (`request`), left open."""
+    for fd in b.open_perf_events[(bcc.PerfType.SOFTWARE, bcc.PerfSWConfig.CPU_CLOCK)].values():
+        fcntl.ioctl(fd, request, 0)
 
 
 def _consume(b) -> None:

@@ -46,12 +46,23 @@ class Samples:
     library_functions: dict[str, int] = field(default_factory=dict)
 
 
-def _at_probe(k, bias: int | None, stacks, points: set[int]) -> bool:
+@dataclass
+class Known:
+    """What a session's runs share in symbolising their samples (one binary, one plan): what the stack
+    words mean (`Frames`, with its caches), where a sample means probe time (the probed entries,
+    link-time), and which kernel stacks are probe handling."""
+
+    calls: Frames
+    points: set[int]
+    in_probe: dict[tuple[int, ...], bool] = field(default_factory=dict)  # kernel stack -> probe handling
+
+
+def _at_probe(k, bias: int | None, addrs: list[int], points: set[int]) -> bool:
     """A user sample at a probed entry or just after it; or in the optimized nop5's trampoline, which
     the entry called: the return address above the stack pointer is then the one after the NOP."""
     if bias is None:
         return False
-    return ((k.kstackid < 0 and next(iter(stacks.walk(k.stackid)), 0) - bias in points)
+    return ((k.kstackid < 0 and bool(addrs) and addrs[0] - bias in points)
             or bool(k.ret and k.ret - bias in points))
 
 
@@ -97,7 +108,7 @@ class _Objects:
         return True  # (a library not the project's: glibc keeps no frame pointers)
 
 
-def _binary_frames(k, where: _Objects, stacks) -> tuple[list[str], bool, int]:
+def _binary_frames(k, where: _Objects, addrs: list[int]) -> tuple[list[str], bool, int]:
     """(the functions of the binary and of its own libraries on a sample's stack, innermost first;
     whether the innermost is the sampled frame itself rather than the caller of another library; how
     many stack words were read).  A sample in another library, or in a frameless spot of one of the
@@ -110,7 +121,7 @@ def _binary_frames(k, where: _Objects, stacks) -> tuple[list[str], bool, int]:
     bias = where.bias
     if bias is None:
         return [], True, 0
-    addrs = _walked(k, bias, stacks, where.calls)
+    addrs = _walked(k, bias, addrs, where.calls)
     frames: list[str] = []
     own = bool(addrs) and (leaf := where.symbol(addrs[0])) is not None
     if own:
@@ -138,11 +149,19 @@ def _library_biases(b, binary: BinaryInfo) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-def _walked(k, bias: int, stacks, calls: Frames) -> list[int]:
-    """The sample's frame-pointer walk with the frames it cannot see put back (`unwind.Frames.walk`:
-    the caller of a function whose frame is not set up at the sampled instruction, tail callers)."""
+def _walked(k, bias: int, addrs: list[int], calls: Frames) -> list[int]:
+    """The sample's frame-pointer walk (`addrs`) with the frames it cannot see put back
+    (`unwind.Frames.walk`: the caller of a function whose frame is not set up at the sampled
+    instruction, tail callers)."""
     words = tuple(w - bias if w else 0 for w in k.top)
-    return [a + bias for a in calls.walk([a - bias for a in stacks.walk(k.stackid)], words)]
+    return [a + bias for a in calls.walk([a - bias for a in addrs], words)]
+
+
+def _probe_handling(b, addrs: tuple[int, ...], known: Known) -> bool:
+    """`probe_handling` of a kernel stack (its addresses), remembered for the session."""
+    if addrs not in known.in_probe:
+        known.in_probe[addrs] = probe_handling(b.ksym(a).decode(errors="replace") for a in addrs)
+    return known.in_probe[addrs]
 
 
 def _up_to(root: str, frames: list[str]) -> list[str]:
@@ -152,7 +171,7 @@ def _up_to(root: str, frames: list[str]) -> list[str]:
     return frames[:len(frames) - frames[::-1].index(root)] if root in frames else frames
 
 
-def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]) -> Samples:
+def read(b, binary: BinaryInfo, plan: ProbePlan, known: Known) -> Samples:
     """Attribute each stack sample to the innermost frame inside the binary (time in libc
     counts for its caller, as exclusive time does in traced mode).  A sample in a library
     prefers the return address found on the stack (`ret`): the frame-pointer walk through
@@ -178,14 +197,15 @@ def read(b, binary: BinaryInfo, plan: ProbePlan, calls: Frames, points: set[int]
     for k, v in b["samples"].items():
         got.nbytes += 40  # the key: struct skey
         if k.kstackid >= 0 and k.kstackid not in in_probe:
-            in_probe[k.kstackid] = probe_handling(b.ksym(a).decode(errors="replace")
-                                                  for a in kstacks.walk(k.kstackid))
+            in_probe[k.kstackid] = _probe_handling(b, tuple(kstacks.walk(k.kstackid)), known)
         bias = bases.get(k.tgid, 0 if not binary.pie else None)
-        if k.xol or in_probe.get(k.kstackid, False) or _at_probe(k, bias, stacks, points):
+        addrs = list(stacks.walk(k.stackid))
+        if k.xol or in_probe.get(k.kstackid, False) or _at_probe(k, bias, addrs, known.points):
             got.probe += v.value
             continue
-        where = objects.get(k.tgid) or objects.setdefault(k.tgid, _Objects(binary, bias, libs.get(k.tgid, []), calls))
-        frames, first, walked = _binary_frames(k, where, stacks)
+        where = objects.get(k.tgid) or objects.setdefault(k.tgid, _Objects(binary, bias, libs.get(k.tgid, []),
+                                                                           known.calls))
+        frames, first, walked = _binary_frames(k, where, addrs)
         frames = _up_to(root, frames)
         got.nbytes += 8 * walked
         path = _path(frames, first, k.kstackid >= 0)

@@ -20,6 +20,7 @@ from typing import Iterator
 
 from gitperf.core.owner import Owner
 from gitperf.core.proc import alive, in_child, keep_tail, signals_held
+from gitperf.engine import launcher
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ STDERR_LINE = 300
 
 
 def _spawn(cmd: Command, where: Scope) -> subprocess.Popen:
-    """The workload started in its own session and `where`'s cgroup, dying with us, as its user."""
+    """The workload started in its own session and `where`'s cgroup, dying with us, as its user:
+    through the launcher, with vfork (`engine.launcher`), else set up in Python between fork and exec."""
     procs = str(where.path / "cgroup.procs") if where.path else None
 
     def enter_scope() -> None:  # runs in the child between fork and exec
@@ -162,15 +164,25 @@ def _spawn(cmd: Command, where: Scope) -> subprocess.Popen:
             cmd.user.become()
 
     proc = None
+    ready, readied = os.pipe()
     try:  # Ctrl-C or SIGTERM during the fork arrives once Popen has returned, and kills the workload
         with signals_held() as mask:
-            proc = subprocess.Popen(cmd.argv, cwd=cmd.cwd, env=cmd.user.env(cmd.env) if cmd.user else cmd.env,
+            argv = launcher.wrapped(cmd.argv, where.path, cmd.user, mask, readied)
+            proc = subprocess.Popen(argv or cmd.argv, cwd=cmd.cwd, env=cmd.user.env(cmd.env) if cmd.user else cmd.env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, preexec_fn=enter_scope)
+                                    start_new_session=True, preexec_fn=None if argv else enter_scope,
+                                    pass_fds=(readied,) if argv else ())
+        os.close(readied)
+        readied = -1
+        os.read(ready, 1)  # end of file once the launcher executed the workload (or failed): its clock starts
     except BaseException:
         if proc is not None:
             _kill(proc, where)
         raise
+    finally:
+        os.close(ready)
+        if readied >= 0:
+            os.close(readied)
     return proc
 
 
@@ -201,8 +213,8 @@ def run(cmd: Command, timeout: float, where: Scope) -> RunResult:
 
 
 def _wait(cmd: Command, proc: subprocess.Popen, timeout: float, where: Scope) -> RunResult:
-    # The clock starts when Popen returns, i.e. once the child has exec'd (fork and the move into
-    # the cgroup are not the program's run time).  The wait blocks in waitpid with a timer thread for
+    # The clock starts once the workload has been executed (`_spawn`: the fork, the move into the
+    # cgroup and the change of user are not the program's run time).  The wait blocks in waitpid with a timer thread for
     # the timeout: Popen.wait(timeout) polls with sleeps of up to 50 ms, which made run times jump
     # by 0.05 s (measured: 0.166 s runs reported as 0.215 s about half the time).
     t0, cpu0 = time.perf_counter(), _children_cpu()
