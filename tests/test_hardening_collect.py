@@ -137,3 +137,40 @@ def test_sudo_check_leaves_the_repository_its_owners_and_runs_the_workload_as_th
         assert accept.returncode == 0, accept.stderr
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+REPORT = "tail -1 /proc/self/cgroup >&2; grep -E '^(Uid|SigBlk):' /proc/self/status >&2; exit 3"
+
+
+@pytest.mark.parametrize("start", ["launcher", "fork"])
+def test_a_run_starts_in_its_cgroup_as_its_user_and_ends_as_its_command_ended(start, monkeypatch, tmp_path):
+    """A run's workload is started by the launcher (`engine/spawn.c`: vfork, then a clone straight
+    into the run's cgroup) or, without a C compiler, by a fork of the collector: either way in the
+    run's cgroup, as the repository's owner, with no signal blocked (SIGINT and SIGTERM are held back
+    while it starts), and its exit status, or the signal that ended it, is the run's (the launcher's
+    own crash leaves no core file).  Through the launcher, a command that does not exist is exit 127,
+    said on its stderr (as a shell says it)."""
+    import pwd
+
+    from gitperf.core.owner import Owner
+    from gitperf.engine import launcher
+    from gitperf.engine.workload import Command, run, scope
+    if start == "fork":
+        monkeypatch.setattr(launcher, "launcher", lambda: None)
+    nobody = pwd.getpwnam("nobody")
+    for user, uid in ((None, 0), (Owner(nobody.pw_uid, nobody.pw_gid), nobody.pw_uid)):
+        with scope() as where:
+            r = run(Command(["/bin/sh", "-c", REPORT], str(tmp_path), user=user), 30, where)
+        cgroup, uids, blocked = r.stderr.splitlines()
+        assert r.exit_status == 3, r
+        assert cgroup == f"0::/gitperf/{where.path.name}", r.stderr
+        assert uids.split()[1:] == [str(uid)] * 4, r.stderr
+        assert blocked.split()[1] == "0" * 16, r.stderr
+    with scope() as where:
+        assert run(Command(["/bin/sh", "-c", "kill -SEGV $$"], str(tmp_path)), 30, where).exit_status == -11
+    assert not list(tmp_path.iterdir())
+    if start == "launcher":
+        with scope() as where:
+            missing = run(Command(["./no-such-program"], str(tmp_path)), 30, where)
+        assert missing.exit_status == 127, missing
+        assert "running ./no-such-program: No such file or directory" in missing.stderr, missing

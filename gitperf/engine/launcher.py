@@ -24,14 +24,16 @@ SOURCE = Path(__file__).with_name("spawn.c")
 @functools.cache
 def launcher() -> str | None:
     """The launcher's path (built on the first call of this process; removed as it exits, or by the
-    next git perf's sweep when it is killed), or None where it cannot be built."""
+    next git perf's sweep when it is killed), or None where it cannot be built or run (no compiler, a
+    temporary directory mounted noexec)."""
     where = scratch.make("spawn")
     exe = where / "gitperf-spawn"
     try:
         built = subprocess.run(["cc", "-O2", "-o", str(exe), str(SOURCE)], capture_output=True, timeout=60)
+        runs = built.returncode == 0 and subprocess.run([str(exe)], capture_output=True, timeout=10).returncode == 127
     except (OSError, subprocess.TimeoutExpired):
-        built = None
-    if built is None or built.returncode != 0:
+        runs = False
+    if not runs:
         shutil.rmtree(where, ignore_errors=True)
         return None
     atexit.register(shutil.rmtree, where, True)
