@@ -368,16 +368,17 @@ class _Session:
     binary and libraries carry them, only its runs execute those files (the other side's are other
     files), and the probes count only inside a run's cgroup (`scope`).  Attaching and detaching each
     run cost ~40 ms of it: closing a uprobe_multi link waits for the kernel to let go of its probes
-    (Lua's paired check: 324 ms a round, of which the two runs' own time was 63 ms)."""
+    (Lua's paired check: 324 ms a round, of which the two runs' own time was 63 ms).  Its sampling
+    timers likewise stay open, enabled only during its runs (`_sampling`)."""
 
     def __init__(self, engine: BccEngine, bcc, b, job: _Job, held: ExitStack | None):
         self.engine, self.bcc, self.b, self.job, self.held = engine, bcc, b, job, held
         self.kept: _Attacher | None = None
         self.sampling = False  # an alternating session's sampling timers are open (`_sampling`)
         self.records = _Records(b, job)
-        # what all of the session's runs share in symbolising their samples: one cache of return addresses
-        # and unwind rows, where a sample means probe time (read from the binary once; the binary's: a
-        # library is loaded at another bias in each process), the stacks symbolised so far
+        # what all of the session's runs share in symbolising their samples: one cache of return addresses,
+        # unwind rows and walk steps, where a sample means probe time (read from the binary once; the
+        # binary's: a library is loaded at another bias in each process)
         self.known = Known(Frames(job.binary),
                            probe_points(job.binary, (f for i in job.probed if (f := job.plan.functions[i]).name
                                                      not in job.plan.libraries)) if job.plan.stack_hz else set())
