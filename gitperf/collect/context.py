@@ -196,7 +196,8 @@ class CollectContext:
                            config=_source(config, root), environment=environment(binary))
         subject = Subject(target.commit, binary, config, locations, target.cache_dir,
                           BaseGraphs(target.repo, config, binary.path, target.cache_dir), from_commit=not req.adhoc)
-        return cls(target, config, ccfg, root, subject, target.engine.calibration(header_base["machine"], target.progress),
+        costs = target.engine.calibration(header_base["machine"], target.progress)
+        return cls(target, config, ccfg, root, subject, costs,
                    dict(os.environ, GITPERF_COMMIT=target.commit), header_base, ore, max_overhead,
                    History(target.repo, target.commit))
 

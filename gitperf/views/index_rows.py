@@ -20,8 +20,8 @@ from gitperf.core.config import CheckConfig
 from gitperf.core.model import Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
 from gitperf.stats.timing import Timing, stack_only, timings
-from gitperf.views.report import headline
 from gitperf.store.notes import NotesStore
+from gitperf.views.report import headline
 
 
 def note_rows(store: NotesStore, commit: str, oid: str) -> dict[str, list[dict]]:
