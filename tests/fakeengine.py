@@ -17,7 +17,7 @@ Every session and run is logged (`FakeEngine.log`) so that a test can assert the
 
 `invoke(engine, ARGS)` is `git perf ARGS` in this process collecting with it (through click's context
 object: `collector`); `python tests/fakeengine.py ARGS...` is `git perf ARGS...` with it, for the tests
-that send signals to a real process.
+that send signals to a real process (and `python tests/fakeengine.py worker`, a range's worker).
 """
 
 from __future__ import annotations
@@ -141,8 +141,9 @@ class FakeSession:
 
 def collector(engine: FakeEngine) -> Collector:
     """What `git perf` collects with when invoked with `obj=collector(engine)`: `engine`, every time a
-    command asks for one (the pre-push hook's checks too)."""
-    return Collector(engine=lambda per_probe=False: engine)
+    command asks for one (the pre-push hook's checks too); each commit of `collect --range` with a
+    fake engine of its own, in a worker process of this file's."""
+    return Collector(engine=lambda per_probe=False: engine, worker=(sys.executable, __file__, "worker"))
 
 
 def invoke(engine: FakeEngine, args: list[str], **kw) -> Result:
@@ -151,4 +152,7 @@ def invoke(engine: FakeEngine, args: list[str], **kw) -> Result:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["worker"]:  # one commit of `collect --range` (`collect.worker`)
+        from gitperf.collect import worker
+        sys.exit(worker.main(lambda force_per_probe=False: FakeEngine()))
     sys.exit(main(prog_name="git perf", obj=collector(FakeEngine())))

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 from click.testing import CliRunner
 from conftest import git
 from fakeengine import FakeEngine, invoke
-from interrupts import FAKE_GIT_PERF, MOMENTS, busy_neighbour, interrupt_at, tick_repo
+from interrupts import FAKE_GIT_PERF, MOMENTS, busy_neighbour, env_for, interrupt_at, tick_repo
 
 from gitperf.checks import paired as checks_paired
 from gitperf import checks
@@ -566,3 +568,37 @@ def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_p
     ran = len(fake.log)
     r = invoke(fake, ["check", "--collect", "--range", f"{first}..HEAD", "--json", "-q"])
     assert json.loads(r.stdout)["kept"] == commits and len(fake.log) == ran, r.output
+
+
+def test_collect_range_interrupted_resumes_without_recollecting(tmp_path):
+    """`collect --range` stopped by Ctrl-C once some commits are stored: exit 130, saying how to resume;
+    the same command again collects only the commits without profiles, and nothing twice.  A real
+    process under the fake engine, whose workers (a process a commit) are the fake's too
+    (`Collector.worker`)."""
+    repo = tick_repo(tmp_path, ticks="for (int i = 0; i < 20; i++)")
+    for us in range(998, 992, -1):  # six more commits, each with other code in `tick`
+        (repo / "s.c").write_text(re.sub(r"usleep\(\d+\)", f"usleep({us})", (repo / "s.c").read_text()))
+        git(repo, "commit", "-qam", f"tick {us}")
+    first, *commits = git(repo, "rev-list", "--reverse", "HEAD").split()
+    store = NotesStore(open_repo(repo))
+    argv = [*FAKE_GIT_PERF, "collect", "--range", f"{first}..HEAD", "--repeat", "3"]
+    p = subprocess.Popen([*argv, "-q"], cwd=repo, env=env_for(repo), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and len([c for c in commits if store.read(c)[0]]) < 2:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "run the same command again to resume" in err
+    before = {c: [sp.id for sp in store.read(c)[0]] for c in commits}
+    assert 2 <= len([c for c in commits if before[c]]) < len(commits), before
+    r = subprocess.run([*argv, "--json", "-q"], cwd=repo, env=env_for(repo), capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads(r.stdout)["skipped"]) == {c for c in commits if before[c]}
+    for c in commits:
+        stored = store.read(c)[0]
+        assert len(stored) == 3, c  # one collection each: nothing collected twice, nothing half-written
+        assert not before[c] or [sp.id for sp in stored] == before[c], c
+        assert {sp.profile.header.engine for sp in stored} == {"fake"}, c  # (the workers' engine: the command's)

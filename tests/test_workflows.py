@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -153,32 +151,6 @@ def test_collect_range_and_bisect_collect_the_commits_a_paired_check_measured(em
     assert not has_profiles(store, collected, ("w", "other"))
     # bisect's levels likewise: from collections only (it collects the commits that have none)
     assert [metric(store, c, "w", "main") is not None for c in (checked, collected)] == [False, True]
-
-
-@pytest.mark.ebpf
-def test_collect_range_interrupted_resumes_without_recollecting(demo_repo):
-    root, commits = demo_repo
-    store = NotesStore(open_repo(root))
-    cmd = [sys.executable, "-m", "gitperf", "collect", "--range", f"{commits[0]}..{commits[5]}", "--workload", "small"]
-    p = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and len([c for c in commits if store.read(c)[0]]) < 2:
-        time.sleep(0.2)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=120)
-    assert p.returncode == 130, err
-    assert "run the same command again to resume" in err
-    first = {c: [sp.id for sp in store.read(c)[0]] for c in commits}
-    assert 2 <= sum(1 for v in first.values() if v) < 5
-    r = run_cli(root, "collect", "--range", f"{commits[0]}..{commits[5]}", "--workload", "small", "--json")
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    assert set(out["skipped"]) == {c for c, v in first.items() if v}
-    for c in commits[1:]:
-        ids = [sp.id for sp in store.read(c)[0]]
-        assert len(ids) == 1, c  # one profile each: nothing collected twice, nothing half-written
-        if first[c]:
-            assert ids == first[c]
 
 
 @pytest.mark.ebpf

@@ -220,10 +220,13 @@ def _bcc(per_probe: bool = False):
 @dataclass(frozen=True)
 class Collector:
     """What the commands that collect collect with, handed down through click's context object: the
-    engine, made only when a command collects (reading needs no root).  `main(obj=Collector(engine=...))`
-    collects with another (the tests' fake engine); `engine(per_probe)` makes one."""
+    engine, made only when a command collects (reading needs no root), and the command that collects
+    one commit of `collect --range` in a process of its own with that engine (() for
+    `collect.worker`'s, with the eBPF one).  `main(obj=Collector(...))` collects with another (the
+    tests' fake engine); `engine(per_probe)` makes one."""
 
     engine: Callable = _bcc
+    worker: tuple[str, ...] = ()
 
     @staticmethod
     def here() -> Collector:

@@ -19,7 +19,7 @@ from gitperf.core.errors import (
     epilog,
 )
 
-from gitperf.cli.app import _check_config, _subject, COLLECTS, json_option, quiet_option, verbose_option, MAX_COUNT, MAX_JOBS, repeat_option, workloads_option, base_option, config_option, _echo, _echo_json, Seconds, _progress, _repo, _engine, main
+from gitperf.cli.app import _check_config, _subject, COLLECTS, json_option, quiet_option, verbose_option, MAX_COUNT, MAX_JOBS, repeat_option, workloads_option, base_option, config_option, _echo, _echo_json, Seconds, _progress, _repo, _engine, main, Collector
 
 @main.command(epilog=epilog(0, EXIT_USAGE))
 @click.option("--binary", default=None, help="Path of the binary the build produces (default: read from "
@@ -156,7 +156,7 @@ def _collect_request(rev: str, command: tuple[str, ...], opts: dict):
 
 
 def _collect_range(spec, req, jobs, as_json, say):
-    from gitperf.collect.range import collect_range
+    from gitperf.collect.range import WORKER, Parallel, collect_range
     from gitperf.git.repo import first_parent_range
     repo = _repo()
     commits = first_parent_range(repo, spec)
@@ -164,7 +164,7 @@ def _collect_range(spec, req, jobs, as_json, say):
     if not req.workloads:  # the configured ones, named, so that a commit lacking any of them is collected
         cfg = config.load_file(Path(req.config)) if req.config else config.load(repo.workdir) or config.Config("")
         req = replace(req, workloads=tuple(w.name for w in cfg.workloads))
-    result = collect_range(repo, commits, req, jobs, say)
+    result = collect_range(repo, commits, req, Parallel(jobs, Collector.here().worker or WORKER), say)
     if as_json:
         _echo_json(result.to_dict())
     else:

@@ -36,12 +36,27 @@ class RangeResult:
         return {"collected": self.collected, "skipped": self.skipped, "failed": self.failed}
 
 
+# What collects one commit of a range, in a process of its own: `collect.worker` (the command's engine
+# decides which: a test's fake engine has a worker of its own, `cli.app.Collector.worker`)
+WORKER = (sys.executable, "-m", "gitperf.collect.worker")
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How a range's commits are collected: `jobs` at a time, each by `worker` (a command that reads
+    its commit's `CollectRequest` as JSON on standard input and exits with the error's code)."""
+
+    jobs: int = 1
+    worker: tuple[str, ...] = WORKER
+
+
 @dataclass
 class _Workers:
     """The worker processes under way, so that an interrupt reaches each of them."""
 
     repo: pygit2.Repository
     req: CollectRequest
+    worker: tuple[str, ...]
     procs: set[subprocess.Popen] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -51,7 +66,7 @@ class _Workers:
         # a worker outlives a range killed with SIGKILL unless told: SIGTERM, which it takes as Ctrl-C
         # (its probes detached, its build killed, nothing stored)
         with signals_held() as mask:
-            p = subprocess.Popen([sys.executable, "-m", "gitperf.collect.worker"],
+            p = subprocess.Popen(list(self.worker),
                                  cwd=self.repo.workdir or self.repo.path, stdin=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
                                  preexec_fn=lambda: in_child(mask, signal.SIGTERM))
@@ -69,7 +84,7 @@ class _Workers:
                 p.send_signal(2)  # SIGINT: each collection detaches its probes and stores nothing
 
 
-def collect_range(repo: pygit2.Repository, commits: list[str], req: CollectRequest, jobs: int,
+def collect_range(repo: pygit2.Repository, commits: list[str], req: CollectRequest, how: Parallel,
                   say: Progress) -> RangeResult:
     """Collect every commit that lacks profiles of `req.workloads` (names, resolved by the caller).
     A commit's profiles are stored when its collection ends, so an interrupted range resumes where
@@ -80,7 +95,7 @@ def collect_range(repo: pygit2.Repository, commits: list[str], req: CollectReque
     out.skipped = [c for c in commits if c not in todo]
     if out.skipped:
         say(f"{len(out.skipped)} of {len(commits)} commits already have collected profiles: skipped")
-    workers = _Workers(repo, req)
+    workers = _Workers(repo, req, how.worker)
 
     def one(k: int, c: str) -> None:
         if workers.stop.is_set():
@@ -93,7 +108,7 @@ def collect_range(repo: pygit2.Repository, commits: list[str], req: CollectReque
         elif not workers.stop.is_set():
             say(f"[{k}/{len(todo)}] {c[:12]}: failed (exit {code}): {err}")
 
-    pool = ThreadPoolExecutor(max_workers=max(jobs, 1))
+    pool = ThreadPoolExecutor(max_workers=max(how.jobs, 1))
     try:
         list(pool.map(one, range(1, len(todo) + 1), todo))
     except KeyboardInterrupt:
