@@ -214,9 +214,9 @@ def run(cmd: Command, timeout: float, where: Scope) -> RunResult:
 
 def _wait(cmd: Command, proc: subprocess.Popen, timeout: float, where: Scope) -> RunResult:
     # The clock starts once the workload has been executed (`_spawn`: the fork, the move into the
-    # cgroup and the change of user are not the program's run time).  The wait blocks in waitpid with a timer thread for
-    # the timeout: Popen.wait(timeout) polls with sleeps of up to 50 ms, which made run times jump
-    # by 0.05 s (measured: 0.166 s runs reported as 0.215 s about half the time).
+    # cgroup and the change of user are not the program's run time).  The wait blocks in waitpid with
+    # a timer thread for the timeout: Popen.wait(timeout) polls with sleeps of up to 50 ms, which made
+    # run times jump by 0.05 s (measured: 0.166 s runs reported as 0.215 s about half the time).
     t0, cpu0 = time.perf_counter(), _children_cpu()
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
     reader = threading.Thread(target=keep_tail, args=(proc.stderr, tail, STDERR_LINE), daemon=True)
