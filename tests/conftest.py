@@ -204,7 +204,8 @@ def read_cli(cwd, *args, env=None) -> subprocess.CompletedProcess:
     from click.testing import CliRunner
     from gitperf.cli import main
     args = [str(a) for a in args]
-    assert args[0] in READ_COMMANDS and "--collect" not in args, args
+    assert args[0] in READ_COMMANDS, args
+    assert "--collect" not in args, args
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         with contextlib.chdir(cwd):

@@ -85,7 +85,8 @@ def assert_one_scale(root: Path, commit: str, base: str) -> int:
         if c["noise"].startswith("paired rounds"):
             change = _median_round_ratio(runs[commit], runs[base], c["function"], fb["native"])
         else:
-            assert c["noise"].startswith("pooled samples") and which == "inclusive_ns", c
+            assert c["noise"].startswith("pooled samples"), c
+            assert which == "inclusive_ns", c
             change = math.log(ft[which] / fb[which]) - _cpu_log_ratio(runs[commit], runs[base])
         assert math.isclose(change, math.log1p(c["relative"]), rel_tol=1e-9, abs_tol=1e-9), (math.expm1(change), c)
         compared += 1

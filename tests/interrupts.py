@@ -148,8 +148,10 @@ def interrupt_at(repo: Path, moment: str, sig: str, git_perf: list[str]) -> None
     # in the check's last moments, after the collection (-2 is what a shell reports as 130)
     assert proc.returncode in STOPPED[sig], (moment, proc.returncode)
     if proc.returncode == 130:  # it says what it stored, whatever the moment (issue #59: "git perf: interrupted")
-        assert said and said[-1].startswith("git perf: ") and ("nothing was stored" in said[-1] or
-                                                              "what it stored before is kept" in said[-1]), (moment, said[-3:])
+        assert said, (moment, said[-3:])
+        assert said[-1].startswith("git perf: "), (moment, said[-3:])
+        assert ("nothing was stored" in said[-1] or
+               "what it stored before is kept" in said[-1]), (moment, said[-3:])
     r = subprocess.run([*git_perf, "collect", "--binary", "./s", "--no-build", "--", "./s", "quick"], cwd=repo,
                        env=env_for(repo), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -163,6 +165,8 @@ def interrupt_at(repo: Path, moment: str, sig: str, git_perf: list[str]) -> None
     checked = [p for p in store.read(head)[0] if p.profile.plan.pairing]
     based = [p for p in store.read(parent)[0] if p.profile.plan.pairing]
     records = store.record_lines(head, "gitperf-check ")
-    assert len(checked) == len(based) and (len(records) > 0) == (len(checked) > 0), (moment, len(checked),
-                                                                                   len(based), len(records))
+    assert len(checked) == len(based), (moment, len(checked),
+                                      len(based), len(records))
+    assert (len(records) > 0) == (len(checked) > 0), (moment, len(checked),
+                                                    len(based), len(records))
 

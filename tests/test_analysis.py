@@ -34,7 +34,10 @@ def graph(edges: dict[str, list[str]], loops: dict[str, int] | None = None, exte
 def test_levels_are_longest_paths_and_cycles_are_broken():
     cg = graph({"main": ["a", "b"], "a": ["c"], "b": ["a"], "c": ["d", "e"], "d": ["e"], "e": ["c"]})
     lv = cg.levels
-    assert lv["main"] == 0 and lv["b"] == 1 and lv["a"] == 2  # longest path, not BFS distance
+    # longest path, not BFS distance
+    assert lv["main"] == 0
+    assert lv["b"] == 1
+    assert lv["a"] == 2
     # c, d, e form a cycle entered at c: BFS inside the component from its entry
     assert (lv["c"], lv["d"], lv["e"]) == (3, 4, 4)
     assert cg.recursive() == {"c", "d", "e"}
@@ -54,7 +57,8 @@ def test_level_estimator_levels_every_node_of_a_large_scc():
         g.add_edge(a, b)
     g.add_edge("main", "s0")
     lv = callgraph.estimate_levels(g, "main")
-    assert set(lv) == set(g) and all(isinstance(v, int) and v >= 0 for v in lv.values())
+    assert set(lv) == set(g)
+    assert all(isinstance(v, int) and v >= 0 for v in lv.values())
     assert lv["main"] == 0
     for a, b in g.edges:  # an edge between components always goes down
         if not nx.has_path(g, b, a):
@@ -76,7 +80,8 @@ def test_match_drops_unreachable_and_external_but_keeps_what_ran():
     cg = graph({**DEMO_LIKE, "main": ["parse", "run", "strlen"]}, external={"strlen"})
     seen = {"cb": FunctionStats("cb", 5, 100, 100)}  # called through a pointer: no static edge
     out = methods.match(methods.Context(cg, frozenset(cg.functions), frozenset(), seen))
-    assert set(out) == {"dead", "strlen"} and "external" in out["strlen"]
+    assert set(out) == {"dead", "strlen"}
+    assert "external" in out["strlen"]
 
 
 def test_static_baseline_removes_only_proven_constant_time():
@@ -91,7 +96,10 @@ def test_static_baseline_removes_only_proven_constant_time():
 def test_trim_keeps_top_and_bottom_and_min_functions():
     cg = graph(DEMO_LIKE)
     out = methods.trim(ctx(cg), keep_top=2, keep_leaf=True, strict=True)
-    assert "main" not in out and "parse" not in out and "tiny" not in out  # top levels and a leaf
+    # top levels and a leaf
+    assert "main" not in out
+    assert "parse" not in out
+    assert "tiny" not in out
     assert {"w1", "w2"} <= set(out)
     loose = methods.trim(ctx(cg), keep_top=1, keep_leaf=False, min_functions=len(cg.reachable()), strict=True)
     assert not loose  # min-functions grows keep_top until everything reachable is kept
@@ -101,7 +109,8 @@ def test_prune_cuts_call_chains_and_never_protected():
     cg = graph(DEMO_LIKE)
     out = methods.prune(ctx(cg), chain_length=2, keep_top=1)
     # run, w1, w2, w3, work each have one caller and one callee: keep every 2nd link
-    assert set(out) == {"w1", "w3"} and "chain" in out["w1"]
+    assert set(out) == {"w1", "w3"}
+    assert "chain" in out["w1"]
     assert set(methods.prune(ctx(cg, protected={"w1"}), chain_length=2, keep_top=1)) == {"w3"}
 
 
@@ -111,7 +120,9 @@ def test_dynamic_baseline_call_limit_constant_time_and_wrappers():
              "tiny": FunctionStats("tiny", 900, 9000, 9000, hist=(0, 0, 0, 0, 0, 0, 0, 900)),
              "w3": FunctionStats("w3", 10, 10**6, 10**4), "work": FunctionStats("work", 10, 99 * 10**4, 99 * 10**4)}
     out = methods.dynamic_baseline(ctx(cg, stats=stats), call_limit=10_000, iqr_ratio=0.5, wrappers=True)
-    assert "call limit" in out["lex"] and "constant time" in out["tiny"] and "wrapper of work" in out["w3"]
+    assert "call limit" in out["lex"]
+    assert "constant time" in out["tiny"]
+    assert "wrapper of work" in out["w3"]
     assert "work" not in out
 
 
@@ -132,7 +143,9 @@ def test_dynamic_baseline_keeps_out_what_the_baseline_left_out_for_its_statistic
 def test_dynamic_sampling_initial_estimate_and_refinement():
     cg = graph(DEMO_LIKE, loops={"work": 1})
     first = methods.dynamic_sampling(ctx(cg), step=2.0, threshold=1000)
-    assert first["main"] == 1 and first["work"] > first["run"]  # deeper and cheaper: sparser
+    # deeper and cheaper: sparser
+    assert first["main"] == 1
+    assert first["work"] > first["run"]
     assert first["tiny"] == 2 ** cg.levels["tiny"] * 2  # constant time doubles the period
     stats = {"lex": FunctionStats("lex", 123_456, 1, 1)}
     second = methods.dynamic_sampling(ctx(cg, stats=stats), threshold=1000)
@@ -145,7 +158,8 @@ def test_pipelines_protect_changed_functions():
     params = pipelines.predict("full", cg, {})
     change = pipelines.run(pipelines.PIPELINES["full"], params,
                            pipelines.start(pipelines.PIPELINES["full"], cg, frozenset(cg.graph), {}, diff))
-    assert {"tiny", "w2", "main"} <= change.keep and change.changed == ("tiny", "w2")
+    assert {"tiny", "w2", "main"} <= change.keep
+    assert change.changed == ("tiny", "w2")
     standalone = pipelines.run(("diff-tracing",), {**params, "standalone": True},
                                pipelines.start(("diff-tracing",), cg, frozenset(cg.graph), {}, diff))
     assert standalone.keep == {"tiny", "w2", "main"}
@@ -173,9 +187,14 @@ def test_diff_tracing_on_the_demo_history(demo_builds, criterion):
     d = [difftrace.diff(builds[i - 1][1], builds[i][1], criterion) for i in range(1, len(builds))]
     comment, rename, slowdown, speedup, new = d
     if criterion != "soft":
-        assert comment.changed == () and not comment.new and not comment.removed
-    assert rename.renamed == {"checksum_all": "checksum_strings"} and not rename.new and not rename.removed
-    assert "checksum_block" in slowdown.changed and slowdown.protected >= {"checksum_block"}
+        assert comment.changed == ()
+        assert not comment.new
+        assert not comment.removed
+    assert rename.renamed == {"checksum_all": "checksum_strings"}
+    assert not rename.new
+    assert not rename.removed
+    assert "checksum_block" in slowdown.changed
+    assert slowdown.protected >= {"checksum_block"}
     assert "text_generate" in speedup.changed
     assert new.new == ("report_lengths",)
 
@@ -193,11 +212,14 @@ def test_cache_serves_an_unchanged_binary_and_survives_damage(demo_builds):
     _, _, builds, cache = demo_builds
     info, first = builds[0]
     again = callgraph.load(info.path, info.build_id, cache, lambda m: None)
-    assert again.cached and again.functions == first.functions and again.levels == first.levels
+    assert again.cached
+    assert again.functions == first.functions
+    assert again.levels == first.levels
     f = cache / f"callgraph-{info.build_id}.json"
     f.write_text("{broken")
     rebuilt = callgraph.load(info.path, info.build_id, cache, lambda m: None)
-    assert not rebuilt.cached and rebuilt.functions == first.functions
+    assert not rebuilt.cached
+    assert rebuilt.functions == first.functions
 
 
 def test_angr_progress_and_bad_input(tmp_path):
@@ -267,7 +289,8 @@ def test_entry_classes_of_real_builds(tmp_path, flags, entry):
     subprocess.run(["cc", "-O2", *flags, "-c", "-o", str(tmp_path / "p.o"), str(src)], check=True)
     subprocess.run(["cc", *link, "-o", str(tmp_path / "p"), str(tmp_path / "p.o")], check=True)
     assert elf.load(tmp_path / "p").by_name()["leaf"].entry == entry
-    assert elf.classify("nop", elf.NOP5) == "nop5" and elf.classify("nop", b"\x90") == "nop"
+    assert elf.classify("nop", elf.NOP5) == "nop5"
+    assert elf.classify("nop", b"\x90") == "nop"
 
 
 def test_probe_pad_builds_keep_the_makefiles_own_flags(tmp_path):
@@ -306,7 +329,8 @@ def test_tail_calls_are_calls_in_the_call_graph_of_the_diff(tmp_path):
     subprocess.run(["cc", "-O2", "-o", str(tmp_path / "p"), str(src)], check=True)
     code = bindiff.read_code(elf.load(tmp_path / "p"))
     assert code.calls["f"] == {"g"}
-    assert "loop" not in code.calls["loop"] and code.calls["g"] == set()
+    assert "loop" not in code.calls["loop"]
+    assert code.calls["g"] == set()
     assert bindiff.Code({}, code.calls).callers({"g"}) == {"f"}
 
 
@@ -329,11 +353,14 @@ def test_the_diff_follows_renames_and_sees_a_call_into_another_library_function(
     base = _compiled(tmp_path, "a", body.format(name="same", cmp="memcmp", n=", 3"))
     renamed = _compiled(tmp_path, "b", body.format(name="alike", cmp="memcmp", n=", 3"))
     d = bindiff.diff(base, renamed)
-    assert d.renamed == {"same": "alike"} and d.relocated == ("main",) and d.nothing_changed, d
+    assert d.renamed == {"same": "alike"}, d
+    assert d.relocated == ("main",), d
+    assert d.nothing_changed, d
     assert "memcmp@plt" in bindiff.plt_names(str(tmp_path / "a")).values()
     other = _compiled(tmp_path, "c", body.format(name="same", cmp="strncmp", n=", 3"))  # the same code but the callee
     d = bindiff.diff(base, other)
-    assert d.changed == ("same",) and not d.nothing_changed, d
+    assert d.changed == ("same",), d
+    assert not d.nothing_changed, d
 
 
 def test_a_compiler_clone_is_matched_with_its_function_across_builds(tmp_path):
@@ -349,10 +376,14 @@ def test_a_compiler_clone_is_matched_with_its_function_across_builds(tmp_path):
             "int main(int c, char **v) {{ (void)c; return (int)(work(v[0], 3) + work(v[0] + 1, {n})); }}\n")
     base, target = _compiled(tmp_path, "a", body.format(n=3)), _compiled(tmp_path, "b", body.format(n=4))
     names = {f.name for f in base.functions}, {f.name for f in target.functions}
-    assert "work.constprop.0" in names[0] and "work" in names[1] and "work" not in names[0], names
+    assert "work.constprop.0" in names[0], names
+    assert "work" in names[1], names
+    assert "work" not in names[0], names
     d = bindiff.diff(base, target)
     assert d.renamed == {"work.constprop.0": "work"}, d
-    assert "work" in d.changed and "work" not in d.new and "work.constprop.0" not in d.removed, d
+    assert "work" in d.changed, d
+    assert "work" not in d.new, d
+    assert "work.constprop.0" not in d.removed, d
     f = focus.Focus(changed=("main", "work"), new=(), callers=(), traced=("main", "work"), sampled={}, reaches={},
                     stack_hz=99, calls={}, renamed=d.renamed)
     plans = [focus.side_plan(b, CollectConfig(), {}, f, "base").plan for b in (base, target)]
@@ -377,9 +408,11 @@ def test_a_function_inlined_away_is_told_from_one_removed(tmp_path):
         return elf.load(tmp_path / name)
     base = build("a", "__attribute__((noinline))", helper_body)
     inlined = bindiff.diff(base, build("b", "inline __attribute__((always_inline))", helper_body))
-    assert inlined.removed == ("helper",) and inlined.inlined == {"helper": ("work",)}, inlined
+    assert inlined.removed == ("helper",), inlined
+    assert inlined.inlined == {"helper": ("work",)}, inlined
     dropped = bindiff.diff(base, build("c", "__attribute__((noinline, unused))", "(long)s[n]"))
-    assert dropped.removed == ("helper",) and not dropped.inlined, dropped
+    assert dropped.removed == ("helper",), dropped
+    assert not dropped.inlined, dropped
 
 
 def test_object_files_linked_in_another_order_change_no_function_of_a_position_dependent_binary(tmp_path):
@@ -398,7 +431,8 @@ def test_object_files_linked_in_another_order_change_no_function_of_a_position_d
     for name, order in (("ab", ["a.o", "b.o"]), ("ba", ["b.o", "a.o"])):
         subprocess.run(["cc", "-no-pie", "-o", name, *order], cwd=tmp_path, check=True)
     base, moved = elf.load(tmp_path / "ab"), elf.load(tmp_path / "ba")
-    assert not base.pie and base.by_name()["say_a"].vaddr != moved.by_name()["say_a"].vaddr
+    assert not base.pie
+    assert base.by_name()["say_a"].vaddr != moved.by_name()["say_a"].vaddr
     d = bindiff.diff(base, moved)
     assert d.nothing_changed, d
 
@@ -445,8 +479,11 @@ def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
 
 def test_a_cold_part_is_its_functions_code():
     from gitperf.core.names import whole
-    assert whole("main.cold") == "main" and whole("_ZN5Index8add_termERKSsl.cold.2") == "_ZN5Index8add_termERKSsl"
-    assert whole("f.part.0") == "f.part.0" and whole("g.isra.0") == "g.isra.0"  # callable clones stay apart
+    assert whole("main.cold") == "main"
+    assert whole("_ZN5Index8add_termERKSsl.cold.2") == "_ZN5Index8add_termERKSsl"
+    # callable clones stay apart
+    assert whole("f.part.0") == "f.part.0"
+    assert whole("g.isra.0") == "g.isra.0"
 
 
 def test_kernel_field_offsets_come_from_its_btf_and_bad_input_is_a_clear_error(tmp_path):
@@ -497,7 +534,8 @@ def test_a_change_in_the_projects_own_library_is_seen_though_the_binary_is_the_s
     base, same, target = (_build_with_library(tmp_path / side, code)
                           for side, code in (("a", LIB_C), ("b", LIB_C), ("c", FASTER_LIB_C)))
     libs = {p: elf.own_libraries(p, str(Path(p).parents[1])) for p in (base, same, target)}
-    assert list(libs[base]) == ["libsum.so.1"] and libs[base]["libsum.so.1"].startswith(str(tmp_path / "a"))
+    assert list(libs[base]) == ["libsum.so.1"]
+    assert libs[base]["libsum.so.1"].startswith(str(tmp_path / "a"))
     assert bindiff.diff(elf.load(base), elf.load(target)).nothing_changed  # what the binary alone says
     assert bindiff.library_changes(libs[base], libs[same]).said == ""  # the same source built elsewhere
     assert bindiff.library_changes(libs[base], libs[target]).said == "libsum.so.1: changed sum"

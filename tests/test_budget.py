@@ -43,7 +43,9 @@ def test_two_approximation_is_within_half_of_the_optimum_and_feasible(seed):
     assert value == pytest.approx(sum(it.weight for it in chosen))
     assert opt / 2 <= value <= opt + 1e-9
     _rates, bound = budget.fractional(items, cap)
-    assert value <= bound + 1e-9 and opt <= bound + 1e-9  # the LP relaxation bounds every 0/1 solution
+    # the LP relaxation bounds every 0/1 solution
+    assert value <= bound + 1e-9
+    assert opt <= bound + 1e-9
 
 
 def test_greedy_alone_can_be_arbitrarily_bad_and_the_single_item_rescues_it():
@@ -51,7 +53,8 @@ def test_greedy_alone_can_be_arbitrarily_bad_and_the_single_item_rescues_it():
     cheap = Item("cheap", calls=1, cost_ns=1, weight=2)
     big = Item("big", calls=100, cost_ns=1, weight=100)
     chosen, value = budget.knapsack_2approx([cheap, big], 100)
-    assert [it.name for it in chosen] == ["big"] and value == 100
+    assert [it.name for it in chosen] == ["big"]
+    assert value == 100
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -75,16 +78,19 @@ def test_trace_or_sample_stays_in_budget_and_spends_the_rest_on_the_timer():
     assert c.predicted_ns <= b * (1 + 1e-9)
     assert budget.MIN_HZ <= c.stack_hz <= budget.MAX_HZ
     assert c.tracing_ns == pytest.approx(15000 + 12 * 15000 + 400 * 2500)
-    assert "unknown" in c.why["new"] and "more than" in c.why["hot_leaf"]
+    assert "unknown" in c.why["new"]
+    assert "more than" in c.why["hot_leaf"]
     # A bigger budget buys a faster timer, not a costlier trace of what does not fit anyway.
     c2 = budget.trace_or_sample(items, 2 * b, duration, sample, always=("main",))
-    assert c2.traced == c.traced and c2.stack_hz > c.stack_hz
+    assert c2.traced == c.traced
+    assert c2.stack_hz > c.stack_hz
 
 
 def test_a_budget_below_the_timer_floor_traces_only_what_must_be():
     items = [Item("main", 1, 15000, 10), Item("f", 10, 2500, 50)]
     c = budget.trace_or_sample(items, 1000.0, 1.0, 30_000.0, always=("main",))
-    assert c.traced == ("main",) and c.stack_hz == budget.MIN_HZ
+    assert c.traced == ("main",)
+    assert c.stack_hz == budget.MIN_HZ
 
 
 def test_the_timer_is_reserved_enough_samples_before_anything_is_traced():
@@ -92,15 +98,18 @@ def test_the_timer_is_reserved_enough_samples_before_anything_is_traced():
     duration, sample = 0.2, 20_000.0
     # 10 ms buys 500 samples and no more: the 100 cheap functions (1.5 ms) are not traced first
     tight = budget.trace_or_sample(items, 10e6, duration, sample, always=("main",))
-    assert tight.traced == ("main",) and tight.stack_hz * duration >= 0.99 * budget.MIN_SAMPLES
+    assert tight.traced == ("main",)
+    assert tight.stack_hz * duration >= 0.99 * budget.MIN_SAMPLES
     # 20 ms: the reserve, then all 100 fit, and the timer gets the rest
     roomy = budget.trace_or_sample(items, 20e6, duration, sample, always=("main",))
-    assert len(roomy.traced) == 101 and roomy.stack_hz * duration >= budget.MIN_SAMPLES
+    assert len(roomy.traced) == 101
+    assert roomy.stack_hz * duration >= budget.MIN_SAMPLES
     assert roomy.predicted_ns <= 20e6 * (1 + 1e-9)
     # a changed function comes before the reserve: its exact counts are worth the most
     changed = items + [Item("changed", 20, 15000, budget.CHANGED_WEIGHT)]
     c = budget.trace_or_sample(changed, 10e6, duration, sample, always=("main",))
-    assert c.traced == ("changed", "main") and c.predicted_ns <= 10e6 * (1 + 1e-9)
+    assert c.traced == ("changed", "main")
+    assert c.predicted_ns <= 10e6 * (1 + 1e-9)
 
 
 def test_rates_form_splits_one_function_and_bounds_the_0_1_form():
@@ -109,7 +118,9 @@ def test_rates_form_splits_one_function_and_bounds_the_0_1_form():
     duration, sample = 1.0, 30_000.0
     b = budget.MIN_SAMPLES * sample + 15000 + 100 * 15000 + 10 * 2500 + 0.5 * 1000 * 15000
     r = budget.rates_choice(items, b, duration, sample, always=("main",))
-    assert r.rates["a"] == 1 and r.rates["c"] == 1 and r.rates["b"] == pytest.approx(0.5)
+    assert r.rates["a"] == 1
+    assert r.rates["c"] == 1
+    assert r.rates["b"] == pytest.approx(0.5)
     t = budget.trace_or_sample(items, b, duration, sample, always=("main",))
     assert t.value <= r.value <= t.bound  # the bound: the LP with the timer at its floor only
 

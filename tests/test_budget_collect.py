@@ -20,14 +20,17 @@ def test_budget_traces_the_changed_function_exactly_and_samples_the_rest_with_in
     [p] = collect(root, commits[3], "--workload", "gate", "--repeat", "1", "--max-overhead", "100%")
     plan, m = p["plan"], p["metrics"]
     assert plan["mode"] == "hybrid"
-    assert "checksum_block" in plan["changed"] and {"main", "checksum_block"} <= set(plan["traced"])
+    assert "checksum_block" in plan["changed"]
+    assert {"main", "checksum_block"} <= set(plan["traced"])
     params = plan["params"]
     assert params["budget_ns"] == pytest.approx(1.0 * m["native_s"] * 1e9)
     assert 0 < params["predicted_ns"] <= params["budget_ns"] * (1 + 1e-9)
-    assert m["predicted_overhead_s"] > 0 and m["stack_samples"] > 0
+    assert m["predicted_overhead_s"] > 0
+    assert m["stack_samples"] > 0
     assert m["measured_overhead"] == pytest.approx(m["PRT"] / m["native_s"] - 1)
     # is_word_char (once per character) costs far more to trace than the budget allows; the reason is kept
-    assert "is_word_char" not in plan["traced"] and "more than" in plan["reasons"]["is_word_char"]
+    assert "is_word_char" not in plan["traced"]
+    assert "more than" in plan["reasons"]["is_word_char"]
 
     [shown] = json.loads(read_cli(root, "show", commits[3], "--json").stdout)["profiles"]
     funcs = {f["name"]: f for f in shown["functions"]}
@@ -38,12 +41,15 @@ def test_budget_traces_the_changed_function_exactly_and_samples_the_rest_with_in
     assert funcs["checksum_block"]["count"] == ref_counts["checksum_block"]
     # sampled: an estimate with its interval, never a bare number
     sampled = [f for f in funcs.values() if f["sampled"]]
-    assert sampled and all(f["ci_low"] <= f["total_ns"] <= f["ci_high"] for f in sampled)
+    assert sampled
+    assert all(f["ci_low"] <= f["total_ns"] <= f["ci_high"] for f in sampled)
     assert all(f["count"] == 0 for f in sampled)  # stack samples count no calls
     assert base["plan"]["mode"] == "trace"
 
     text = read_cli(root, "show", commits[3]).stdout
-    assert "budget 100.0% of native" in text and "predicted" in text and "measured" in text
+    assert "budget 100.0% of native" in text
+    assert "predicted" in text
+    assert "measured" in text
 
     # with a full trace of the same commit, the dashboard data carries the budget run's accuracy
     collect(root, commits[3], "--workload", "gate", "--repeat", "1")
@@ -51,8 +57,10 @@ def test_budget_traces_the_changed_function_exactly_and_samples_the_rest_with_in
     profiles = client.get(f"/api/commit/{commits[3]}").get_json()["profiles"]
     by_mode = {q["mode"]: q["metrics"] for q in profiles}
     acc = by_mode["hybrid"]["accuracy"]
-    assert set(acc) == {"overlap", "accuracy", "kendall_tau", "recall"} and 0 <= acc["overlap"] <= 1
-    assert by_mode["trace"]["accuracy"] is None and by_mode["hybrid"]["measured_overhead"] is not None
+    assert set(acc) == {"overlap", "accuracy", "kendall_tau", "recall"}
+    assert 0 <= acc["overlap"] <= 1
+    assert by_mode["trace"]["accuracy"] is None
+    assert by_mode["hybrid"]["measured_overhead"] is not None
     page = client.get(f"/commit/{commits[3]}").get_data(as_text=True)
     assert f"overlap {acc['overlap']:.2f}" in page
 
@@ -69,7 +77,8 @@ def test_a_changed_function_no_profile_counted_is_counted_first_then_traced_exac
     # no earlier profile anywhere: the counting pass gives checksum_block's calls
     [p] = collect(root, commits[3], "--workload", "gate", "--repeat", "1", "--max-overhead", "100%")
     plan = p["plan"]
-    assert "checksum_block" in plan["changed"] and "checksum_block" in plan["traced"], plan["reasons"]
+    assert "checksum_block" in plan["changed"], plan["reasons"]
+    assert "checksum_block" in plan["traced"], plan["reasons"]
     assert plan["params"]["counted"] >= 1
     [full] = collect(root, commits[3], "--workload", "gate", "--repeat", "1")
     shown = {q["id"]: {f["name"]: f for f in q["functions"]}
@@ -86,9 +95,11 @@ def test_a_watched_function_too_hot_to_trace_is_ruled_out_by_a_stopped_counting_
     # default: ~370k calls of is_word_char, seconds under tracing; the pass stops after ~0.2 s
     [p] = collect(root, "HEAD", "--workload", "default", "--repeat", "1", "--max-overhead", "5%")
     plan = p["plan"]
-    assert plan["traced"] == ["main"] and plan["params"]["counted"] == 1
+    assert plan["traced"] == ["main"]
+    assert plan["params"]["counted"] == 1
     why = plan["reasons"]["is_word_char"]
-    assert "counting pass ended early (timeout)" in why and "at least" in why, why
+    assert "counting pass ended early (timeout)" in why, why
+    assert "at least" in why, why
     assert p["partial"] == ""  # the profile's own run finished; only the pass was stopped
     assert p["metrics"]["PRT"] < 5  # and ran with the timer, not the probes: not seconds
 
@@ -97,13 +108,15 @@ def test_a_watched_function_too_hot_to_trace_is_ruled_out_by_a_stopped_counting_
 def test_a_bad_budget_is_a_usage_error_before_any_work(demo_repo, bad):
     root, commits = demo_repo
     r = run_cli(root, "collect", commits[0], "--max-overhead", bad)
-    assert r.returncode == 2 and "--max-overhead" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert "--max-overhead" in r.stderr, r.stderr
 
 
 def test_budget_and_mode_together_are_refused(demo_repo):
     root, commits = demo_repo
     r = run_cli(root, "collect", commits[0], "--max-overhead", "5%", "--mode", "stack")
-    assert r.returncode == 2 and "--mode" in r.stderr
+    assert r.returncode == 2
+    assert "--mode" in r.stderr
 
 
 DEFAULT_SRC = """
@@ -143,22 +156,30 @@ def test_a_bare_collect_stays_within_the_default_budget_and_says_what_it_predict
 
     r = run_cli(repo, "collect")
     assert r.returncode == 0, r.stderr
-    assert "overhead budget 5.0%" in r.stderr and "ms predicted" in r.stderr, r.stderr
-    assert "budget 5.0% of native" in r.stdout and "predicted" in r.stdout, r.stdout
+    assert "overhead budget 5.0%" in r.stderr, r.stderr
+    assert "ms predicted" in r.stderr, r.stderr
+    assert "budget 5.0% of native" in r.stdout, r.stdout
+    assert "predicted" in r.stdout, r.stdout
     profiles = json.loads(read_cli(repo, "show", "--json", "--top", "0").stdout)["profiles"]
     assert len(profiles) == 3  # no `repeat` in the file: the pilot's ~20 ms afford three runs
     shown = profiles[0]
     plan = shown["plan"]
-    assert plan["mode"] == "hybrid" and plan["params"]["max_overhead"] == 0.05
-    assert plan["changed"] == ["rare"] and {"main", "rare"} <= set(plan["traced"]), plan
-    assert "hot" not in plan["traced"] and "sampled, not traced" in plan["reasons"]["hot"], plan["reasons"]
+    assert plan["mode"] == "hybrid"
+    assert plan["params"]["max_overhead"] == 0.05
+    assert plan["changed"] == ["rare"], plan
+    assert {"main", "rare"} <= set(plan["traced"]), plan
+    assert "hot" not in plan["traced"], plan["reasons"]
+    assert "sampled, not traced" in plan["reasons"]["hot"], plan["reasons"]
     assert plan["params"]["predicted_ns"] <= plan["params"]["budget_ns"] * (1 + 1e-9)
     funcs = {f["name"]: f for f in shown["functions"]}
-    assert funcs["rare"]["count"] == 40 and not funcs["rare"]["sampled"]
-    assert funcs["hot"]["sampled"] and funcs["hot"]["ci_low"] <= funcs["hot"]["total_ns"] <= funcs["hot"]["ci_high"]
+    assert funcs["rare"]["count"] == 40
+    assert not funcs["rare"]["sampled"]
+    assert funcs["hot"]["sampled"]
+    assert funcs["hot"]["ci_low"] <= funcs["hot"]["total_ns"] <= funcs["hot"]["ci_high"]
 
     [fixed] = collect(repo, "--mode", "stack")
-    assert fixed["plan"]["mode"] == "stack" and "max_overhead" not in fixed["plan"]["params"]
+    assert fixed["plan"]["mode"] == "stack"
+    assert "max_overhead" not in fixed["plan"]["params"]
 
 
 def test_a_workloads_history_keeps_one_budgeted_plan_so_consecutive_commits_compare(demo_repo):
@@ -170,7 +191,8 @@ def test_a_workloads_history_keeps_one_budgeted_plan_so_consecutive_commits_comp
     budget = ("--workload", "gate", "--repeat", "2", "--max-overhead", "100%")
     first = collect(root, commits[1], *budget)
     r = run_cli(root, "collect", commits[2], *budget)
-    assert r.returncode == 0 and f"keeping the plan of {commits[1][:12]}" in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr
+    assert f"keeping the plan of {commits[1][:12]}" in r.stderr, r.stderr
     [later] = [p for p in json.loads(read_cli(root, "show", commits[2], "--json").stdout)["profiles"]][:1]
     assert later["plan"]["traced"] == first[0]["plan"]["traced"]
     assert later["plan"]["params"]["plan_from"] == commits[1]

@@ -50,16 +50,20 @@ def test_a_finished_build_is_reused_for_the_same_key_only(tmp_path, monkeypatch)
     root, commits, build = _repo(tmp_path)
     repo, cache = open_repo(root), tmp_path / "perf"
     first, done = _build(repo, commits[1], build, cache)
-    assert _runs(tmp_path) == 1 and "cc=" in done.pad
+    assert _runs(tmp_path) == 1
+    assert "cc=" in done.pad
     again, reused = _build(repo, commits[1], build, cache)
-    assert (again, reused) == (first, done) and _runs(tmp_path) == 1  # the build command did not run
+    # the build command did not run
+    assert (again, reused) == (first, done)
+    assert _runs(tmp_path) == 1
     # anything a build reads differing is another key: the other commit, the padding, the alignment,
     # the command, the flags in the environment
     others = {buildcache.key(commits[0], build), buildcache.key(commits[1], replace(build, probe_pad=False)),
               buildcache.key(commits[1], replace(build, align_functions=64)),
               buildcache.key(commits[1], replace(build, command="make")),
               buildcache.key(commits[1], build, env={"PATH": "/usr/bin", "CFLAGS": "-O0"})}
-    assert len(others) == 5 and buildcache.key(commits[1], build) not in others
+    assert len(others) == 5
+    assert buildcache.key(commits[1], build) not in others
     # and the wrappers' own flags: a build kept by a git perf that added other ones is not reused
     before = buildcache.key(commits[1], build)
     monkeypatch.setattr(pad, "DEBUG_INFO", "-g3")
@@ -88,9 +92,11 @@ def test_only_the_most_recently_used_builds_are_kept_and_their_worktrees_go_with
     places = [_build(repo, c, b, cache)[0] for c in commits for b in (build, replace(build, probe_pad=False))]
     assert all(p.is_dir() for p in places)
     removed = buildcache.evict(repo, cache, keep=1)
-    assert len(removed) == 3 and [p.is_dir() for p in places] == [False, False, False, True]
+    assert len(removed) == 3
+    assert [p.is_dir() for p in places] == [False, False, False, True]
     listed = subprocess.run(["git", "worktree", "list"], cwd=root, capture_output=True, text=True).stdout
-    assert str(places[-1]) in listed and not any(str(p) in listed for p in places[:-1])
+    assert str(places[-1]) in listed
+    assert not any(str(p) in listed for p in places[:-1])
 
 
 def test_a_build_that_prints_a_flood_keeps_its_last_lines_only(tmp_path):
@@ -109,7 +115,9 @@ def test_a_build_that_prints_a_flood_keeps_its_last_lines_only(tmp_path):
     tracemalloc.stop()
     assert peak < 5 * 2 ** 20, peak
     msg = str(e.value)
-    assert "failed (exit 3)" in msg and msg.rstrip().endswith("error: the real reason") and len(msg) < 10_000, msg[-500:]
+    assert "failed (exit 3)" in msg, msg[-500:]
+    assert msg.rstrip().endswith("error: the real reason"), msg[-500:]
+    assert len(msg) < 10_000, msg[-500:]
 
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed (make setup installs it)")
@@ -136,7 +144,8 @@ def test_a_second_worktree_compiles_what_did_not_change_from_the_compiler_cache(
     assert int(counts["direct_cache_hit"]) >= 1, stats  # util.o the second time
     assert int(counts["cache_miss"]) == 3, stats  # main.o and util.o, then main.o again
     where = elf.source_locations(trees[1] / "app", str(trees[1]))
-    assert where["twice"].startswith("util.c:") and where["main"].startswith("main.c:"), where
+    assert where["twice"].startswith("util.c:"), where
+    assert where["main"].startswith("main.c:"), where
     assert str(trees[0]) not in subprocess.run(["strings", "-a", str(trees[1] / "app")], capture_output=True,
                                                text=True).stdout
 
@@ -207,9 +216,12 @@ def test_a_kept_build_that_is_not_what_its_commit_builds_is_built_again_and_says
         done = tree.parent / buildcache.DONE
         done.write_text(done.read_text().replace('"outputs"', '"was"'))
     dropped, binary = _kept(repo, commits[1], build, cache, rebuild=harm == "rebuild")
-    assert dropped.startswith(why) and _runs(tmp_path) == 2
+    assert dropped.startswith(why)
+    assert _runs(tmp_path) == 2
     assert binary.read_bytes() == right  # what the commit builds (cc -O2 -g is deterministic here)
-    assert _kept(repo, commits[1], build, cache)[0] == "" and _runs(tmp_path) == 2  # and that one is reused
+    # and that one is reused
+    assert _kept(repo, commits[1], build, cache)[0] == ""
+    assert _runs(tmp_path) == 2
 
 
 def test_every_lock_of_the_local_state_is_one_helper_with_one_behaviour_per_purpose(tmp_path):

@@ -23,7 +23,8 @@ def check(root, rev, *args):
 def test_first_commit_has_no_baseline_exit_3(profiled):
     root, commits = profiled
     code, out = check(root, commits[0])
-    assert code == 3 and out["result"] == "not-enough-data"
+    assert code == 3
+    assert out["result"] == "not-enough-data"
 
 
 def test_comment_only_commit_is_no_change(profiled):
@@ -38,7 +39,8 @@ def test_rename_is_not_a_degradation(profiled):
     code, out = check(root, commits[2])
     assert code == 0, out
     kinds = {c["function"]: c["type"] for c in out["changes"]}
-    assert kinds.get("checksum_all") == "removed" and kinds.get("checksum_strings") == "new"
+    assert kinds.get("checksum_all") == "removed"
+    assert kinds.get("checksum_strings") == "new"
 
 
 def test_slowdown_commit_exits_1_and_names_the_slowed_function_first(profiled):
@@ -46,8 +48,10 @@ def test_slowdown_commit_exits_1_and_names_the_slowed_function_first(profiled):
     code, out = check(root, commits[3])
     assert code == 1, out
     first = out["changes"][0]
-    assert first["function"] == "checksum_block" and first["type"] == "degradation"
-    assert first["location"].startswith("mathx.c:") and first["relative"] > 0.3
+    assert first["function"] == "checksum_block"
+    assert first["type"] == "degradation"
+    assert first["location"].startswith("mathx.c:")
+    assert first["relative"] > 0.3
     assert first["confidence"] >= 0.99
     # the diff of this commit touches checksum_block: it was tested with the larger error budget
     assert first["changed"] is True
@@ -63,7 +67,8 @@ def test_speedup_under_full_tracing_is_withheld_not_claimed(profiled):
     assert code == 0, [(c["function"], c["relative"], c["absolute_ns"], c["noise"], c["method"]) for c in out["changes"]
                        if c["type"] == "degradation"]
     [tg] = [c for c in out["changes"] if c["function"] == "text_generate"]
-    assert tg["type"] in ("no-change", "unknown", "unresolved") and "probes differ between the sides" in tg["noise"] + tg["method"], tg
+    assert tg["type"] in ("no-change", "unknown", "unresolved"), tg
+    assert "probes differ between the sides" in tg["noise"] + tg["method"], tg
 
 
 def test_markdown_report_of_the_slowdown_stands_on_its_own(profiled):
@@ -72,8 +77,12 @@ def test_markdown_report_of_the_slowdown_stands_on_its_own(profiled):
     assert r.returncode == 1
     md = r.stdout
     # what got slower, by how much, how sure, where in the source, and what the commit was
-    assert "`checksum_block`" in md and "mathx.c:" in md and "changed in this commit" in md
-    assert "Adler-32" in md and "%" in md and "confidence" in md
+    assert "`checksum_block`" in md
+    assert "mathx.c:" in md
+    assert "changed in this commit" in md
+    assert "Adler-32" in md
+    assert "%" in md
+    assert "confidence" in md
 
 
 def test_seven_aa_collections_report_no_degradation(profiled):
@@ -84,7 +93,9 @@ def test_seven_aa_collections_report_no_degradation(profiled):
                 timeout=1800)
     assert r.returncode == 0, r.stderr
     [rep] = json.loads(r.stdout)
-    assert rep["sessions"] == 7 and rep["consecutive_checks"] == 7 and rep["pairs"] == 42
+    assert rep["sessions"] == 7
+    assert rep["consecutive_checks"] == 7
+    assert rep["pairs"] == 42
     # seven checks at a family-wise level of 1% each: one alarm among them happens ~7% of the time by
     # design (seen once in CI: is_even, whose calls nest deeper than the kernel's 64 return probes);
     # two would happen 0.2% of the time

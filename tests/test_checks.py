@@ -16,11 +16,14 @@ from gitperf.store.notes import NotesStore
 
 def test_no_profiles_or_no_baseline_exit_3_with_what_to_do(empty_repo):
     r = read_cli(empty_repo, "check")
-    assert r.returncode == 3 and "git perf collect" in r.stdout
+    assert r.returncode == 3
+    assert "git perf collect" in r.stdout
     commits = history(empty_repo, 1)
     r = read_cli(empty_repo, "check", commits[0], "--json")
     out = json.loads(r.stdout)
-    assert r.returncode == 3 and out["result"] == "not-enough-data" and out["base"] is None
+    assert r.returncode == 3
+    assert out["result"] == "not-enough-data"
+    assert out["base"] is None
 
 
 def test_slowdown_exits_1_names_the_function_first_and_json_has_the_documented_shape(empty_repo):
@@ -28,23 +31,29 @@ def test_slowdown_exits_1_names_the_function_first_and_json_has_the_documented_s
     r = read_cli(empty_repo, "check", "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     out = json.loads(r.stdout)
-    assert out["commit"] == commits[5] and out["base"] == commits[4] and out["result"] == "degradation"
+    assert out["commit"] == commits[5]
+    assert out["base"] == commits[4]
+    assert out["result"] == "degradation"
     first = out["changes"][0]
     assert {"workload", "function", "type", "relative", "absolute_ns", "confidence", "method", "location"} <= set(first)
     assert (first["function"], first["type"], first["location"]) == ("parse", "degradation", "src/file1.c:11")
-    assert 0.4 < first["relative"] < 0.6 and first["confidence"] >= 0.99
+    assert 0.4 < first["relative"] < 0.6
+    assert first["confidence"] >= 0.99
     assert first["ci_low"] < first["relative"] < first["ci_high"]
     assert [c["function"] for c in out["changes"] if c["type"] == "degradation"] == ["parse"]
     # the history (4 earlier commits) supplied the workload's noise and a z-score
-    assert out["workloads"][0]["history"] == 4 and first["votes"]["history-z"] == "degradation"
+    assert out["workloads"][0]["history"] == 4
+    assert first["votes"]["history-z"] == "degradation"
 
 
 def test_improvement_exits_0_as_optimization(empty_repo):
     history(empty_repo, 3, slow_at=2, factor=0.5)
     r = read_cli(empty_repo, "check", "--json")
     out = json.loads(r.stdout)
-    assert r.returncode == 0 and out["result"] == "optimization"
-    assert out["changes"][0]["function"] == "parse" and out["changes"][0]["relative"] < -0.4
+    assert r.returncode == 0
+    assert out["result"] == "optimization"
+    assert out["changes"][0]["function"] == "parse"
+    assert out["changes"][0]["relative"] < -0.4
 
 
 def test_a_small_change_is_never_a_verdict_and_exits_0(empty_repo):
@@ -54,10 +63,12 @@ def test_a_small_change_is_never_a_verdict_and_exits_0(empty_repo):
     history(empty_repo, 3, slow_at=2, factor=1.02)
     r = read_cli(empty_repo, "check", "--json", "--all")
     out = json.loads(r.stdout)
-    assert r.returncode == 0 and out["result"] == "unresolved", r.stdout
+    assert r.returncode == 0, r.stdout
+    assert out["result"] == "unresolved", r.stdout
     assert not [c for c in out["changes"] if c["type"] in ("degradation", "optimization")], r.stdout
     parse = next(c for c in out["changes"] if c["function"] == "parse")
-    assert parse["type"] == "unresolved" and parse["ci_low"] < 0.05 < parse["ci_high"], parse
+    assert parse["type"] == "unresolved", parse
+    assert parse["ci_low"] < 0.05 < parse["ci_high"], parse
 
 
 def test_an_unresolved_run_says_what_it_could_not_exclude_and_every_view_says_the_same(empty_repo):
@@ -68,7 +79,9 @@ def test_an_unresolved_run_says_what_it_could_not_exclude_and_every_view_says_th
     commits = history(empty_repo, 3, slow_at=2, factor=1.02)
     out = json.loads(read_cli(empty_repo, "check", "--json", "--all").stdout)
     run = next(c for c in out["changes"] if c["function"] == "main")
-    assert out["result"] == run["type"] == "unresolved" and run["ci_low"] < -0.05 and run["ci_high"] > 0.05, run
+    assert out["result"] == run["type"] == "unresolved", run
+    assert run["ci_low"] < -0.05, run
+    assert run["ci_high"] > 0.05, run
     said = run["method"].split("; ", 1)[1]
     assert said.startswith(f"unresolved: a change between {run['ci_low']:+.0%} and {run['ci_high']:+.0%} cannot be "
                            "told from ±5%"), said
@@ -87,7 +100,8 @@ def test_a_run_within_the_threshold_says_so_in_every_view(empty_repo):
                                               if (empty_repo / ".gitperf.toml").exists() else "[check]\nmin_relative = 3.0\n")
     out = json.loads(read_cli(empty_repo, "check", "--json", "--all").stdout)
     run = next(c for c in out["changes"] if c["function"] == "main")
-    assert out["result"] == run["type"] == "no-change" and run["ci_low"] < run["relative"] < run["ci_high"], run
+    assert out["result"] == run["type"] == "no-change", run
+    assert run["ci_low"] < run["relative"] < run["ci_high"], run
     said = f"he run {run['relative']:+.1%} [{run['ci_low']:+.0%}, {run['ci_high']:+.0%}], within the thresholds (noise: "
     assert f"w: t{said}" in read_cli(empty_repo, "check").stdout
     assert f"T{said}" in read_cli(empty_repo, "report", "--format", "markdown").stdout
@@ -109,9 +123,12 @@ def test_base_option_diff_and_partial_profiles(empty_repo):
     # commit 2 vs commit 1: the slowdown is in both, so nothing changed
     assert read_cli(empty_repo, "check").returncode == 0
     r = read_cli(empty_repo, "check", "--base", commits[0])
-    assert r.returncode == 1 and "parse" in r.stdout
+    assert r.returncode == 1
+    assert "parse" in r.stdout
     d = read_cli(empty_repo, "diff", commits[0], commits[2])
-    assert d.returncode == 0 and "parse" in d.stdout and "degradation" in d.stdout
+    assert d.returncode == 0
+    assert "parse" in d.stdout
+    assert "degradation" in d.stdout
     # a crashed run is never a target or a baseline
     (empty_repo / "a.txt").write_text("x\n")
     git(empty_repo, "commit", "-qam", "partial")
@@ -125,12 +142,16 @@ def test_markdown_report_is_readable_and_escapes_names(empty_repo):
     r = read_cli(empty_repo, "report", "--format", "markdown")
     assert r.returncode == 1
     md = r.stdout
-    assert "is slower" in md and "| workload | function |" in md
-    assert "`parse`" in md and "src/file1.c:11" in md and "%" in md
+    assert "is slower" in md
+    assert "| workload | function |" in md
+    assert "`parse`" in md
+    assert "src/file1.c:11" in md
+    assert "%" in md
     assert "<script>" not in md.replace("`<script>alert(1)</script>`", "")  # only inside code spans
     assert "`hash\\|mix`" in md  # a | in a name does not break the table
     j = read_cli(empty_repo, "report", "--format", "json", "-o", str(empty_repo / "r.json"))
-    assert j.returncode == 1 and json.loads((empty_repo / "r.json").read_text())["result"] == "degradation"
+    assert j.returncode == 1
+    assert json.loads((empty_repo / "r.json").read_text())["result"] == "degradation"
 
 
 def test_corrupt_note_line_is_reported_and_the_check_still_runs(empty_repo):
@@ -138,7 +159,9 @@ def test_corrupt_note_line_is_reported_and_the_check_still_runs(empty_repo):
     text = NotesStore(open_repo(empty_repo)).note_text(commits[1])
     git(empty_repo, "notes", "--ref=perf", "add", "-f", "-m", text + "gpz1:not-base64!!", commits[1])
     r = read_cli(empty_repo, "check")
-    assert r.returncode == 1 and "unreadable" not in r.stderr and "line" in r.stdout
+    assert r.returncode == 1
+    assert "unreadable" not in r.stderr
+    assert "line" in r.stdout
 
 
 def test_accept_makes_the_slowdown_the_new_baseline(empty_repo):
@@ -148,11 +171,15 @@ def test_accept_makes_the_slowdown_the_new_baseline(empty_repo):
     assert run_cli(empty_repo, "accept", commits[4], "-m", "parser now validates input").returncode == 0
     r = read_cli(empty_repo, "check", commits[4], "--json")
     out = json.loads(r.stdout)
-    assert r.returncode == 0 and out["result"] == "accepted" and "validates input" in " ".join(out["warnings"])
+    assert r.returncode == 0
+    assert out["result"] == "accepted"
+    assert "validates input" in " ".join(out["warnings"])
     # the next commit is checked against the accepted level; older history is not mixed in
     r = read_cli(empty_repo, "check", commits[5], "--json")
     out = json.loads(r.stdout)
-    assert r.returncode == 0 and out["result"] in ("no-change", "unresolved") and out["workloads"][0]["history"] == 0
+    assert r.returncode == 0
+    assert out["result"] in ("no-change", "unresolved")
+    assert out["workloads"][0]["history"] == 0
     assert not [c for c in out["changes"] if c["type"] in ("degradation", "optimization")], out
     # the marker is a note line like the profiles: it travels with push/pull and is not "unreadable"
     assert "gitperf-accept" in NotesStore(open_repo(empty_repo)).note_text(commits[4])
@@ -171,11 +198,13 @@ def test_a_function_missing_from_some_runs_does_not_break_the_check(empty_repo):
     out = json.loads(r.stdout)
     # `parse` called in 3 of 7 runs: its median run is 0 calls and 0 ns (-100%), but runs that split
     # 3:4 say nothing either way (unresolved); the other functions are the same program's
-    assert r.returncode == 0 and out["result"] in ("no-change", "unresolved"), r.stdout
+    assert r.returncode == 0, r.stdout
+    assert out["result"] in ("no-change", "unresolved"), r.stdout
     by = {c["function"]: c for c in out["changes"]}
     assert (by["parse"]["base_calls"], by["parse"]["target_calls"], by["parse"]["type"]) == (20, 0, "unresolved")
     assert not [c for c in out["changes"] if c["type"] in ("degradation", "optimization")], out
-    assert len(by) > 10 and all(abs(c["relative"]) < 0.05 for n, c in by.items() if n != "parse"), by
+    assert len(by) > 10, by
+    assert all(abs(c["relative"]) < 0.05 for n, c in by.items() if n != "parse"), by
 
 
 # A stored history per outcome of a check (synthetic profiles, `parse` changed at the third commit)

@@ -42,7 +42,8 @@ def test_traced_here_sampled_there_is_not_a_slowdown_and_unsampled_is_not_remove
     base = [run("b", rng, ("main",)) for _ in range(5)]
     target = [run("t", rng, ("main", "parse"), rare=False) for _ in range(5)]  # parse changed: traced now
     found = {c.function: c.type for c in compare(target, base)}
-    assert set(found) <= {"main"} and found.get("main", checks.NO_CHANGE) in NO_VERDICT, found
+    assert set(found) <= {"main"}, found
+    assert found.get("main", checks.NO_CHANGE) in NO_VERDICT, found
 
 
 def test_the_same_numbers_as_exact_traces_would_be_a_slowdown():
@@ -53,7 +54,8 @@ def test_the_same_numbers_as_exact_traces_would_be_a_slowdown():
     for t in target:
         object.__setattr__(t.profile.functions[1], "total_ns", 3 * t.profile.functions[1].total_ns)
     found = {c.function: c.type for c in compare(target, base)}
-    assert found.get("parse") == checks.DEGRADATION and found.get("rare") == checks.REMOVED
+    assert found.get("parse") == checks.DEGRADATION
+    assert found.get("rare") == checks.REMOVED
 
 
 def _change(name: str, kind: str, base_ns: float, relative: float, excl: float, lo: float, hi: float):
@@ -77,11 +79,15 @@ def test_a_sampled_changed_functions_slowdown_is_located_through_its_traced_call
     got = {c.function: c for c in out}
     assert got["sort"] == sort
     a = got["auxsort"]
-    assert a.type == "degradation" and a.absolute_ns == sort.absolute_ns and a.confidence == sort.confidence
-    assert math.isclose(a.relative, 12.5e6 * 0.107 / 1.17e6) and math.isclose(a.ci_low, 0.068 * 12.5e6 / 1.17e6)
+    assert a.type == "degradation"
+    assert a.absolute_ns == sort.absolute_ns
+    assert a.confidence == sort.confidence
+    assert math.isclose(a.relative, 12.5e6 * 0.107 / 1.17e6)
+    assert math.isclose(a.ci_low, 0.068 * 12.5e6 / 1.17e6)
     assert "located through sort" in a.method
     # one estimate: its before and after moved by the gain located in it
-    assert math.isclose(a.target_ns - a.base_ns, a.absolute_ns) and math.isclose(a.target_ns / a.base_ns - 1, a.relative)
+    assert math.isclose(a.target_ns - a.base_ns, a.absolute_ns)
+    assert math.isclose(a.target_ns / a.base_ns - 1, a.relative)
     assert checks.change.report_order(out)[0].function == "auxsort"
 
 

@@ -14,7 +14,8 @@ COMMANDS = ["init", "collect", "log", "show", "push", "pull", "check", "diff", "
 @pytest.mark.parametrize("cmd", COMMANDS)
 def test_every_command_has_help(empty_repo, cmd):
     r = run_cli(empty_repo, cmd, "--help")
-    assert r.returncode == 0 and "Usage:" in r.stdout
+    assert r.returncode == 0
+    assert "Usage:" in r.stdout
 
 
 def test_top_level_help_documents_exit_codes(empty_repo):
@@ -35,13 +36,15 @@ def test_top_level_help_documents_exit_codes(empty_repo):
 def test_each_commands_help_lists_only_the_exit_codes_it_returns(empty_repo, cmd, codes, not_codes):
     out = run_cli(empty_repo, cmd, "-h").stdout
     listed = re.findall(r"^\s+(\d+)\s+\S", out.split("Exit codes:")[1], re.M)
-    assert set(codes) <= set(listed) and not set(not_codes) & set(listed), listed
+    assert set(codes) <= set(listed), listed
+    assert not set(not_codes) & set(listed), listed
 
 
 def test_bad_optimization_names_and_args_exit_2(demo_repo):
     root, _ = demo_repo
     r = run_cli(root, "collect", "--optimization-on", "trimm")
-    assert r.returncode == 2 and "unknown optimization 'trimm'" in r.stderr
+    assert r.returncode == 2
+    assert "unknown optimization 'trimm'" in r.stderr
     import pytest
 
     from gitperf.core.errors import InputError
@@ -51,12 +54,14 @@ def test_bad_optimization_names_and_args_exit_2(demo_repo):
     with pytest.raises(InputError, match="unknown optimization"):
         pipelines.resolve("basic", off=("nope",))
     chosen, over = pipelines.resolve("basic", on=("trim",), off=("static-baseline",), args=("keep_top=2", "strict=true"))
-    assert chosen == ("match", "diff-tracing", "trim") and over == {"keep_top": 2, "strict": True}
+    assert chosen == ("match", "diff-tracing", "trim")
+    assert over == {"keep_top": 2, "strict": True}
 
 
 def test_outside_a_repository(tmp_path):
     r = read_cli(tmp_path, "log")
-    assert r.returncode == 2 and "not a git repository" in r.stderr
+    assert r.returncode == 2
+    assert "not a git repository" in r.stderr
 
 
 def test_log_and_show(demo_repo):
@@ -69,7 +74,8 @@ def test_log_and_show(demo_repo):
     assert [row["commit"] for row in rows] == commits[::-1]
     assert {row["commit"]: row["profiles"] for row in rows}[commits[3]] == 2
     text = read_cli(root, "log").stdout
-    assert "2 profiles" in text and "rename checksum_all" in text
+    assert "2 profiles" in text
+    assert "rename checksum_all" in text
 
     shown = json.loads(read_cli(root, "show", commits[3], "--json").stdout)
     assert shown["commit"] == commits[3]
@@ -90,7 +96,8 @@ def test_log_reads_each_note_once(demo_repo, monkeypatch):
     assert read[commits[3]] == 1, read
 
     r = read_cli(root, "show", "no-such-rev")
-    assert r.returncode == 2 and "unknown revision 'no-such-rev'" in r.stderr
+    assert r.returncode == 2
+    assert "unknown revision 'no-such-rev'" in r.stderr
     assert "no profiles" in read_cli(root, "show", commits[0]).stdout
 
 
@@ -101,13 +108,15 @@ def test_counts_are_bounded_before_anything_runs(empty_repo, args):
     """Issue #37: `--repeat 100000000` allocated 3.5 GB before the first run; fixed `--rounds` skip the
     time limit.  A count past what any measurement needs is a usage error."""
     r = run_cli(empty_repo, *args)
-    assert r.returncode == 2 and "is not in the range" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert "is not in the range" in r.stderr, r.stderr
 
 
 def test_a_check_against_itself_is_a_usage_error(empty_repo):
     """Issue #37: `check HEAD --base HEAD` compared HEAD with itself on the stored path."""
     r = read_cli(empty_repo, "check", "HEAD", "--base", "HEAD")
-    assert r.returncode == 2 and "itself" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert "itself" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("args", [["--format", "folded"], ["--folded"], ["--format", "json"], ["--json"], []])

@@ -14,7 +14,8 @@ from gitperf.core.errors import NoteFormatError
 def test_roundtrip_is_exact():
     p = make_profile("c" * 40, n_functions=5, series=50)
     line = codec.encode(p)
-    assert line.startswith("gpz1:") and "\n" not in line
+    assert line.startswith("gpz1:")
+    assert "\n" not in line
     assert codec.decode(line) == p
     from dataclasses import replace
     sampled = replace(p, functions=tuple(replace(f, stack_samples=9, library_samples=4) for f in p.functions))
@@ -22,13 +23,16 @@ def test_roundtrip_is_exact():
     # a recursive function's outermost calls (fewer than its calls) survive, and set its mean
     recursive = replace(p.functions[1], count=100, outer_calls=2, total_ns=5_000)
     q = codec.decode(codec.encode(replace(p, functions=(p.functions[0], recursive))))
-    assert q.functions[1] == recursive and q.functions[1].mean_ns == 2_500 and q.functions[0].mean_ns == \
-        p.functions[0].total_ns / p.functions[0].count
+    assert q.functions[1] == recursive
+    assert q.functions[1].mean_ns == 2_500
+    assert q.functions[0].mean_ns == \
+p.functions[0].total_ns / p.functions[0].count
     # totals summed once per outermost call: kept, and never compared with the every-call totals of
     # profiles written before (a recursive function's two totals differ by its depth)
     from gitperf.core.model import OUTERMOST, comparison_key
     now = replace(p, plan=replace(p.plan, totals=OUTERMOST))
-    assert codec.decode(codec.encode(now)).plan.totals == OUTERMOST and p.plan.totals == ""
+    assert codec.decode(codec.encode(now)).plan.totals == OUTERMOST
+    assert p.plan.totals == ""
     assert comparison_key(now) != comparison_key(p)
     # a plan made for two binaries at once (check --collect: PlanRecord.spec) likewise
     paired = replace(p, plan=replace(p.plan, spec="0123456789"))
@@ -56,7 +60,8 @@ def test_every_field_of_a_function_survives_the_note():
     assert all(getattr(f, x.name) != x.default for x in fields(FunctionStats) if x.default is not MISSING)
     p = make_profile("c" * 40, n_functions=1)
     [back] = codec.decode(codec.encode(replace(p, functions=(f,)))).functions
-    assert back == f and vars(back) == vars(f)
+    assert back == f
+    assert vars(back) == vars(f)
 
 
 def test_a_paired_checks_round_and_pairing_are_fields_and_older_notes_keep_them():
@@ -82,7 +87,8 @@ def test_a_root_that_never_returned_is_stored_as_such():
     from dataclasses import replace
     p = make_profile("e" * 40)
     exited = replace(p, functions=(replace(p.functions[0], by_run=True),) + p.functions[1:])
-    assert codec.decode(codec.encode(exited)) == exited and codec.decode(codec.encode(p)) == p
+    assert codec.decode(codec.encode(exited)) == exited
+    assert codec.decode(codec.encode(p)) == p
 
 
 def test_plain_json_lines_are_read():
@@ -156,7 +162,9 @@ def test_a_series_longer_than_any_collect_keeps_is_thinned_evenly_on_read():
     d["f"][1].update(so=[1] * n, sd=list(range(n)))
     series = codec.from_json(d).functions[1].series
     assert len(series) == codec.MAX_SERIES
-    assert series[:2] == ((1, 0), (4, 3)) and series[-1] == (n - 2, n - 3)  # every third call, in order
+    # every third call, in order
+    assert series[:2] == ((1, 0), (4, 3))
+    assert series[-1] == (n - 2, n - 3)
     assert codec.from_json(d).functions[0].series == make_profile("c" * 40, n_functions=3, series=6).functions[0].series
 
 
@@ -208,4 +216,6 @@ def test_fuzzed_lines_decode_or_raise_note_format_error_never_anything_else():
             continue
         decoded += 1
         assert codec.decode(codec.encode(p)) == p  # what is read can be written back unchanged
-    assert refused > 1500 and decoded > 100, (refused, decoded)  # the mutations hit both ways
+    # the mutations hit both ways
+    assert refused > 1500, (refused, decoded)
+    assert decoded > 100, (refused, decoded)

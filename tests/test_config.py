@@ -9,7 +9,9 @@ def test_defaults_fill_every_value():
     cfg = config.parse('[[workload]]\nname = "w"\ncommand = "./app"\n', "x.toml")
     assert cfg.build.command == "make"
     assert cfg.collect.engine == "bcc"
-    assert cfg.workloads[0].repeat == 0 and cfg.workloads[0].timeout == 300.0  # 0: as the pilot affords
+    # 0: as the pilot affords
+    assert cfg.workloads[0].repeat == 0
+    assert cfg.workloads[0].timeout == 300.0
     assert cfg.check.direction == "lower"
 
 
@@ -71,9 +73,11 @@ def test_init_writes_file_and_refuses_to_overwrite(empty_repo):
     assert r.returncode == 0, r.stderr
     assert "max_overhead = 5%" in r.stdout, r.stdout  # what a bare collect will do, said up front
     cfg = config.load(empty_repo)
-    assert cfg.build.binary == "out/prog" and cfg.collect.max_overhead == 5.0
+    assert cfg.build.binary == "out/prog"
+    assert cfg.collect.max_overhead == 5.0
     r = run_cli(empty_repo, "init")
-    assert r.returncode == 2 and "--force" in r.stderr
+    assert r.returncode == 2
+    assert "--force" in r.stderr
 
 
 def test_init_probes_the_program_the_command_runs(empty_repo):
@@ -104,10 +108,12 @@ def test_init_runs_the_program_where_a_configured_build_puts_it(empty_repo):
     assert cfg.workloads[0].command == "LC_ALL=C ./build/minigzip -d -c < data.gz > /dev/null"
     assert "workload command = LC_ALL=C ./build/minigzip -d -c < data.gz > /dev/null (CMake builds" in r.stdout
     r = run_cli(empty_repo, "init", "--force", "--command", "./minigzip 1", "--build", "./configure && make")
-    assert r.returncode == 0 and (config.load(empty_repo).build.binary, config.load(empty_repo).workloads[0].command) \
-        == ("minigzip", "./minigzip 1")
+    assert r.returncode == 0
+    assert (config.load(empty_repo).build.binary, config.load(empty_repo).workloads[0].command) \
+== ("minigzip", "./minigzip 1")
     r = run_cli(empty_repo, "init", "--force", "--command", "./out/minigzip 1")
-    assert r.returncode == 0 and config.load(empty_repo).build.binary == "out/minigzip"
+    assert r.returncode == 0
+    assert config.load(empty_repo).build.binary == "out/minigzip"
 
 
 def test_broken_config_exits_2_naming_file_and_key(demo_repo):
@@ -119,12 +125,14 @@ def test_broken_config_exits_2_naming_file_and_key(demo_repo):
     if r.returncode == 4:
         pytest.skip("no eBPF here: collect stops at the environment check")
     assert r.returncode == 2, r.stderr
-    assert ".gitperf.toml: collect.mode:" in r.stderr and "'everything'" in r.stderr
+    assert ".gitperf.toml: collect.mode:" in r.stderr
+    assert "'everything'" in r.stderr
 
 
 def test_lists_of_strings_parse_and_are_checked():
     c = config.parse('[hook]\nworkloads = ["gate"]\n[collect]\nfunctions = ["a", "b"]\n')
-    assert c.hook.workloads == ("gate",) and c.collect.functions == ("a", "b")
+    assert c.hook.workloads == ("gate",)
+    assert c.collect.functions == ("a", "b")
     with pytest.raises(ConfigError, match="expected a list of strings"):
         config.parse('[hook]\nworkloads = "gate"\n')
 
@@ -138,9 +146,11 @@ def test_a_workload_without_repeat_runs_three_times_where_the_pilot_affords_it()
     from gitperf.plan.probes import ProbePlan
     wl = config.Workload("w", "./app")
     opt = lambda native_s: Optimized(plan=ProbePlan(functions=(), root=None), pipeline="none", native_s=native_s)  # noqa: E731
-    assert runs(None, wl, opt(0.023)) == 3 and runs(None, wl, opt(AUTO_BUDGET_S / 3 + 1)) == 1
+    assert runs(None, wl, opt(0.023)) == 3
+    assert runs(None, wl, opt(AUTO_BUDGET_S / 3 + 1)) == 1
     assert runs(None, wl, opt(0.0)) == 1  # fixed mode: no pilot
-    assert runs(5, wl, opt(0.023)) == 5 and runs(None, config.Workload("w", "./app", repeat=2), opt(0.023)) == 2
+    assert runs(5, wl, opt(0.023)) == 5
+    assert runs(None, config.Workload("w", "./app", repeat=2), opt(0.023)) == 2
 
 
 def test_every_number_in_the_file_is_bounded_on_its_own_field():
@@ -183,8 +193,10 @@ def test_each_probe_pad_line_of_the_template_says_what_it_governs():
     lines = [ln for ln in template().splitlines() if ln.startswith("probe_pad")]
     assert len(lines) == 2, lines
     build, check = lines
-    assert build.startswith("probe_pad = false") and "collect's builds" in build, build
-    assert check.startswith("probe_pad = true") and "check --collect's builds" in check, check
+    assert build.startswith("probe_pad = false"), build
+    assert "collect's builds" in build, build
+    assert check.startswith("probe_pad = true"), check
+    assert "check --collect's builds" in check, check
 
 
 def test_a_byte_order_mark_is_read_and_a_confidence_outside_reason_refused():
@@ -204,6 +216,7 @@ def test_accept_refuses_an_empty_reason(empty_repo):
     from gitperf.git.repo import open_repo
     from gitperf.store.notes import NotesStore
     r = run_cli(empty_repo, "accept", "HEAD", "-m", "  ")
-    assert r.returncode == 2 and "say why" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert "say why" in r.stderr, r.stderr
     assert run_cli(empty_repo, "accept", "HEAD").returncode == 2  # -m is required
     assert NotesStore(open_repo(empty_repo)).commits() == []

@@ -49,7 +49,9 @@ def test_short_names_elide_templates_first_and_stay_apart_in_a_table():
     a, b = "_Z12count_if_lenILi5EElRKSt6vectorINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESaIS6_EE", \
         "_Z12count_if_lenILi7EElRKSt6vectorINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEESaIS6_EE"
     la, lb = names.labels([a, b], 30)
-    assert la != lb and len(la) <= 30 and len(lb) <= 30
+    assert la != lb
+    assert len(la) <= 30
+    assert len(lb) <= 30
 
 
 def _cxx_compiler() -> str:
@@ -115,7 +117,8 @@ def test_the_wrapper_adds_source_locations_and_changes_no_generated_code(tmp_pat
     def text(exe: str) -> bytes:
         return subprocess.run(["objcopy", "-O", "binary", "--only-section=.text", exe, "/dev/stdout"], cwd=tmp_path,
                               capture_output=True, check=True).stdout
-    assert text("with") == text("without") and len(text("with")) > 0
+    assert text("with") == text("without")
+    assert len(text("with")) > 0
     # compiled in a subdirectory of the work tree (lz4's `make -C lib`): the file under its directory
     # once, not `lib/lib/p.c` (binutils joined a mapped `./lib` compilation directory with itself)
     (tmp_path / "lib").mkdir()
@@ -140,11 +143,14 @@ def test_a_build_that_fails_only_with_our_padding_is_rebuilt_without_it(tmp_path
     picky = "case $(command -v g++) in *probe-pad-bin*) echo 'unknown flag -pg' >&2; exit 1;; esac; make -s"
     with checkout(repo, commits[1], fresh=True) as tree:
         done = run_build(BuildConfig(command=picky, binary="app", probe_pad=True), tree, commits[1], perf)
-        assert done.pad == "" and "rebuilt without them" in done.note and "unknown flag -pg" in done.note
+        assert done.pad == ""
+        assert "rebuilt without them" in done.note
+        assert "unknown flag -pg" in done.note
         assert elf.load(tree / "app").by_name()[SCAN]  # built
     with checkout(repo, commits[1], fresh=True) as tree:
         done = run_build(BuildConfig(command="make -s", binary="app", probe_pad=True), tree, commits[1], perf)
-        assert "g++=" in done.pad and not done.note
+        assert "g++=" in done.pad
+        assert not done.note
         assert elf.load(tree / "app").by_name()[SCAN].entry in ("nop", "nop5")
 
 
@@ -160,7 +166,8 @@ def test_aligned_check_builds_start_every_function_on_the_boundary_and_record_it
         done = run_build(BuildConfig(command="make -s", binary="app", probe_pad=True, align_functions=64), tree,
                          commits[1], perf)
         own = [f for f in elf.load(tree / "app").functions if f.size and f.name in (SCAN, REALLOC, "main")]
-        assert done.pad.endswith(" align=64") and len(own) == 3
+        assert done.pad.endswith(" align=64")
+        assert len(own) == 3
         assert all(f.vaddr % 64 == 0 for f in own), [(f.name, hex(f.vaddr)) for f in own]
     assert (perf / "probe-pad-bin-align64").is_dir()  # its own wrappers: an unaligned build never runs them
 
@@ -183,17 +190,23 @@ def test_a_cxx_check_builds_padded_and_names_the_slowed_member_function_readably
     assert assert_one_estimate(every) >= 3
     store = NotesStore(open_repo(root))
     pads = {p.profile.plan.pad for c in commits for p in store.read(c)[0]}
-    assert len(pads) == 1 and "g++=" in pads.pop()  # both sides built alike, padded
+    # both sides built alike, padded
+    assert len(pads) == 1
+    assert "g++=" in pads.pop()
     text = read_cli(root, "check", "HEAD")
-    assert f"degradation  scan/{SCAN_READABLE}" in text.stdout and SCAN not in text.stdout
+    assert f"degradation  scan/{SCAN_READABLE}" in text.stdout
+    assert SCAN not in text.stdout
     md = read_cli(root, "report", "HEAD", "--format", "markdown")
     assert f"`{SCAN_READABLE}`" in md.stdout
     show = read_cli(root, "show", "HEAD")
-    assert SCAN_READABLE in show.stdout and "built with padded function entries: " in show.stdout
+    assert SCAN_READABLE in show.stdout
+    assert "built with padded function entries: " in show.stdout
     folded = read_cli(root, "show", "HEAD", "--folded").stdout
-    assert f"main;{SCAN_READABLE} " in folded and "_ZN" not in folded
+    assert f"main;{SCAN_READABLE} " in folded
+    assert "_ZN" not in folded
     svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded, capture_output=True, text=True)
-    assert svg.returncode == 0 and re.search(r"<title>Widget::scan\(std::string const&amp;\) const \(", svg.stdout)
+    assert svg.returncode == 0
+    assert re.search(r"<title>Widget::scan\(std::string const&amp;\) const \(", svg.stdout)
 
 
 @pytest.mark.ebpf
@@ -235,7 +248,8 @@ def test_a_check_says_when_its_sides_were_built_without_the_padding_it_asked_for
     unpadded = [StoredProfile("c", 0, "id", p)]
     padded = [StoredProfile("c", 0, "id", replace(p, plan=replace(p.plan, pad="c++=mfentry cc=patchable")))]
     assert "built without padded function entries" in pad_note(unpadded, CheckConfig())
-    assert pad_note(padded, CheckConfig()) == "" and pad_note(unpadded, CheckConfig(probe_pad=False)) == ""
+    assert pad_note(padded, CheckConfig()) == ""
+    assert pad_note(unpadded, CheckConfig(probe_pad=False)) == ""
 
 
 CMAKELISTS = """\
@@ -278,7 +292,9 @@ def test_init_in_a_cmake_project_writes_a_configuration_a_check_builds_with(tmp_
         (root / name).write_text(text)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
     r = run_cli(root, "init")
-    assert r.returncode == 0 and "recognised CMake" in r.stdout and "build/widget (from add_executable(widget" in r.stdout
+    assert r.returncode == 0
+    assert "recognised CMake" in r.stdout
+    assert "build/widget (from add_executable(widget" in r.stdout
     cfg = root / ".gitperf.toml"
     cfg.write_text(cfg.read_text().replace('command = "./build/widget"', 'command = "./build/widget 200"'))
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)

@@ -47,8 +47,10 @@ def test_index_builds_updates_incrementally_and_rebuilds_from_the_notes(syntheti
     assert gc.get_threshold() == collector  # (relaxed during the build only)
     line = idx.commits()  # HEAD's first-parent line, oldest first: the repository's first commit has no note
     assert [c["sha"] for c in line] == [git(root, "rev-parse", "HEAD~6"), *commits]
-    assert line[0]["profiles"] == 0 and line[0]["result"] is None
-    assert [r["function"] for r in idx.regressions()] == ["parse"] and idx.regressions()[0]["commit"] == commits[4]
+    assert line[0]["profiles"] == 0
+    assert line[0]["result"] is None
+    assert [r["function"] for r in idx.regressions()] == ["parse"]
+    assert idx.regressions()[0]["commit"] == commits[4]
     assert idx.update().read == 0  # nothing changed: nothing read
 
     # one new commit with one note: only that note is read and only that commit checked
@@ -63,11 +65,13 @@ def test_index_builds_updates_incrementally_and_rebuilds_from_the_notes(syntheti
     # the index is derived: removing a note removes its rows; deleting the file rebuilds the same
     git(root, "notes", "--ref", "refs/notes/perf", "remove", commits[0])
     third = Index(open_repo(root), CheckConfig()).update()
-    assert third.removed == 1 and commits[0] not in Index(open_repo(root), CheckConfig()).noted_commits()
+    assert third.removed == 1
+    assert commits[0] not in Index(open_repo(root), CheckConfig()).noted_commits()
     before = Index(open_repo(root), CheckConfig()).regressions()
     idx.path.unlink()
     rebuilt = Index(open_repo(root), CheckConfig()).update()
-    assert rebuilt.rebuilt and rebuilt.read == 6
+    assert rebuilt.rebuilt
+    assert rebuilt.read == 6
     assert Index(open_repo(root), CheckConfig()).regressions() == before
 
 
@@ -84,7 +88,8 @@ def test_stale_asks_the_notes_ref_and_head_without_listing_the_notes(synthetic, 
     NotesStore(open_repo(root)).add_line(commits[2], "# a line the index reads again")
     assert fresh().stale()  # a note written moves the notes ref
     monkeypatch.setattr(index_mod, "_note_ids", listed)
-    assert fresh().update().read == 1 and not fresh().stale()
+    assert fresh().update().read == 1
+    assert not fresh().stale()
     git(root, "commit", "-q", "--allow-empty", "-m", "no note")
     assert fresh().stale()  # HEAD moved: the line to draw is another
     fresh().update()
@@ -96,7 +101,8 @@ def test_stale_asks_the_notes_ref_and_head_without_listing_the_notes(synthetic, 
     git(root, "notes", "--ref", "refs/notes/perf", "remove", commits[1])
     git(root, "notes", "--ref", "refs/notes/perf", "add", "-C", blob, commits[1])
     assert fresh().stale()
-    assert fresh().update().read == 0 and not fresh().stale()
+    assert fresh().update().read == 0
+    assert not fresh().stale()
 
 
 def test_a_long_history_is_indexed_by_workers_into_the_same_rows(empty_repo, monkeypatch):
@@ -123,9 +129,11 @@ def test_a_long_history_is_indexed_by_workers_into_the_same_rows(empty_repo, mon
 
     alone, _ = build(empty_repo / "alone.db", 10_000)
     workers, said = build(empty_repo / "workers.db", 8)  # (two workers, runs of 15 commits down to 5)
-    assert said[-1] == "indexing commits: 60/60" and len(said) == 8, said
+    assert said[-1] == "indexing commits: 60/60", said
+    assert len(said) == 8, said
     assert multiprocessing.active_children() == []
-    assert len(alone["changes"]) > 60 * 5 and workers == alone
+    assert len(alone["changes"]) > 60 * 5
+    assert workers == alone
     assert [r[0] for r in alone["verdicts"] if r[2] == "degradation"] == [commits[50]]
 
 
@@ -210,7 +218,8 @@ def test_every_page_and_api_route_answers_with_the_data(synthetic):
     slowed = commits[4]
 
     page = client.get("/").get_data(as_text=True)
-    assert "Workload <code>w</code>" in page and 'data-click-commits' in page
+    assert "Workload <code>w</code>" in page
+    assert 'data-click-commits' in page
     figure = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
     assert {t.get("name") for t in figure["data"]} >= {"run time (median of runs)", "degradations"}
     band = [t for t in figure["data"] if t.get("legendgroup") == "main" and t.get("hoverinfo") == "skip"]
@@ -230,42 +239,57 @@ def test_every_page_and_api_route_answers_with_the_data(synthetic):
         return page, {t["name"]: t["x"] for t in figure["data"] if t.get("name") in ("run time (median of runs)", "degradations")}
     page, traces = drawn("/?commits=2")
     assert traces == {"run time (median of runs)": [5, 6], "degradations": [5]}
-    assert f"last 2 of {len(commits) + 1} commits" in " ".join(page.split()) and "?commits=all" in page
+    assert f"last 2 of {len(commits) + 1} commits" in " ".join(page.split())
+    assert "?commits=all" in page
     windowed = json.loads(re.search(r'<script type="application/json" id="shas">(.*?)</script>', page, re.S)[1])
     assert windowed == {"5": slowed, "6": commits[5]}
     assert drawn("/?commits=1")[1] == {"run time (median of runs)": [6]}  # (the slowed commit is older)
     page = client.get("/function/parse?commits=2").get_data(as_text=True)
     figure = json.loads(re.search(r'<script type="application/json" id="history-1">(.*?)</script>', page, re.S)[1])
-    assert {x for t in figure["data"] for x in t["x"]} == {5, 6} and page.count('href="/commit/') >= 2
-    assert commits[3][:12] not in page.split("<h2>Per commit</h2>")[1] and 'id="window"' in page
+    assert {x for t in figure["data"] for x in t["x"]} == {5, 6}
+    assert page.count('href="/commit/') >= 2
+    assert commits[3][:12] not in page.split("<h2>Per commit</h2>")[1]
+    assert 'id="window"' in page
     assert client.get("/?commits=all").get_data(as_text=True).count('id="window"') == 0
     assert client.get("/?commits=-2").status_code == client.get("/?commits=x").status_code == 400
 
     page = client.get(f"/commit/{slowed[:10]}").get_data(as_text=True)  # a unique prefix works too
-    assert "degradation" in page and "src/file1.c:11" in page and "parse" in page
+    assert "degradation" in page
+    assert "src/file1.c:11" in page
+    assert "parse" in page
     assert "decided by time" in page  # (no instruction counts: what the CLI line says too, report.decided_by)
-    assert f'href="/compare/{commits[3]}/{slowed}"' in page and 'class="sortable functions"' in page
+    assert f'href="/compare/{commits[3]}/{slowed}"' in page
+    assert 'class="sortable functions"' in page
 
     page = client.get("/function/parse").get_data(as_text=True)
-    assert "src/file1.c:11" in page and slowed[:12] in page
+    assert "src/file1.c:11" in page
+    assert slowed[:12] in page
 
     page = client.get(f"/compare/{commits[3]}/{slowed}").get_data(as_text=True)
-    assert "degradation" in page and "parse" in page
+    assert "degradation" in page
+    assert "parse" in page
 
     page = client.get("/regressions").get_data(as_text=True)
-    assert page.count('<tr class="degradation">') == 1 and slowed[:12] in page
+    assert page.count('<tr class="degradation">') == 1
+    assert slowed[:12] in page
 
     api = client.get("/api/commits").get_json()
-    assert [c["sha"] for c in api] == list(shas.values()) and api[5]["result"] == "degradation" and api[1]["result"] == "not-enough-data"
+    assert [c["sha"] for c in api] == list(shas.values())
+    assert api[5]["result"] == "degradation"
+    assert api[1]["result"] == "not-enough-data"
     one = client.get(f"/api/commit/{slowed}").get_json()
-    assert one["check"]["result"] == "degradation" and one["check"]["changes"][0]["function"] == "parse"
-    assert len(one["profiles"]) == 3 and {f["name"] for f in one["functions"]} == set(NAMES)
+    assert one["check"]["result"] == "degradation"
+    assert one["check"]["changes"][0]["function"] == "parse"
+    assert len(one["profiles"]) == 3
+    assert {f["name"] for f in one["functions"]} == set(NAMES)
     fn = client.get("/api/function/std::vector<int>::push_back").get_json()
     assert len(fn["history"]) == 6
     assert client.get(f"/api/compare/{commits[3]}/{slowed}").get_json()["result"] == "degradation"
     assert client.get("/api/regressions").get_json()[0]["commit"] == slowed
     js = client.get("/static/plotly.min.js")
-    assert js.status_code == 200 and b"plotly" in js.data[:2000]  # served locally, not from a CDN
+    # served locally, not from a CDN
+    assert js.status_code == 200
+    assert b"plotly" in js.data[:2000]
 
 
 def test_names_are_escaped_everywhere(synthetic):
@@ -278,7 +302,8 @@ def test_names_are_escaped_everywhere(synthetic):
         assert XSS not in r.get_data(as_text=True), url
     # the API returns the name as data, in JSON, which no browser renders as HTML
     r = client.get("/api/function/" + XSS)
-    assert r.mimetype == "application/json" and r.get_json()["function"] == XSS
+    assert r.mimetype == "application/json"
+    assert r.get_json()["function"] == XSS
     page = client.get("/function/" + XSS).get_data(as_text=True)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
@@ -288,14 +313,16 @@ def test_names_are_escaped_everywhere(synthetic):
 def test_unknown_things_are_a_404_page_not_a_traceback(synthetic, url):
     root, _ = synthetic
     r = create_app(root).test_client().get(url)
-    assert r.status_code == 404 and "Not found" in r.get_data(as_text=True)
+    assert r.status_code == 404
+    assert "Not found" in r.get_data(as_text=True)
     assert "Traceback" not in r.get_data(as_text=True)
 
 
 def test_api_404_is_json(synthetic):
     root, _ = synthetic
     r = create_app(root).test_client().get("/api/commit/0123456789abcdef")
-    assert r.status_code == 404 and "no commit" in r.get_json()["error"]
+    assert r.status_code == 404
+    assert "no commit" in r.get_json()["error"]
 
 
 def test_corrupt_note_line_is_reported_on_the_commit_page_and_kept(synthetic):
@@ -312,26 +339,34 @@ def test_static_export_writes_relative_pages_for_ci_artifacts(synthetic, tmp_pat
     out = tmp_path / "site"
     r = read_cli(root, "report", "--format", "html", "-o", str(out))
     assert r.returncode == 0, r.stderr  # the exit code is HEAD's check: no change against its parent
-    assert (out / "index.html").exists() and (out / "regressions.html").exists()
+    assert (out / "index.html").exists()
+    assert (out / "regressions.html").exists()
     assert (out / "static" / "plotly.min.js").stat().st_size > 1_000_000
     for c in commits:
         assert (out / "commit" / f"{c}.html").exists()
     index = (out / "index.html").read_text()
-    assert 'href="/' not in index and 'src="/' not in index  # opens from disk
+    # opens from disk
+    assert 'href="/' not in index
+    assert 'src="/' not in index
     assert f'href="commit/{commits[-1]}.html"' in index
     page = (out / "commit" / f"{commits[4]}.html").read_text()
-    assert 'src="../static/plotly.min.js"' in page and 'href="../function/' in page
+    assert 'src="../static/plotly.min.js"' in page
+    assert 'href="../function/' in page
     linked = re.findall(r'href="\.\./(function/[0-9a-f]+\.html)"', page)
-    assert linked and all((out / p).exists() for p in linked)
+    assert linked
+    assert all((out / p).exists() for p in linked)
 
 
 def test_report_html_needs_an_output_directory(synthetic):
     root, _ = synthetic
     r = read_cli(root, "report", "--format", "html")
-    assert r.returncode == 2 and "-o DIR" in r.stderr
+    assert r.returncode == 2
+    assert "-o DIR" in r.stderr
     (root / "afile").write_text("x")
     r = read_cli(root, "report", "--format", "html", "-o", "afile")
-    assert r.returncode == 2 and "is a file" in r.stderr and (root / "afile").read_text() == "x"
+    assert r.returncode == 2
+    assert "is a file" in r.stderr
+    assert (root / "afile").read_text() == "x"
 
 
 def _free_port() -> int:
@@ -393,17 +428,20 @@ def test_serve_answers_only_its_own_names_and_sends_security_headers(server):
         body = r.read()
         assert r.status == status, (host, r.status, body[:200])
         if status == 200:
-            assert r.getheader("X-Content-Type-Options") == "nosniff" and r.getheader("X-Frame-Options") == "DENY"
+            assert r.getheader("X-Content-Type-Options") == "nosniff"
+            assert r.getheader("X-Frame-Options") == "DENY"
             assert "frame-ancestors 'none'" in r.getheader("Content-Security-Policy")
         else:
-            assert b"commits" not in body and b"answers to" in body
+            assert b"commits" not in body
+            assert b"answers to" in body
         conn.close()
 
 
 def test_serve_on_a_busy_port_says_what_to_do(server):
     _, root, _, port = server
     r = run_cli(root, "serve", "--port", str(port), timeout=30)
-    assert r.returncode == 2 and "choose another --port" in r.stderr
+    assert r.returncode == 2
+    assert "choose another --port" in r.stderr
 
 
 # -- a real browser -------------------------------------------------------------------------------
@@ -498,7 +536,8 @@ def test_browser_draws_the_differential_flame_graph_and_finds_a_function_in_it(s
         _wait_rendered(driver)
         WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#plot-flamediff-1 g.slice"))
         texts = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#plot-flamediff-1 g.slice text")]
-        assert "parse" in texts and "main" in texts, texts
+        assert "parse" in texts, texts
+        assert "main" in texts, texts
         grew, shrank = driver.execute_script(
             "const t = document.getElementById('plot-flamediff-1').data[0];"
             "const at = (p, n) => t.labels.findIndex((l, i) => l.replace('◆ ', '') === n"
@@ -506,7 +545,8 @@ def test_browser_draws_the_differential_flame_graph_and_finds_a_function_in_it(s
             "return [t.marker.colors[at('main', 'parse')], t.marker.colors[at('main', 'f0')]]"
             .replace("f0", "std::vector&lt;int&gt;::push_back"))
         # parse 50% slower: with its library time its share went 500/750 -> 700/950 (+10%), the rest's fell
-        assert grew > 0.05 and shrank < -0.1, (grew, shrank)
+        assert grew > 0.05, (grew, shrank)
+        assert shrank < -0.1, (grew, shrank)
         box = driver.find_element(By.CSS_SELECTOR, "input.flame-search")
         box.send_keys("pars")
         WebDriverWait(driver, 10).until(lambda d: "outlined" in d.find_element(By.CSS_SELECTOR, ".flame-found").text)
@@ -550,9 +590,11 @@ def test_browser_overview_of_the_profiled_demo_clicks_through_to_the_slowed_comm
         assert driver.current_url.endswith(f"/commit/{slowed}")
         _wait_rendered(driver)
         report = driver.find_element(By.CSS_SELECTOR, "table.report").text
-        assert "checksum_block" in report and "changed in this commit" in report
+        assert "checksum_block" in report
+        assert "changed in this commit" in report
         driver.save_screenshot(str(tmp_path / "commit.png"))
-        assert (tmp_path / "overview.png").stat().st_size > 10_000 and (tmp_path / "commit.png").stat().st_size > 10_000
+        assert (tmp_path / "overview.png").stat().st_size > 10_000
+        assert (tmp_path / "commit.png").stat().st_size > 10_000
     finally:
         driver.quit()
         proc.terminate()
@@ -579,15 +621,18 @@ def test_index_keeps_modes_apart_one_series_each(empty_repo):
     trace_key, stack_key = (k for k in sorted(keys, key=lambda k: k.split("|")[4] != "trace"))
     trace_main = idx.timeline(trace_key, ["main"])["main"]
     stack_main = idx.timeline(stack_key, ["main"])["main"]
-    assert [r["runs"] for r in trace_main] == [2, 2] and [r["runs"] for r in stack_main] == [2, 2]
+    assert [r["runs"] for r in trace_main] == [2, 2]
+    assert [r["runs"] for r in stack_main] == [2, 2]
     for t, s in zip(trace_main, stack_main):
         assert 9 < s["total_ns"] / t["total_ns"] < 11  # not averaged together
     with create_app(str(empty_repo)).test_client() as client:
         page = client.get("/").get_data(as_text=True)
     # the overview: one timeline for the workload (native run time, whatever the plan), the function
     # chart of one plan, named
-    assert page.count('data-workload="w"') == 1 and page.count('id="total-') == 1
-    assert page.count('id="functions-') == 1 and ("stack: 1 traced" in page or "trace all" in page)
+    assert page.count('data-workload="w"') == 1
+    assert page.count('id="total-') == 1
+    assert page.count('id="functions-') == 1
+    assert "stack: 1 traced" in page or "trace all" in page
 
 
 def test_serve_answers_fifty_concurrent_requests_while_notes_are_appended(server):
@@ -635,7 +680,8 @@ def test_a_profile_of_20000_functions_gives_bounded_pages_and_export(empty_repo,
     page = create_app(empty_repo).test_client().get(f"/commit/{commit}").get_data(as_text=True)
     rows = page.split('class="sortable functions"')[1].split("</table>")[0].count("<tr")
     assert rows == PAGE_FUNCTIONS + 1  # and the heading row
-    assert "ns::fn_19999&lt;int&gt;(int)" in page and "ns::fn_0&lt;int&gt;(int)" not in page
+    assert "ns::fn_19999&lt;int&gt;(int)" in page
+    assert "ns::fn_0&lt;int&gt;(int)" not in page
     assert f"{20_000 + len(p.functions) - PAGE_FUNCTIONS} more function(s)" in page
     out = tmp_path / "site"
     assert read_cli(empty_repo, "report", "--format", "html", "-o", str(out)).returncode in (0, 3)
@@ -669,8 +715,10 @@ def test_a_commit_page_lists_each_function_once_with_its_other_sessions_under_it
             {"workload": "w", "name": "parse", "config_key": "k-paired", "runs": 3, "plan": "hybrid: 2 traced"},
             {"workload": "w", "name": "emit", "config_key": "k-collect", "runs": 5, "plan": "trace all"}]
     out = {r["name"]: r for r in one_row_each(rows, {("w",): "k-paired"})}
-    assert out["parse"]["config_key"] == "k-paired" and [o["config_key"] for o in out["parse"]["others"]] == ["k-collect"]
-    assert out["emit"]["others"] == [] and len(one_row_each(rows, {})) == 2
+    assert out["parse"]["config_key"] == "k-paired"
+    assert [o["config_key"] for o in out["parse"]["others"]] == ["k-collect"]
+    assert out["emit"]["others"] == []
+    assert len(one_row_each(rows, {})) == 2
     assert one_row_each(rows, {})[0]["config_key"] == "k-collect"  # unchecked: the session with the most runs
 
 
@@ -683,7 +731,9 @@ def test_a_commit_whose_run_got_faster_is_one_green_marker_and_no_regression(emp
     commits = history(empty_repo, 5, slow_at=4, slow={"main": 0.6, "parse": 1.5})
     verdict = json.loads(read_cli(empty_repo, "check", commits[4], "--json").stdout)
     kinds = {c["function"]: c["type"] for c in verdict["changes"]}
-    assert verdict["result"] == "optimization" and kinds["main"] == "optimization" and kinds["parse"] == "degradation"
+    assert verdict["result"] == "optimization"
+    assert kinds["main"] == "optimization"
+    assert kinds["parse"] == "degradation"
     with create_app(str(empty_repo)).test_client() as client:
         page = client.get("/").get_data(as_text=True)
         regressions = client.get("/api/regressions").get_json()
@@ -692,8 +742,10 @@ def test_a_commit_whose_run_got_faster_is_one_green_marker_and_no_regression(emp
     markers = {t["name"]: t["x"] for t in fig["data"] if t.get("mode") == "markers"}
     assert markers == {"optimizations": [seq[commits[4]]]}, markers
     hover = next(t for t in fig["data"] if t.get("name") == "optimizations")["text"][0]
-    assert "main" in hover and "parse" not in hover
-    assert regressions == [] and "Latest degradations" not in page
+    assert "main" in hover
+    assert "parse" not in hover
+    assert regressions == []
+    assert "Latest degradations" not in page
 
 
 def test_a_function_page_lists_each_commit_once_with_its_other_sessions_under_it(empty_repo):
@@ -710,7 +762,8 @@ def test_a_function_page_lists_each_commit_once_with_its_other_sessions_under_it
         page = client.get("/function/parse").get_data(as_text=True)
     table = page[page.index("<h2>Per commit</h2>"):]
     assert table.count(f'/commit/{commits[2]}"') == 1, table[:3000]
-    assert "1 other session" in table and "stack" in table
+    assert "1 other session" in table
+    assert "stack" in table
     assert all(table.count(f'/commit/{c}"') == 1 for c in commits)
 
 
@@ -742,7 +795,8 @@ def test_the_commit_page_shows_the_checks_changes_at_a_glance(synthetic):
     for c in tested:  # each function where the stored check puts it (the ratio after/before), in its direction
         assert drawn[c["function"]] == pytest.approx(1 + c["relative"]), c["function"]
     parse = next(c for c in tested if c["function"] == "parse")
-    assert parse["type"] == "degradation" and drawn["parse"] > 1
+    assert parse["type"] == "degradation"
+    assert drawn["parse"] > 1
     assert forest["layout"]["xaxis"]["type"] == "log"
     band = forest["layout"]["shapes"][0]
     assert (band["x0"], band["x1"]) == pytest.approx((1 - CheckConfig().min_relative, 1 + CheckConfig().min_relative))

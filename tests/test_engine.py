@@ -54,9 +54,12 @@ def first_commit(demo_repo):
 def test_trace_counts_equal_ground_truth_and_times_are_consistent(first_commit):
     root, c = first_commit
     out = collect_json(root, "--workload", "small")
-    assert out["commit"] == c and len(out["profiles"]) == 1
+    assert out["commit"] == c
+    assert len(out["profiles"]) == 1
     m = out["profiles"][0]["metrics"]
-    assert m["dropped"] == 0 and m["PL"] >= 40 and m["PLR"] == len(ground_truth())
+    assert m["dropped"] == 0
+    assert m["PL"] >= 40
+    assert m["PLR"] == len(ground_truth())
     [p] = stored(root, c)
     funcs = by_name(p)
     assert {n: f["count"] for n, f in funcs.items()} == ground_truth()
@@ -74,14 +77,17 @@ def test_trace_counts_equal_ground_truth_and_times_are_consistent(first_commit):
     # The same for the mutually recursive pair: is_even(1001) once, is_odd first entered inside it.
     fib = funcs["fib"]
     assert fib["exclusive_ns"] == pytest.approx(fib["max_ns"], rel=0.01), fib
-    assert fib["total_ns"] == fib["max_ns"] < root_incl and fib["outer_calls"] == 1, fib
+    assert fib["total_ns"] == fib["max_ns"] < root_incl, fib
+    assert fib["outer_calls"] == 1, fib
     for name in ("is_even", "is_odd"):
         f = funcs[name]
-        assert f["total_ns"] == f["max_ns"] < root_incl and f["outer_calls"] == 1, f
+        assert f["total_ns"] == f["max_ns"] < root_incl, f
+        assert f["outer_calls"] == 1, f
     assert funcs["is_odd"]["total_ns"] < funcs["is_even"]["total_ns"]
     # is_even(1001) nests 1002 calls; beyond 64 probed frames they are counted but not timed
     assert 900 < p["metrics"]["untimed"] < 1002
-    assert p["header"]["partial"] == "" and p["header"]["exit_status"] == 0
+    assert p["header"]["partial"] == ""
+    assert p["header"]["exit_status"] == 0
 
 
 def test_nop_padded_build_counts_exactly_and_its_entries_are_emulated(first_commit):
@@ -91,7 +97,8 @@ def test_nop_padded_build_counts_exactly_and_its_entries_are_emulated(first_comm
     (its `CFLAGS ?= -O2 -g ...` would be lost to an exported CFLAGS)."""
     root, c = first_commit
     r = run_cli(root, "collect", "--workload", "small")
-    assert r.returncode == 0 and "probed functions are single-stepped" in r.stdout, r.stdout
+    assert r.returncode == 0, r.stdout
+    assert "probed functions are single-stepped" in r.stdout, r.stdout
     assert "build.probe_pad = true" in r.stdout
     [plain] = stored(root, c)
     assert "singlestep" in plain["plan"]["entries"]
@@ -104,7 +111,8 @@ def test_nop_padded_build_counts_exactly_and_its_entries_are_emulated(first_comm
     [p] = stored(root, out["commit"])
     assert {n: f["count"] for n, f in by_name(p).items()} == ground_truth()
     entries = p["plan"]["entries"]
-    assert set(entries) == {"nop"} and len(entries["nop"]) == len(p["plan"]["probed"]), entries.keys()
+    assert set(entries) == {"nop"}, entries.keys()
+    assert len(entries["nop"]) == len(p["plan"]["probed"]), entries.keys()
     assert p["metrics"]["predicted_overhead_s"] < plain["metrics"]["predicted_overhead_s"]
 
 
@@ -150,7 +158,8 @@ def test_adhoc_without_config_multi_process_workload(tmp_path, demo_repo):
     assert out["commit"] == commits[-1]
     [p] = stored(root, commits[-1])
     assert p["workload"] == "twice"
-    assert by_name(p)["fib"]["count"] == 2 * 57313 and by_name(p)["main"]["count"] == 2
+    assert by_name(p)["fib"]["count"] == 2 * 57313
+    assert by_name(p)["main"]["count"] == 2
 
 
 def test_stack_sampling_finds_the_hot_loop(demo_repo):
@@ -213,7 +222,8 @@ def test_hang_times_out_keeps_partial_profile_and_detaches(tmp_path):
     r = run_cli(repo, "collect", "--json")
     assert r.returncode == 0, r.stderr
     [p] = stored(repo, "HEAD")
-    assert p["header"]["partial"] == "timeout" and p["header"]["exit_status"] is None
+    assert p["header"]["partial"] == "timeout"
+    assert p["header"]["exit_status"] is None
     assert by_name(p)["tick"]["count"] > 100
     assert set(uprobe_multi_links()) == before
 
@@ -224,9 +234,11 @@ def test_crash_keeps_profile_marked_partial(tmp_path):
     r = run_cli(repo, "collect", "-q")
     assert r.returncode == 0, r.stderr
     [p] = stored(repo, "HEAD")
-    assert p["header"]["partial"] == "crashed: SIGSEGV" and p["header"]["stderr"].startswith("bad state")
+    assert p["header"]["partial"] == "crashed: SIGSEGV"
+    assert p["header"]["stderr"].startswith("bad state")
     assert by_name(p)["tick"]["count"] == 5
-    assert "PARTIAL: crashed: SIGSEGV" in read_cli(repo, "show").stdout and "stderr | bad state" in read_cli(repo, "show").stdout
+    assert "PARTIAL: crashed: SIGSEGV" in read_cli(repo, "show").stdout
+    assert "stderr | bad state" in read_cli(repo, "show").stdout
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sigint-ignored"])
@@ -252,7 +264,8 @@ def test_ctrl_c_detaches_and_writes_no_note(tmp_path, how):
         os.kill(proc.pid, signal.SIGTERM)  # what CI cancellation, `timeout` and `kill` send, to the collector only
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "nothing was stored" in err
+    assert "interrupted" in err
+    assert "nothing was stored" in err
     assert set(uprobe_multi_links()) == before
     assert NotesStore(open_repo(repo)).commits() == []
     survivors = [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p) == "./s"]
@@ -278,7 +291,8 @@ def test_two_collections_at_once_both_succeed_with_exact_counts(first_commit):
     profiles = stored(root, c)
     assert len(profiles) == 2
     for p in profiles:  # each saw only its own run, though both probed the same file
-        assert by_name(p)["fib"]["count"] == 57313 and by_name(p)["ht_insert"]["count"] == 2000
+        assert by_name(p)["fib"]["count"] == 57313
+        assert by_name(p)["ht_insert"]["count"] == 2000
 
 
 @pytest.mark.parametrize("kind, words", [
@@ -302,7 +316,8 @@ def test_bad_binaries_exit_2_with_what_to_do(tmp_path, empty_repo, kind, words):
 def test_unknown_function_suggests_close_names(first_commit):
     root, _ = first_commit
     r = run_cli(root, "collect", "--workload", "small", "--func", "ht_insrt")
-    assert r.returncode == 2 and "did you mean ht_insert" in r.stderr
+    assert r.returncode == 2
+    assert "did you mean ht_insert" in r.stderr
 
 
 def test_counts_match_callgrind(demo_repo):
@@ -330,7 +345,8 @@ def test_counts_match_callgrind(demo_repo):
     [p] = stored(root, commits[-1])
     recursive = {"fib", "is_even", "is_odd", "gen", "parse_expr", "parse_term", "parse_factor", "merge_rec"}
     mine = {n: f["count"] for n, f in by_name(p).items() if n not in recursive}
-    assert mine and mine == {n: counts[n] for n in mine}
+    assert mine
+    assert mine == {n: counts[n] for n in mine}
 
 
 def test_without_privileges_exits_4_with_what_to_do(empty_repo):
@@ -339,7 +355,8 @@ def test_without_privileges_exits_4_with_what_to_do(empty_repo):
     r = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all", "git", "perf", "collect"],
                        cwd=empty_repo, env=env, capture_output=True, text=True)
     assert r.returncode == 4, (r.returncode, r.stderr)
-    assert "needs root" in r.stderr and "CAP_BPF" in r.stderr
+    assert "needs root" in r.stderr
+    assert "CAP_BPF" in r.stderr
 
 
 def test_calibration_separates_entry_classes_and_predicts_overhead(first_commit):
@@ -443,7 +460,8 @@ def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apar
                                                               where), lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
     spin, fill = got["spin"], got["fill"]
-    assert spin.stack_samples > 20 and fill.stack_samples > 20, (spin, fill)
+    assert spin.stack_samples > 20, (spin, fill)
+    assert fill.stack_samples > 20, (spin, fill)
     assert spin.library_samples <= 0.05 * spin.stack_samples, spin
     assert fill.library_samples >= 0.8 * fill.stack_samples, fill
     # the stacks charge memset's samples to the path that called it, and unwind to main
@@ -475,7 +493,8 @@ def test_samples_in_a_library_are_charged_to_the_binarys_caller_and_counted_apar
     raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe), str(spin_n), "0"], str(tmp_path)), 60,
                                                               where), lambda _m: None)
     framed = sum(n for s, n in raw.stacks.items() if not s[0].startswith("["))
-    assert framed > 20 and raw.rooted_samples < 0.5 * framed, raw.stacks
+    assert framed > 20, raw.stacks
+    assert raw.rooted_samples < 0.5 * framed, raw.stacks
 
 
 COLD_SRC = """\
@@ -518,11 +537,15 @@ def test_a_cold_part_is_never_probed_and_its_samples_are_its_functions(tmp_path)
     inner = int(20000 * 0.3 / max(time.perf_counter() - t0, 1e-3))  # ~0.3 s, most of it in the cold block
 
     plan = make_plan(binary, CollectConfig(mode="trace", stack_hz=999))
-    assert "work.cold" not in {f.name for f in plan.functions} and plan.removed["split-part"] == ("work.cold",)
+    assert "work.cold" not in {f.name for f in plan.functions}
+    assert plan.removed["split-part"] == ("work.cold",)
     raw = BccEngine().collect(binary, plan, lambda where: run(Command([str(exe), "30000", str(inner)], str(tmp_path)), 60,
                                                               where), lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
-    assert got["work"].count == 1 and got["report"].count == 30 and raw.overflow == 0 and raw.unmatched == 0
+    assert got["work"].count == 1
+    assert got["report"].count == 30
+    assert raw.overflow == 0
+    assert raw.unmatched == 0
     assert got["work"].exclusive_ns > 0.5 * got["main"].total_ns, got
     assert not any(name.endswith(".cold") for stack in raw.stacks for name in stack), raw.stacks
     assert sum(n for stack, n in raw.stacks.items() if stack[:2] == ("main", "work")) > 20, raw.stacks
@@ -552,7 +575,9 @@ def test_a_wait_for_the_cpu_is_left_out_of_a_calls_time_and_a_sleep_is_not(tmp_p
     walls, waits = [m["PRT"] for m in metrics], [m["WAIT"] for m in metrics]
     # Each run against itself: this VM's vCPUs ran 1.5x faster at some times than at others, so two
     # runs' walls do not tell what the hog took (CI once: 0.95 s alone, 1.15 s beside it).
-    assert waits[1] > 0.3 * walls[1] and waits[0] < 0.1 * walls[0], (walls, waits)  # the hog took its share
+    # the hog took its share
+    assert waits[1] > 0.3 * walls[1], (walls, waits)
+    assert waits[0] < 0.1 * walls[0], (walls, waits)
     # a call's time is its run's wall less what the run waited (and the 50 ms nap), not the wall
     for run, wall, wait in ((alone, walls[0], waits[0]), (shared, walls[1], waits[1])):
         assert 0.8 < run["spin"]["total_ns"] / 1e9 / (wall - wait - 0.05) < 1.25, (run["spin"], walls, waits)
@@ -615,7 +640,8 @@ def test_a_function_of_the_projects_own_library_is_traced_on_the_library_file(tm
     subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", "build/prog", "prog.c", "build/libsum.so.1",
                     "-Wl,-rpath,$ORIGIN"], cwd=tmp_path, check=True)
     binary, left = elf.with_libraries(elf.load(tmp_path / "build" / "prog"), str(tmp_path))
-    assert [Path(lib.path).name for lib in binary.libraries] == ["libsum.so.1"] and not left
+    assert [Path(lib.path).name for lib in binary.libraries] == ["libsum.so.1"]
+    assert not left
     plan = narrow(make_plan(binary, CollectConfig()), frozenset({"accumulate", "mix"}), {}, (), {})
     plan = with_library_functions(plan, binary, ["sum", "accumulate"])  # (accumulate is the binary's)
     assert plan.libraries == {"sum": binary.libraries[0].path}, plan.libraries
@@ -626,10 +652,13 @@ def test_a_function_of_the_projects_own_library_is_traced_on_the_library_file(tm
         lambda _m: None)
     got = {f.name: r for f, r in zip(plan.functions, raw.functions)}
     assert raw.attach_method == ("per-probe" if per_probe else "uprobe_multi")
-    assert got["sum"].count == rounds and got["accumulate"].count == 1 and got["main"].count == 1, got
+    assert got["sum"].count == rounds, got
+    assert got["accumulate"].count == 1, got
+    assert got["main"].count == 1, got
     assert 0 < got["sum"].total_ns <= got["accumulate"].total_ns <= got["main"].total_ns, got
     # most of accumulate's time is in sum (its loop only adds up sum's results)
     assert got["sum"].total_ns >= 0.8 * got["accumulate"].total_ns, got
-    assert got["sum"].stack_samples > 0 and "sum" not in raw.library_functions, raw.library_functions
+    assert got["sum"].stack_samples > 0, raw.library_functions
+    assert "sum" not in raw.library_functions, raw.library_functions
     assert raw.stacks.get(("main", "accumulate", "sum"), 0) >= 0.8 * got["sum"].stack_samples, raw.stacks
     assert not uprobe_multi_links()  # every link closed

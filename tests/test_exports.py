@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import NODE_MODULES, git, history, profile, run_cli, read_cli
+from conftest import NODE_MODULES, git, history, profile, read_cli
 
 from gitperf.core.errors import InputError
 from gitperf.core.model import StoredProfile
@@ -45,7 +45,8 @@ def test_pprof_export_is_read_by_pprofs_own_decoder_with_the_stacks_show_folded_
     history(empty_repo, 2)
     out = tmp_path / "head.pb.gz"
     r = read_cli(empty_repo, "show", "HEAD", "--format", "pprof", "-o", str(out))
-    assert r.returncode == 0 and "wrote" in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in r.stderr, r.stderr
     read = subprocess.run(["node", "-e", READ_PPROF, str(out)], capture_output=True, text=True, check=True,
                           env={"NODE_PATH": str(NODE_MODULES), "PATH": "/usr/bin:/bin"})
     got = json.loads(read.stdout)
@@ -96,7 +97,8 @@ def test_speedscope_opens_the_export_in_chromium(empty_repo, tmp_path):
         # speedscope titles the page with the file's name once it has imported it
         WebDriverWait(driver, 30).until(lambda d: "git perf" in d.title)
         text = driver.execute_script("return document.body.innerText")
-        assert "w: stack samples" in text and "went wrong" not in text.lower(), text[:500]
+        assert "w: stack samples" in text, text[:500]
+        assert "went wrong" not in text.lower(), text[:500]
         driver.save_screenshot(str(tmp_path / "speedscope.png"))
     finally:
         driver.quit()
@@ -114,7 +116,8 @@ def test_a_traced_only_workload_exports_its_functions_own_time_one_frame_each():
     for sp in runs:
         for f in sp.profile.functions:
             want[f.name] = want.get(f.name, 0) + f.exclusive_ns
-    assert all(len(s) == 1 for s in p["samples"]) and p["unit"] == "nanoseconds"
+    assert all(len(s) == 1 for s in p["samples"])
+    assert p["unit"] == "nanoseconds"
     assert got == want  # (the synthetic names are readable as they are)
     assert "a trace records no call paths" in p["name"]
     # one file of both kinds would hold two units: pprof has one kind of value

@@ -49,9 +49,11 @@ def test_hostile_note_lines_are_reported_skipped_and_left_as_they_are(empty_repo
     for args in (("log",), ("show", "HEAD"), ("check", "HEAD", "--json"), ("diff", "HEAD~1", "HEAD"),
                  ("report", "HEAD", "--format", "markdown"), ("log", "--json")):
         r = run_cli(empty_repo, *args)
-        assert "Traceback" not in r.stderr and r.returncode in (0, 1), (args, r.returncode, r.stderr[-2000:])
+        assert "Traceback" not in r.stderr, (args, r.returncode, r.stderr[-2000:])
+        assert r.returncode in (0, 1), (args, r.returncode, r.stderr[-2000:])
     r = read_cli(empty_repo, "show", "HEAD")
-    assert "f[0]': expected an object, got 1" in r.stderr and "skipped, left as is" in r.stderr, r.stderr[-2000:]
+    assert "f[0]': expected an object, got 1" in r.stderr, r.stderr[-2000:]
+    assert "skipped, left as is" in r.stderr, r.stderr[-2000:]
     out = json.loads(read_cli(empty_repo, "check", "HEAD", "--json").stdout)
     assert out["base"] == commits[-2]  # the readable profiles of HEAD were still checked
     assert any("line" in w and "skipped" in w for w in out["warnings"])
@@ -72,7 +74,9 @@ def test_a_corrupt_index_is_rebuilt_from_the_notes(empty_repo):
     path.write_bytes(b"this is not a database" * 100)
     said = []
     stats = Index(repo, CheckConfig()).update(progress=said.append)
-    assert stats.rebuilt and stats.notes == 3 and "unreadable" in said[0]
+    assert stats.rebuilt
+    assert stats.notes == 3
+    assert "unreadable" in said[0]
     assert sum(1 for c in Index(repo, CheckConfig()).commits() if c["profiles"]) == 3
 
 
@@ -96,7 +100,9 @@ def test_values_that_pass_the_type_check_and_would_fail_later_exit_2(empty_repo,
     text = wl + line + "\n" if section == "workload" else wl + f"[{section}]\n{line}\n"
     (empty_repo / ".gitperf.toml").write_text(text)
     r = read_cli(empty_repo, "check", "HEAD")
-    assert r.returncode == 2 and key in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert key in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 @pytest.mark.parametrize("args, words", [
@@ -121,7 +127,9 @@ def test_values_that_pass_the_type_check_and_would_fail_later_exit_2(empty_repo,
 def test_bad_command_line_values_exit_2_with_what_is_wrong(empty_repo, args, words):
     history(empty_repo, 3)
     r = run_cli(empty_repo, *args)
-    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert words in r.stderr, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr, (r.returncode, r.stderr)
     assert not NotesStore(open_repo(empty_repo)).read(git(empty_repo, "rev-parse", "HEAD"))[1]
 
 
@@ -183,9 +191,11 @@ def shared_repo():
 def test_another_user_can_run_help_show_check_and_serve(shared_repo):
     assert _as_reader(shared_repo, "-h").returncode == 0
     r = _as_reader(shared_repo, "show", "HEAD")
-    assert r.returncode == 0 and "parse" in r.stdout, r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "parse" in r.stdout, r.stderr
     r = _as_reader(shared_repo, "check", "HEAD", "--json")
-    assert r.returncode == 1 and json.loads(r.stdout)["changes"][0]["function"] == "parse", r.stderr
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["changes"][0]["function"] == "parse", r.stderr
     port = _free_port()
     env = ["HOME=/home/" + READER, f"PATH={Path(sys.executable).parent}:/usr/bin:/bin"]
     proc = subprocess.Popen(["runuser", "-u", READER, "--", "env", "-i", *env, "git", "perf", "serve", "--port",
@@ -245,13 +255,16 @@ def test_hostile_pulled_notes_leave_every_read_command_and_page_up(empty_repo, t
     for args in (("log",), ("show", commits[-1]), ("check", commits[-1], "--json"), ("diff", commits[0], commits[-1]),
                  ("report", commits[-1]), ("report", commits[-1], "--format", "html", "-o", str(tmp_path / "site"))):
         r = run_cli(empty_repo, *args)
-        assert "Traceback" not in r.stderr and r.returncode in (0, 1, 3), (args, r.returncode, r.stderr[-2000:])
+        assert "Traceback" not in r.stderr, (args, r.returncode, r.stderr[-2000:])
+        assert r.returncode in (0, 1, 3), (args, r.returncode, r.stderr[-2000:])
     r = read_cli(empty_repo, "show", commits[-1])
-    assert "nested too deeply" in r.stderr and "lone surrogate" in r.stderr, r.stderr[-2000:]
+    assert "nested too deeply" in r.stderr, r.stderr[-2000:]
+    assert "lone surrogate" in r.stderr, r.stderr[-2000:]
     assert json.loads(read_cli(empty_repo, "check", commits[-1], "--json").stdout)["result"] != "accepted"
     said = []
     stats = Index(open_repo(empty_repo), CheckConfig()).update(rebuild=True, progress=said.append)
-    assert stats.notes == 5 and any("2 note(s) on objects that are not commits" in s for s in said), said
+    assert stats.notes == 5, said
+    assert any("2 note(s) on objects that are not commits" in s for s in said), said
     from gitperf.web import create_app
     client = create_app(empty_repo).test_client()
     for url in ("/", f"/commit/{commits[-1]}", f"/commit/{orphan}", "/function/parse", "/regressions", "/api/commits"):
@@ -275,7 +288,10 @@ def test_names_from_pulled_notes_cannot_drive_the_terminal(empty_repo):
                  ("report", "HEAD")):
         r = run_cli(empty_repo, *args)
         out = r.stdout + r.stderr
-        assert "evil" in out and "\x1b" not in out and "\x07" not in out and "\u202e" not in out, (args, out[-500:])
+        assert "evil" in out, (args, out[-500:])
+        assert "\x1b" not in out, (args, out[-500:])
+        assert "\x07" not in out, (args, out[-500:])
+        assert "\u202e" not in out, (args, out[-500:])
         assert "evil\\x1b]0;pwned\\x07\\u202e" in out, args
 
 
@@ -309,7 +325,8 @@ def test_a_signal_while_the_workload_starts_is_not_lost(tmp_path, start):
     workload: started by the launcher (vfork) or, without one, by a fork."""
     r = subprocess.run([sys.executable, "-c", SIGNAL_AT_FORK, start], capture_output=True, text=True, timeout=90,
                        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
-    assert r.returncode == 130 and "interrupted after" in r.stdout, (r.stdout, r.stderr[-1000:])
+    assert r.returncode == 130, (r.stdout, r.stderr[-1000:])
+    assert "interrupted after" in r.stdout, (r.stdout, r.stderr[-1000:])
     assert float(r.stdout.split()[2]) < 10
     assert "Exception ignored" not in r.stderr
 
@@ -318,7 +335,8 @@ def test_a_workload_name_with_control_characters_is_refused(empty_repo):
     history(empty_repo, 2)
     (empty_repo / ".gitperf.toml").write_text('[[workload]]\nname = "a\\u001b]0;x\\u0007"\ncommand = "./app"\n')
     r = read_cli(empty_repo, "check", "HEAD")
-    assert r.returncode == 2 and "workload[0].name: expected a non-empty name without '|' or control" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert "workload[0].name: expected a non-empty name without '|' or control" in r.stderr, r.stderr
 
 
 def test_a_zombie_owner_counts_as_dead_for_the_sweep():
@@ -331,7 +349,8 @@ def test_a_zombie_owner_counts_as_dead_for_the_sweep():
         time.sleep(0.01)
     assert not alive(p.pid)  # exited, not reaped: a zombie
     p.wait()
-    assert not alive(p.pid) and alive(os.getpid())
+    assert not alive(p.pid)
+    assert alive(os.getpid())
 
 
 def test_scratch_directories_of_a_process_that_is_gone_are_swept_and_no_others(tmp_path, monkeypatch):
@@ -351,7 +370,8 @@ def test_scratch_directories_of_a_process_that_is_gone_are_swept_and_no_others(t
         d.mkdir()
     assert scratch.sweep() == [str(dead)]
     assert not dead.exists(), "the directory of a process that is gone was left"
-    assert mine.exists() and all(d.exists() for d in others), "a directory that is not a dead process's went"
+    assert mine.exists(), "a directory that is not a dead process's went"
+    assert all(d.exists() for d in others), "a directory that is not a dead process's went"
 
 
 BUILD_THEN_SIGTERM = """
@@ -444,7 +464,8 @@ def test_a_note_is_read_up_to_a_budget_not_line_by_line(empty_repo, monkeypatch)
     store.add_line(commits[-1], padded)  # compresses to a few hundred bytes, inflates past the rest
     store.add(commits[-1], store.read(commits[0])[0][0].profile)  # a small one after it: no room left
     read, bad = NotesStore(open_repo(empty_repo)).read(commits[-1])
-    assert len(read) == 2 and [b.line_no for b in bad] == [3, 4], bad
+    assert len(read) == 2, bad
+    assert [b.line_no for b in bad] == [3, 4], bad
     assert all("it would hold more than" in b.reason for b in bad), bad
 
 
@@ -545,8 +566,10 @@ def test_another_users_repository_is_one_line_with_gits_hint_not_a_traceback():
         env = {k: v for k, v in os.environ.items() if k != "SUDO_UID"}
         r = subprocess.run([sys.executable, "-m", "gitperf", "log"], cwd=root, capture_output=True, text=True,
                            env={**env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
-        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-        assert "belongs to another user" in r.stderr and "safe.directory" in r.stderr, r.stderr
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+        assert "belongs to another user" in r.stderr, r.stderr
+        assert "safe.directory" in r.stderr, r.stderr
         r = subprocess.run([sys.executable, "-m", "gitperf", "log"], cwd=root, capture_output=True, text=True,
                            env={**env, "SUDO_UID": str(nobody.pw_uid),
                                 "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
@@ -571,8 +594,10 @@ def test_a_full_disk_is_one_line_and_the_notes_stay_as_they_were(tmp_path):
                 os.write(fd, b"\0" * 4096)
         os.close(fd)
         r = run_cli(root, "accept", "HEAD", "-m", "second " + "x" * 100_000)
-        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
-        assert "no space left" in r.stderr and "intact" in r.stderr, r.stderr
+        assert r.returncode == 2, r.stderr[-3000:]
+        assert "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert "no space left" in r.stderr, r.stderr
+        assert "intact" in r.stderr, r.stderr
         (mnt / "filler").unlink()
         assert _note(root) == before
     finally:
@@ -625,8 +650,9 @@ def test_fuzzed_and_hostile_notes_leave_every_read_command_bounded_and_clean(emp
                  ("report", "HEAD", "--format", "html", "-o", str(tmp_path / "site"))):
         r = subprocess.run([sys.executable, "-m", "gitperf", *args], cwd=empty_repo, capture_output=True, text=True,
                            env=env, preexec_fn=limited, timeout=120)
-        assert r.returncode in (0, 1, 2, 3) and "Traceback" not in r.stderr and "MemoryError" not in r.stderr, \
-            (args, r.returncode, r.stderr[-3000:])
+        assert r.returncode in (0, 1, 2, 3), (args, r.returncode, r.stderr[-3000:])
+        assert "Traceback" not in r.stderr, (args, r.returncode, r.stderr[-3000:])
+        assert "MemoryError" not in r.stderr, (args, r.returncode, r.stderr[-3000:])
 
 
 def test_a_commit_dated_beyond_pythons_calendar_has_a_page_and_exports(empty_repo, tmp_path):
@@ -645,7 +671,8 @@ def test_a_commit_dated_beyond_pythons_calendar_has_a_page_and_exports(empty_rep
         assert r.status_code == 200, (url, r.status_code)
     assert "out-of-range date" in client.get(f"/commit/{far}").get_data(as_text=True)
     r = read_cli(empty_repo, "report", far, "--format", "html", "-o", str(tmp_path / "site"))
-    assert r.returncode in (0, 1, 3) and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.returncode in (0, 1, 3), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
 def test_the_programs_a_command_runs_instead_of_the_binary_are_named(tmp_path):

@@ -30,12 +30,15 @@ def test_sigkill_leftovers_are_swept_by_the_next_collection(tmp_path):
     proc.wait(30)
     worktrees = git(repo, "worktree", "list")
     # what the kill left: the temporary worktree, the workload (a grandchild) and its cgroup
-    assert "gitperf-wt-" in worktrees and running("/s", repo) and our_cgroups(proc.pid), worktrees
+    assert "gitperf-wt-" in worktrees, worktrees
+    assert running("/s", repo), worktrees
+    assert our_cgroups(proc.pid), worktrees
     wait_for(lambda: set(uprobe_multi_links()) == before, "the kernel freeing the probes of the dead process", 30)
     subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)
     r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", "./s", "quick")
     assert r.returncode == 0, r.stderr
-    assert "left by a collection that was killed" in r.stderr and "gitperf-wt-" in r.stderr, r.stderr
+    assert "left by a collection that was killed" in r.stderr, r.stderr
+    assert "gitperf-wt-" in r.stderr, r.stderr
     assert "gitperf-wt-" not in git(repo, "worktree", "list")
     wait_for(lambda: not running("/s", repo), "the orphaned workload being killed", 10)
     assert not our_cgroups(proc.pid)
@@ -65,7 +68,9 @@ def test_a_workload_that_never_runs_the_binary_stores_nothing_exit_2(tmp_path, c
     repo = tick_repo(tmp_path)
     subprocess.run(["cc", "-O2", "-g", "-o", "s", "s.c"], cwd=repo, check=True)
     r = run_cli(repo, "collect", "--binary", "./s", "--no-build", "--", command)
-    assert r.returncode == 2 and words in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr, r.stderr
+    assert "nothing was stored" in r.stderr, r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
 
 
@@ -86,7 +91,9 @@ def test_a_workload_that_runs_a_copy_of_the_binary_is_told_so_and_stores_nothing
         subprocess.run(["sh", "-c", "cc -O2 -g -o s s.c && mkdir -p bin && cp s bin/s"], cwd=repo, check=True)
     r = run_cli(repo, *args, timeout=600)
     assert r.returncode == 2, r.stderr[-3000:]
-    assert "never ran s's main()" in r.stderr and "it runs bin/s" in r.stderr and "nothing was stored" in r.stderr
+    assert "never ran s's main()" in r.stderr
+    assert "it runs bin/s" in r.stderr
+    assert "nothing was stored" in r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
 
 
@@ -126,9 +133,11 @@ def test_sudo_check_leaves_the_repository_its_owners_and_runs_the_workload_as_th
         assert r.returncode in (0, 1), r.stderr[-3000:]
         assert "instruction witness: callgrind" in r.stderr, r.stderr[-2000:]
         roots = [str(p) for p in (root / ".git").rglob("*") if p.lstat().st_uid == 0]
-        assert roots == [] and (root / ".git").stat().st_uid == nobody.pw_uid, roots[:10]
+        assert roots == [], roots[:10]
+        assert (root / ".git").stat().st_uid == nobody.pw_uid, roots[:10]
         ran_as = ids.read_text().split()
-        assert len(ran_as) >= 2 * 3 and set(ran_as) == {str(nobody.pw_uid)}, ran_as
+        assert len(ran_as) >= 2 * 3, ran_as
+        assert set(ran_as) == {str(nobody.pw_uid)}, ran_as
         as_owner = dict(user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[], cwd=root, capture_output=True,
                         text=True, env={"PATH": os.environ["PATH"], "HOME": str(top)})
         gc = subprocess.run(["git", "gc", "-q"], **as_owner)

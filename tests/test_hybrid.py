@@ -61,13 +61,19 @@ def test_choose_traces_the_changed_and_cheap_samples_the_frequent_and_keeps_ever
     pilot = hybrid.Pilot(0.5, {"hot_leaf": 0.6, "parse": 0.2})
     hyb, choice, rates = hybrid.choose(plan, hybrid.Inputs(plan.names, 0.05, pilot, COST, calls, pilot.shares,
                                                          changed=("parse", "new")))
-    assert hyb.mode == "hybrid" and hyb.functions == plan.functions  # samples land anywhere
-    assert set(choice.traced) == {"main", "parse", "report"} and hyb.traced == frozenset(choice.traced)
+    # samples land anywhere
+    assert hyb.mode == "hybrid"
+    assert hyb.functions == plan.functions
+    assert set(choice.traced) == {"main", "parse", "report"}
+    assert hyb.traced == frozenset(choice.traced)
     assert [hyb.functions[i].name for i in hyb.probed_ids()] == ["main", "parse", "report"]
-    assert not hyb.is_traced("hot_leaf") and hyb.is_traced("parse")
+    assert not hyb.is_traced("hot_leaf")
+    assert hyb.is_traced("parse")
     assert hyb.stack_hz == choice.stack_hz >= budget.MIN_HZ
-    assert choice.budget_ns == pytest.approx(0.05 * 0.5e9) and choice.predicted_ns <= choice.budget_ns * (1 + 1e-9)
-    assert "unknown" in choice.why["new"] and "more than" in choice.why["hot_leaf"]
+    assert choice.budget_ns == pytest.approx(0.05 * 0.5e9)
+    assert choice.predicted_ns <= choice.budget_ns * (1 + 1e-9)
+    assert "unknown" in choice.why["new"]
+    assert "more than" in choice.why["hot_leaf"]
     assert rates.value <= choice.bound + 1e-9
 
 
@@ -111,7 +117,8 @@ def test_counted_calls_let_the_changed_function_be_traced():
     plan = plan_of("main", "parse", "hot")
     pilot = hybrid.Pilot(0.5, {"hot": 0.6})
     before = hybrid.choose(plan, hybrid.Inputs(plan.names, 0.05, pilot, COST, {"main": 1}, pilot.shares, ("parse",)))[1]
-    assert "parse" not in before.traced and "unknown" in before.why["parse"]
+    assert "parse" not in before.traced
+    assert "unknown" in before.why["parse"]
     settled = hybrid.counts_from_pass({"parse": 50}, True, call_costs(plan, COST), before.budget_ns)
     after = hybrid.choose(plan, hybrid.Inputs(plan.names, 0.05, pilot, COST, {"main": 1, **settled}, pilot.shares,
                                                     ("parse",)))[1]

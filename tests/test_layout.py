@@ -158,10 +158,12 @@ def test_the_distribution_installs_gitperf_only():
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
     include = conf["tool"]["setuptools"]["packages"]["find"]["include"]
     found = setuptools.find_packages(str(ROOT), include=include)
-    assert "gitperf.web" in found and "gitperf.checks" in found
+    assert "gitperf.web" in found
+    assert "gitperf.checks" in found
     assert all(p == "gitperf" or p.startswith("gitperf.") for p in found), found
     data = conf["tool"]["setuptools"]["package-data"]["gitperf"]
-    assert "web/templates/*.html" in data and "engine/*.c" in data
+    assert "web/templates/*.html" in data
+    assert "engine/*.c" in data
 
 
 @pytest.mark.parametrize("ref", sorted({m for p in _modules() for m in
@@ -176,3 +178,20 @@ def test_no_module_is_a_hall():
     what its parts do (the designs of a comparison, the commands by what they touch)."""
     long = {str(p.relative_to(ROOT)): n for p in _modules() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines"
+
+
+def joined_facts(source: str) -> list[int]:
+    """The lines of asserts whose condition is several facts joined by `and` (`assert a and b`): when
+    one fails, the report does not say which.  Issue #56: one fact an assert (`and` inside a fact, as in
+    `all(x and y for ...)`, is that fact's own)."""
+    return [a.lineno for a in ast.walk(ast.parse(source))
+            if isinstance(a, ast.Assert) and isinstance(a.test, ast.BoolOp) and isinstance(a.test.op, ast.And)]
+
+
+def test_joined_facts_finds_an_and_at_the_top_of_an_assert_only():
+    assert joined_facts("assert a and b\nassert all(x and y for x, y in z)\nassert (a or b)\n") == [1]
+
+
+def test_each_assert_of_the_tests_states_one_fact():
+    found = [f"{p.name}:{n}" for p in sorted((ROOT / "tests").glob("*.py")) for n in joined_facts(p.read_text())]
+    assert found == [], "split into one assert a fact"

@@ -2,7 +2,7 @@
 count, stop rule, time limit), interrupts at every moment, the instruction witness's skips, a failing
 workload and a plain collection, on real commits, builds, worktrees, workloads and notes, with the
 fake engine of `fakeengine` in place of eBPF (its numbers are made up: no verdict is asserted here
-that depends on them).  The real engine's own tests are test_engine, test_hardening_collect and the
+that depends on them; `bisect`'s answer follows the runs' real wall time, which the fake hands on).  The real engine's own tests are test_engine, test_hardening_collect and the
 end-to-end checks of test_paired_collect."""
 
 from __future__ import annotations
@@ -65,14 +65,16 @@ def test_rounds_alternate_which_side_runs_first_and_store_both_sides_once(repo, 
     engine = fake
     result, said = _check(repo, engine, rounds=4)
     target, base = _sides(repo)
-    assert [p.plan.round for p in target] == [0, 1, 2, 3] and [p.plan.round for p in base] == [0, 1, 2, 3]
+    assert [p.plan.round for p in target] == [0, 1, 2, 3]
+    assert [p.plan.round for p in base] == [0, 1, 2, 3]
     assert len({p.plan.pairing for p in target + base}) == 1
     target_binary = engine.log[0].binary  # the first pilot run is the target's
     rounds = engine.log[-8:]  # before them: the target's pilots and counting run
     firsts = ["target" if rounds[2 * r].binary == target_binary else "base" for r in range(4)]
     assert firsts == ["base", "target", "base", "target"], firsts
     assert all(rounds[2 * r].binary != rounds[2 * r + 1].binary for r in range(4))
-    assert sum("round" in s for s in said) == 4 and result.exit_code in (0, 1)
+    assert sum("round" in s for s in said) == 4
+    assert result.exit_code in (0, 1)
     # one record of the check, beside both sides' profiles
     head = git(repo, "rev-parse", "HEAD")
     assert len(NotesStore(open_repo(repo)).record_lines(head, "gitperf-check ")) == 1
@@ -91,18 +93,22 @@ def test_a_recheck_adds_its_rounds_to_the_stored_ones_and_one_record_holds_them(
     assert any("adding rounds to the 3 stored by the earlier check of this pair" in s for s in said), said
     target, base = _sides(repo)
     assert [p.plan.round for p in target] == [0, 1, 2, 3, 4] == [p.plan.round for p in base]
-    assert len({p.plan.pairing for p in target + base}) == 1 and len({p.plan.spec for p in target + base}) == 1
+    assert len({p.plan.pairing for p in target + base}) == 1
+    assert len({p.plan.spec for p in target + base}) == 1
     head = git(repo, "rev-parse", "HEAD")
     store = NotesStore(open_repo(repo))
     assert len(store.record_lines(head, "gitperf-check ")) == 2  # both lines kept (notes merge by union) ...
     kept = record.records(store, head)
-    assert len(kept) == 1 and kept[0].result.pairs[0].target_profiles == 5  # ... and one check read
+    # ... and one check read
+    assert len(kept) == 1
+    assert kept[0].result.pairs[0].target_profiles == 5
     assert "5 interleaved rounds (3 of them stored by earlier checks of this pair, 2 added now)" in \
         " ".join(result.pairs[0].notes)
     # the next re-check's rounds must narrow each interval of this one (`checks.paired.not_narrower`)
     widths = {c.function: c.ci_high - c.ci_low for c in result.changes if c.ci_high - c.ci_low < float("inf")}
     resumed = checks_paired.stored_series(store, head, git(repo, "rev-parse", "HEAD~1"), ())
-    assert widths and resumed[result.pairs[0].workload].widths == pytest.approx(widths)
+    assert widths
+    assert resumed[result.pairs[0].workload].widths == pytest.approx(widths)
     r = CliRunner().invoke(main, ["check", "HEAD", "--json"])
     assert json.loads(r.stdout)["workloads"][0]["target_profiles"] == 5, r.stdout
 
@@ -116,7 +122,8 @@ def test_fresh_starts_a_new_series_and_a_kept_build_made_again_adds_to_it(repo, 
     _check(repo, fake, rounds=2)
     _check(repo, fake, rounds=2, fresh=True)
     target, _base = _sides(repo)
-    assert len({p.plan.pairing for p in target}) == 2 and len(target) == 4
+    assert len({p.plan.pairing for p in target}) == 2
+    assert len(target) == 4
     head = git(repo, "rev-parse", "HEAD")
     assert [r.result.pairs[0].target_profiles for r in record.records(NotesStore(open_repo(repo)), head)] == [2, 2]
     shutil.rmtree(repo / ".git" / "perf" / "builds")
@@ -160,7 +167,8 @@ def test_rounds_stop_at_the_first_round_that_leaves_nothing_open(repo, fake, mon
     monkeypatch.setattr(checks_paired, "still_open", until)
     _check(repo, fake)
     target, base = _sides(repo)
-    assert asked == [MIN_ROUNDS, MIN_ROUNDS + 1] and len(target) == len(base) == MIN_ROUNDS + 1
+    assert asked == [MIN_ROUNDS, MIN_ROUNDS + 1]
+    assert len(target) == len(base) == MIN_ROUNDS + 1
 
 
 SPIN = ("__attribute__((noinline)) long spin(long n) {{ {nop}long x = 0; for (long i = 0; i < n; i++) "
@@ -196,7 +204,8 @@ def test_a_changed_function_whose_work_did_not_move_ends_its_rounds_once_they_ca
     assert said.index(next(s for s in said if "instruction witness: callgrind" in s)) < \
         said.index(next(s for s in said if "round 1:" in s)), "the witness runs before the rounds"
     spin = next(c for c in result.changes if c.function == "spin")
-    assert spin.changed and spin.type == checks.UNRESOLVED, spin
+    assert spin.changed, spin
+    assert spin.type == checks.UNRESOLVED, spin
     assert len(target) <= 20, [s for s in said if "round" in s][-2:]
     b, t = spin.instructions
     assert 0 < t / b - 1 < 0.01, spin.instructions  # a few instructions more in ~10 M
@@ -245,7 +254,8 @@ def test_the_instruction_witness_says_why_it_was_skipped_and_keeps_the_reason(re
     assert any("instruction witness skipped" in s and why in s for s in said), said
     target, base = _sides(repo)
     assert [c.error for c in target[0].instructions] == [[c.error for c in base[0].instructions][0]]
-    assert why in target[0].instructions[0].error and len(base[0].instructions) == 1
+    assert why in target[0].instructions[0].error
+    assert len(base[0].instructions) == 1
 
 
 @pytest.mark.parametrize("exit_code, words", [(1, "failed: exit status 1"), (139, "crashed: SIGSEGV")])
@@ -259,7 +269,9 @@ def test_a_failing_workload_fails_the_check_and_stores_nothing(repo, fake, exit_
     (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(999)", "usleep(998)"))  # code to measure
     git(repo, "commit", "-qam", "other code")
     r = invoke(fake, ["check", "HEAD", "--collect"])
-    assert r.exit_code == 2 and f"workload w {words}" in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert r.exit_code == 2, r.stderr
+    assert f"workload w {words}" in r.stderr, r.stderr
+    assert "nothing was stored" in r.stderr, r.stderr
     assert "./s; echo" in r.stderr  # its command, to run by hand
     assert "its stderr ended with:\n  | cannot open input.txt" in r.stderr  # and what it said
     assert NotesStore(open_repo(repo)).commits() == []
@@ -289,14 +301,17 @@ def test_a_plain_collect_stores_one_profile_a_run_and_the_read_commands_show_it(
     head = git(repo, "rev-parse", "HEAD")
     stored = NotesStore(open_repo(repo)).read(head)[0]
     assert len(stored) == 3 == len([x for x in engine.log if x.mode == "trace"])
-    assert {p.profile.header.engine for p in stored} == {"fake"} and "gitperf-wt-" not in git(repo, "worktree", "list")
+    assert {p.profile.header.engine for p in stored} == {"fake"}
+    assert "gitperf-wt-" not in git(repo, "worktree", "list")
     shown = json.loads(runner.invoke(main, ["show", "HEAD", "--json"]).stdout)
     assert {f["name"] for p in shown["profiles"] for f in p["functions"]} >= {"main", "tick"}, shown
     log = runner.invoke(main, ["log"])
-    assert log.exit_code == 0 and head[:12] in log.stdout
+    assert log.exit_code == 0
+    assert head[:12] in log.stdout
     # its parent has no profile: no baseline, said as exit 3 with what to do
     checked = runner.invoke(main, ["check", "HEAD", "--json"])
-    assert checked.exit_code == 3 and json.loads(checked.stdout)["result"], checked.stdout
+    assert checked.exit_code == 3, checked.stdout
+    assert json.loads(checked.stdout)["result"], checked.stdout
 
 
 def test_a_collect_reads_each_ancestors_note_at_most_once(repo, fake, monkeypatch):
@@ -325,7 +340,8 @@ def test_a_collect_reads_each_ancestors_note_at_most_once(repo, fake, monkeypatc
     assert r.exit_code == 0, r.stderr
     head = git(repo, "rev-parse", "HEAD")
     ancestors = git(repo, "rev-list", "--first-parent", "HEAD~1").split()
-    assert set(ancestors) <= set(reads) and max(reads[a] for a in ancestors) == 1, reads
+    assert set(ancestors) <= set(reads), reads
+    assert max(reads[a] for a in ancestors) == 1, reads
     assert len(store.read(head)[0]) >= 1
 
 
@@ -334,9 +350,12 @@ def test_diff_tracing_builds_the_base_once_and_finds_the_changed_function(repo, 
     worktree the first time, read from the analysis cache the next; the diff names `tick`."""
     first = invoke(fake, ["collect", "--pipeline", "advanced", "--mode", "trace"])
     assert first.exit_code == 0, first.stderr
-    assert "diff tracing: building the base" in first.stderr and "changed tick;" in first.stderr, first.stderr
+    assert "diff tracing: building the base" in first.stderr, first.stderr
+    assert "changed tick;" in first.stderr, first.stderr
     again = invoke(fake, ["collect", "--pipeline", "advanced", "--mode", "trace"])
-    assert again.exit_code == 0 and "building the base" not in again.stderr and "changed tick;" in again.stderr
+    assert again.exit_code == 0
+    assert "building the base" not in again.stderr
+    assert "changed tick;" in again.stderr
     assert "gitperf-wt-" not in git(repo, "worktree", "list")
 
 
@@ -354,15 +373,21 @@ def test_noise_keeps_the_first_sessions_plan_for_all_and_reports_each_workload(r
     r = invoke(fake, ["noise", "-k", "3", "--keep", "--json"])
     assert r.exit_code == 3, r.stderr
     out = {x["workload"]: x for x in json.loads(r.stdout)}
-    assert "crashed" in out["broken"]["error"] and "w" in out and "error" not in out["w"], out
+    assert "crashed" in out["broken"]["error"], out
+    assert "w" in out, out
+    assert "error" not in out["w"], out
     stored = [p.profile for p in NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]
               if p.profile.header.workload == "w"]
     plans = {(p.plan.mode, p.plan.fingerprint) for p in stored}
-    assert len(stored) >= 3 and len(plans) == 1 and next(iter(plans))[0] == "hybrid", plans
+    assert len(stored) >= 3, plans
+    assert len(plans) == 1, plans
+    assert next(iter(plans))[0] == "hybrid", plans
     # the first session chose; the others were handed its plan (not left to find it in the notes)
     handed = {wl: (hz, traced) for wl, hz, traced in asked[1]}
-    assert asked[0] == () and asked[1] == asked[2] and handed["w"] == (stored[0].plan.params["stack_hz"],
-                                                                       stored[0].plan.traced), asked
+    assert asked[0] == (), asked
+    assert asked[1] == asked[2], asked
+    assert handed["w"] == (stored[0].plan.params["stack_hz"],
+                           stored[0].plan.traced), asked
 
 
 @pytest.mark.slow
@@ -391,14 +416,16 @@ def test_the_calibration_is_kept_per_machine_and_kernel_not_per_repository(tmp_p
                                                                                           "version": calibrate.VERSION})
     monkeypatch.setenv("GITPERF_CACHE", str(tmp_path / "cache"))
     assert calibrate.costs(None, "m1") == calibrate.costs(None, "m1") == {"push": 1.0, "version": calibrate.VERSION}
-    assert len(measured) == 1 and len(list((tmp_path / "cache").glob("calibration-*-m1.json"))) == 1
+    assert len(measured) == 1
+    assert len(list((tmp_path / "cache").glob("calibration-*-m1.json"))) == 1
     calibrate.costs(None, "m2")
     assert len(measured) == 2
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("GITPERF_CACHE", str(tmp_path / "file" / "cache"))  # under a file: cannot be made
     said = []
     assert calibrate.costs(None, "m1", progress=said.append)["push"] == 1.0
-    assert len(measured) == 3 and "GITPERF_CACHE" in said[-1], said
+    assert len(measured) == 3, said
+    assert "GITPERF_CACHE" in said[-1], said
 
 
 def _screen(raw: str) -> list[str]:
@@ -477,7 +504,9 @@ def test_a_watched_function_the_binary_lacks_is_refused(repo, fake):
     git(repo, "commit", "-qam", "watch tock")
     r = invoke(fake, ["collect", "-q"])
     assert r.exit_code == 2, r.stderr
-    assert "collect.watch" in r.stderr and "no function tock" in r.stderr and "(near: tick)" in r.stderr, r.stderr
+    assert "collect.watch" in r.stderr, r.stderr
+    assert "no function tock" in r.stderr, r.stderr
+    assert "(near: tick)" in r.stderr, r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
 
 
@@ -491,7 +520,8 @@ def test_a_workload_that_exits_non_zero_fails_plain_collect_and_stores_nothing(r
     git(repo, "commit", "-qam", "the workload fails")
     r = invoke(fake, ["collect", "-q"])
     assert r.exit_code == 2, r.stderr
-    assert "workload w failed: exit status 1" in r.stderr and "nothing was stored" in r.stderr, r.stderr
+    assert "workload w failed: exit status 1" in r.stderr, r.stderr
+    assert "nothing was stored" in r.stderr, r.stderr
     assert "  | cannot open input.txt" in r.stderr, r.stderr
     assert NotesStore(open_repo(repo)).commits() == []
     # unless the workload declares that status a finished run's (`exit_codes`)
@@ -500,7 +530,8 @@ def test_a_workload_that_exits_non_zero_fails_plain_collect_and_stores_nothing(r
     r = invoke(fake, ["collect", "-q"])
     assert r.exit_code == 0, r.stderr
     [stored] = NotesStore(open_repo(repo)).read(git(repo, "rev-parse", "HEAD"))[0]
-    assert stored.profile.header.exit_status == 1 and stored.profile.header.partial == "", stored.profile.header
+    assert stored.profile.header.exit_status == 1, stored.profile.header
+    assert stored.profile.header.partial == "", stored.profile.header
 
 
 def test_an_interrupt_after_a_store_says_what_was_kept(repo, monkeypatch):
@@ -519,11 +550,13 @@ def test_an_interrupt_after_a_store_says_what_was_kept(repo, monkeypatch):
     monkeypatch.setattr(notes, "STORED_HERE", {})
     r = CliRunner().invoke(main, ["accept", "HEAD", "-m", "again"])
     head = git(repo, "rev-parse", "HEAD")
-    assert r.exit_code == 130 and f"what it stored before is kept: 1 note line(s) on {head[:12]}" in r.stderr, r.stderr
+    assert r.exit_code == 130, r.stderr
+    assert f"what it stored before is kept: 1 note line(s) on {head[:12]}" in r.stderr, r.stderr
     monkeypatch.setattr(NotesStore, "accept", lambda self, *a: (_ for _ in ()).throw(KeyboardInterrupt))
     monkeypatch.setattr(notes, "STORED_HERE", {})
     r = CliRunner().invoke(main, ["accept", "HEAD", "-m", "third"])
-    assert r.exit_code == 130 and "git perf: interrupted: nothing was stored" in r.stderr, r.stderr
+    assert r.exit_code == 130, r.stderr
+    assert "git perf: interrupted: nothing was stored" in r.stderr, r.stderr
 
 
 def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_path, monkeypatch):
@@ -552,7 +585,8 @@ def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_p
         assert r.exit_code in (0, 1), r.output
         out = json.loads(r.stdout)
         mine = shard(commits, Shard.parse(which))
-        assert [c["commit"] for c in out["checks"]] == mine and out["others"] == len(commits) - len(mine), out
+        assert [c["commit"] for c in out["checks"]] == mine, out
+        assert out["others"] == len(commits) - len(mine), out
         assert CliRunner().invoke(main, ["push"]).exit_code == 0
     monkeypatch.chdir(runners[0])
     assert CliRunner().invoke(main, ["pull"]).exit_code == 0
@@ -567,7 +601,8 @@ def test_two_runners_check_their_shards_of_a_range_and_meet_in_one_history(tmp_p
     # the whole range again, unsharded, on the runner that now has every check: nothing runs again
     ran = len(fake.log)
     r = invoke(fake, ["check", "--collect", "--range", f"{first}..HEAD", "--json", "-q"])
-    assert json.loads(r.stdout)["kept"] == commits and len(fake.log) == ran, r.output
+    assert json.loads(r.stdout)["kept"] == commits, r.output
+    assert len(fake.log) == ran, r.output
 
 
 def test_collect_range_interrupted_resumes_without_recollecting(tmp_path):
@@ -602,3 +637,21 @@ def test_collect_range_interrupted_resumes_without_recollecting(tmp_path):
         assert len(stored) == 3, c  # one collection each: nothing collected twice, nothing half-written
         assert not before[c] or [sp.id for sp in stored] == before[c], c
         assert {sp.profile.header.engine for sp in stored} == {"fake"}, c  # (the workers' engine: the command's)
+
+
+def test_bisect_finds_the_first_slow_commit_collecting_fewer_commits_than_the_range(repo, fake):
+    """`bisect` collects only the commits its search visits, each with the command's engine, and names
+    the first commit at the slow level.  The fake engine gives `tick` half of each run's real wall time:
+    20 ticks of ~1 ms, then of ~5 ms from the fourth commit on (a step of ~4x, which a busy machine's
+    disturbance of a 25 ms run does not reach)."""
+    for us in (998, 5000, 4999, 4998):
+        (repo / "s.c").write_text(re.sub(r"usleep\(\d+\)", f"usleep({us})", (repo / "s.c").read_text()))
+        git(repo, "commit", "-qam", f"tick {us}")
+    line = git(repo, "rev-list", "--reverse", "HEAD").split()
+    r = invoke(fake, ["bisect", line[0], line[-1], "--workload", "w", "--function", "tick", "--repeat", "3", "--json"])
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["first_bad"] == line[3], out
+    assert out["range"] == len(line) - 1
+    assert len(out["collected"]) < len(line), out  # not every commit of the range, GOOD included
+    assert len(fake.log) == 3 * len(out["collected"]), [r.binary for r in fake.log]  # --repeat 3, each visited once

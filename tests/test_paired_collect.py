@@ -48,11 +48,15 @@ def test_bindiff_finds_the_changed_functions_of_the_demo_history(demo, tmp_path)
     assert "text_generate" in bindiff.diff(builds[3], builds[4]).changed
     # the rename: one function under another name, and main calling it by that name: nothing changed
     renamed = bindiff.diff(builds[1], builds[2])
-    assert renamed.renamed == {"checksum_all": "checksum_strings"} and renamed.relocated == ("main",)
-    assert renamed.nothing_changed and not (renamed.new or renamed.removed or renamed.changed)
+    assert renamed.renamed == {"checksum_all": "checksum_strings"}
+    assert renamed.relocated == ("main",)
+    assert renamed.nothing_changed
+    assert not (renamed.new or renamed.removed or renamed.changed)
     # the new function: new, and main, which now calls it, changed (it calls other code)
     added = bindiff.diff(builds[4], _build(root, commits[5], tmp_path / "b5"))
-    assert added.new == ("report_lengths",) and "main" in added.changed and not added.renamed
+    assert added.new == ("report_lengths",)
+    assert "main" in added.changed
+    assert not added.renamed
     assert "checksum_all" in bindiff.read_code(builds[1]).callers({"checksum_block"})
 
 
@@ -61,12 +65,15 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
     r = run_cli(root, "check", commits[3], "--collect", "--workload", "gate", "--json", timeout=900)
     assert r.returncode == 1, r.stderr[-3000:]
     out = json.loads(r.stdout)
-    assert out["result"] == "degradation" and out["base"] == commits[2]
+    assert out["result"] == "degradation"
+    assert out["base"] == commits[2]
     first = out["changes"][0]
-    assert first["function"] == "checksum_block" and first["type"] == "degradation", out["changes"][:3]
+    assert first["function"] == "checksum_block", out["changes"][:3]
+    assert first["type"] == "degradation", out["changes"][:3]
     assert "paired rounds" in first["method"]
     [note] = [n for n in out["workloads"][0]["notes"] if n.startswith("paired check")]
-    assert "changed checksum_block;" in note and "traced checksum_block" in note, note
+    assert "changed checksum_block;" in note, note
+    assert "traced checksum_block" in note, note
     # the instruction witness beside the time: the slowed function executes more instructions, though
     # only ~5% more (its time is a division's latency: +190% time, 4.04 M -> 4.25 M instructions)
     [witness] = [n for n in out["workloads"][0]["notes"] if n.startswith("instruction witness")]
@@ -98,10 +105,12 @@ def test_check_collect_finds_the_slowdown_like_with_like(demo):
                and len(p.split(";")) >= 2}
     assert sum(through.values()) >= 10, sorted(paths.items(), key=lambda kv: -kv[1])[:10]
     svg = subprocess.run(["perl", str(FLAMEGRAPH_PL)], input=folded.stdout, capture_output=True, text=True)
-    assert svg.returncode == 0 and re.search(r"<title>checksum_block \([\d,]+ samples", svg.stdout), svg.stderr
+    assert svg.returncode == 0, svg.stderr
+    assert re.search(r"<title>checksum_block \([\d,]+ samples", svg.stdout), svg.stderr
     # a later plain check pairs the same profiles: the same verdict from the notes alone
     again = read_cli(root, "check", commits[3], "--workload", "gate", "--json")
-    assert again.returncode == 1 and json.loads(again.stdout)["changes"][0]["function"] == "checksum_block"
+    assert again.returncode == 1
+    assert json.loads(again.stdout)["changes"][0]["function"] == "checksum_block"
     every = json.loads(read_cli(root, "check", commits[3], "--workload", "gate", "--json", "--all").stdout)["changes"]
     assert assert_one_estimate(every) >= 3
     assert assert_one_scale(root, commits[3], commits[2]) >= 3  # show, check and diff on one scale
@@ -121,7 +130,8 @@ def test_check_collect_finds_the_speedup_in_native_time(demo):
     faster = [c for c in out["changes"] if c["type"] == "optimization"]
     assert out["result"] == "optimization", out["changes"][:3]
     assert faster[0]["function"] in ("text_generate", "rng_range", "rng_next"), faster[0]
-    assert "probed time" not in faster[0]["noise"] and faster[0]["relative"] < -0.05
+    assert "probed time" not in faster[0]["noise"]
+    assert faster[0]["relative"] < -0.05
     assert not [c for c in out["changes"] if c["type"] == "degradation"], out["changes"][:3]
 
 
@@ -135,21 +145,28 @@ def test_a_commit_that_changes_no_code_is_told_without_rounds_and_recorded(demo,
     r = run_cli(root, "check", commits[index], "--collect", "--workload", "gate", "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
-    assert out["result"] == "no-change" and out["changes"] == [], out
+    assert out["result"] == "no-change", out
+    assert out["changes"] == [], out
     [pair] = out["workloads"]
-    assert pair["target_profiles"] == 0 and pair["base"] == commits[index - 1]
+    assert pair["target_profiles"] == 0
+    assert pair["base"] == commits[index - 1]
     assert pair["notes"] == [f"no function's machine code differs between the two builds ({diff}): nothing to measure"]
-    assert "round" not in r.stderr and "instruction witness" not in r.stderr, r.stderr
+    assert "round" not in r.stderr, r.stderr
+    assert "instruction witness" not in r.stderr, r.stderr
     store = NotesStore(open_repo(root))
-    assert store.read(commits[index])[0] == [] and store.read(commits[index - 1])[0] == []
+    assert store.read(commits[index])[0] == []
+    assert store.read(commits[index - 1])[0] == []
     again = read_cli(root, "check", commits[index], "--workload", "gate", "--json")
-    assert again.returncode == 0 and json.loads(again.stdout)["result"] == "no-change"
+    assert again.returncode == 0
+    assert json.loads(again.stdout)["result"] == "no-change"
     assert "nothing measured" in read_cli(root, "check", commits[index], "--workload", "gate").stdout
     # the same pair checked again builds nothing: both sides' kept builds are reused (git.buildcache)
     rerun = run_cli(root, "check", commits[index], "--collect", "--workload", "gate", timeout=900)
-    assert rerun.returncode == 0 and "no function's machine code differs" in rerun.stderr, rerun.stderr
+    assert rerun.returncode == 0, rerun.stderr
+    assert "no function's machine code differs" in rerun.stderr, rerun.stderr
     for c in commits[index - 1:index + 1]:
-        assert f"reusing the build of {c[:12]}" in rerun.stderr and f"building {c[:12]}" not in rerun.stderr
+        assert f"reusing the build of {c[:12]}" in rerun.stderr
+        assert f"building {c[:12]}" not in rerun.stderr
     # a kept build that is no longer what its commit builds is built again, and says why (issue #59:
     # the slow source edited back into a kept tree and rebuilt there was reused, its verdict stored)
     tree = _kept_tree(root, commits[index])
@@ -162,7 +179,8 @@ def test_a_commit_that_changes_no_code_is_told_without_rounds_and_recorded(demo,
         binary.write_bytes(binary.read_bytes()[:4096])
         why = "wordstat changed since it was built"
     rerun = run_cli(root, "check", commits[index], "--collect", "--workload", "gate", timeout=900)
-    assert rerun.returncode == 0 and "no function's machine code differs" in rerun.stderr, rerun.stderr[-3000:]
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "no function's machine code differs" in rerun.stderr, rerun.stderr[-3000:]
     assert f"not reusing the kept build of {commits[index][:12]}: {why}" in rerun.stderr
     assert "building it again" in rerun.stderr
     assert f"reusing the build of {commits[index - 1][:12]}" in rerun.stderr
@@ -184,7 +202,8 @@ def test_a_commit_from_before_adoption_is_collected_with_the_working_trees_confi
     r = run_cli(root, "collect", before, "--workload", "small", "--json", "-q")
     assert r.returncode == 0, r.stderr
     [stored] = NotesStore(open_repo(root)).read(before)[0]
-    assert stored.profile.header.config.startswith(str(root / ".gitperf.toml")) and "sha256" in stored.profile.header.config
+    assert stored.profile.header.config.startswith(str(root / ".gitperf.toml"))
+    assert "sha256" in stored.profile.header.config
     assert stored.profile.function("main").count == 1
     own = run_cli(root, "collect", "HEAD", "--workload", "small", "-q")
     assert own.returncode == 0
@@ -240,10 +259,13 @@ def test_the_demo_tells_the_truth_and_its_overview_agrees(checked_demo):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     t = subprocess.run([sys.executable, str(truth), str(root), "--json"], capture_output=True, text=True, env=env)
     rows = json.loads(t.stdout)
-    assert t.returncode == 0 and all(r["match"] for r in rows) and len(rows) == 5, t.stdout
+    assert t.returncode == 0, t.stdout
+    assert all(r["match"] for r in rows), t.stdout
+    assert len(rows) == 5, t.stdout
     from gitperf.web import create_app
     page = create_app(root).test_client().get("/").get_data(as_text=True)
-    assert page.count('data-workload="gate"') == 1 and page.count('id="total-') == 1
+    assert page.count('data-workload="gate"') == 1
+    assert page.count('id="total-') == 1
     fig = json.loads(re.search(r'<script type="application/json" id="total-1">(.*?)</script>', page, re.S)[1])
     line = next(t for t in fig["data"] if t.get("name", "").startswith("run time"))
     seq = {c: i for i, c in enumerate(commits)}
@@ -262,7 +284,8 @@ def test_the_demo_tells_the_truth_and_its_overview_agrees(checked_demo):
     rel = next(c["relative"] for c in Index(open_repo(root), CheckConfig()).check(commits[3])["changes"]
                if c["function"] == "main" and c["workload"] == "gate")
     i = chain["x"].index(seq[commits[3]])
-    assert chain["x"][i - 1] == seq[commits[2]] and chain["y"][i] / chain["y"][i - 1] == pytest.approx(1 + rel), chain
+    assert chain["x"][i - 1] == seq[commits[2]], chain
+    assert chain["y"][i] / chain["y"][i - 1] == pytest.approx(1 + rel), chain
 
 
 @pytest.mark.browser
@@ -304,13 +327,15 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
             "const t = document.getElementById('plot-flamediff-1').data[0];"
             "const i = t.labels.findIndex(l => l === '◆ checksum_block');"
             "return i < 0 ? null : t.marker.colors[i]")
-        assert grown is not None and grown > 0.2, grown
+        assert grown is not None, grown
+        assert grown > 0.2, grown
         # the commit's own flame graph opens at main ([kernel] and [unknown] one click up)
         level, main = driver.execute_script(
             "const t = document.getElementById('plot-flame-1').data[0];"
             "return [t.level || null, t.ids[t.labels.findIndex((l, i) => l.replace('◆ ', '') === 'main'"
             "  && t.parents[i] === '(all)')]]")
-        assert level is not None and level == main, (level, main)
+        assert level is not None, (level, main)
+        assert level == main, (level, main)
         # the slowdown's row says what it adds to a run as the CLI's JSON and the markdown report do
         from gitperf.views.report import amount
         found = json.loads(read_cli(root, "check", commits[3], "--json").stdout)
@@ -332,7 +357,8 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
                   if c["workload"] == "gate" and c["relative"] is not None}
         assert all(x == pytest.approx(stored[html.unescape(f), kind]) for f, x, kind in drawn), (drawn, stored)
         verdicts = {k for k in stored if k[1] in ("degradation", "optimization")}
-        assert verdicts and verdicts <= {(html.unescape(f), kind) for f, _, kind in drawn}, (drawn, verdicts)
+        assert verdicts, (drawn, verdicts)
+        assert verdicts <= {(html.unescape(f), kind) for f, _, kind in drawn}, (drawn, verdicts)
         assert driver.execute_script("return document.querySelectorAll('#plot-bars-1 g.barlayer text').length") == 0
         driver.execute_script("document.getElementById('plot-flamediff-1').scrollIntoView()")
         driver.save_screenshot(str(tmp_path / "commit-flame.png"))
@@ -342,7 +368,8 @@ def test_the_checked_demo_in_chromium_overview_flame_graphs_function_and_regress
         driver.save_screenshot(str(tmp_path / "function.png"))
         driver.get(url + "/regressions")
         text = driver.find_element(By.TAG_NAME, "main").text
-        assert commits[3][:12] in text and commits[2][:12] not in text
+        assert commits[3][:12] in text
+        assert commits[2][:12] not in text
         driver.save_screenshot(str(tmp_path / "regressions.png"))
         assert all((tmp_path / f).stat().st_size > 10_000 for f in
                    ("overview.png", "commit-flame.png", "function.png", "regressions.png"))
@@ -396,10 +423,12 @@ def test_a_slower_function_in_the_projects_own_library_is_measured(tmp_path):
     assert r.returncode == 1, r.stderr[-3000:]
     out = json.loads(r.stdout)
     [pair] = out["workloads"]
-    assert pair["target_profiles"] > 0 and not any("nothing to measure" in n for n in pair["notes"])
+    assert pair["target_profiles"] > 0
+    assert not any("nothing to measure" in n for n in pair["notes"])
     assert any("the project's own libraries differ (libsum.so.1: changed sum)" in n for n in pair["notes"]), pair
     main = next(c for c in out["changes"] if c["function"] == "main")
-    assert main["type"] == "degradation" and main["relative"] > 0.3, main
+    assert main["type"] == "degradation", main
+    assert main["relative"] > 0.3, main
 
 
 CALLER_PROG = """#include <stdio.h>
@@ -451,7 +480,8 @@ def test_a_slower_function_of_the_projects_own_library_is_named_first_with_its_c
     assert ">sum</a>" in first_row, first_row  # the dashboard's first row, linked to its page
     # changed in this commit: the library's function, not `main`, whose code is the base's (issue #55)
     changed_here = page.split("<h2>Changed in this commit (diff tracing)</h2>")[1].split("</p>")[0]
-    assert ">sum</a>" in changed_here and ">main</a>" not in changed_here, changed_here
+    assert ">sum</a>" in changed_here, changed_here
+    assert ">main</a>" not in changed_here, changed_here
     main = next(c for c in json.loads(r.stdout)["changes"] if c["function"] == "main")
     assert main["changed"] is False, main
 

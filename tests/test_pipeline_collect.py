@@ -6,7 +6,6 @@ import json
 
 import pytest
 from conftest import collect_json as collect, read_cli
-from conftest import run_cli
 
 pytestmark = pytest.mark.ebpf
 
@@ -18,10 +17,14 @@ def test_pipelines_cut_probes_keep_the_slowed_function_and_its_degradation_detec
         [p] = collect(root, commits[3], "--workload", "small", "--pipeline", pipeline)
         plan = p["plan"]
         assert p["metrics"]["PL"] < full["metrics"]["PL"], pipeline
-        assert "checksum_block" in plan["probed"] and "checksum_block" in plan["changed"], pipeline
-        assert plan["pipeline"] == pipeline and plan["base"] == commits[2]
+        assert "checksum_block" in plan["probed"], pipeline
+        assert "checksum_block" in plan["changed"], pipeline
+        assert plan["pipeline"] == pipeline
+        assert plan["base"] == commits[2]
         removed = {n for names in plan["removed"].values() for n in names}
-        assert removed and all(n in plan["reasons"] for n in removed)  # a reason for every removal
+        # a reason for every removal
+        assert removed
+        assert all(n in plan["reasons"] for n in removed)
         assert not removed & set(plan["changed"])
     # the degradation is still found when both sides were collected with a pipeline
     for _ in range(5):  # interleaved rounds: a disturbance spoils one run of each side, not one side

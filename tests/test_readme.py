@@ -49,7 +49,8 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     assert len(codes) == len(lines), (r.stdout[-3000:], r.stderr[-3000:])
     # every line as its comment says: the check of the slowed commit and its reports exit 1, the rest 0
     assert said == {line: 1 if "HEAD~2" in line else 0 for line in lines}, r.stderr[-3000:]
-    assert "recognised make" in r.stdout and "build.binary = wordstat (from the first program target" in r.stdout
+    assert "recognised make" in r.stdout
+    assert "build.binary = wordstat (from the first program target" in r.stdout
     assert "checksum_block" in r.stdout  # the markdown report names the slowed function
     assert (tmp_path / "wordstat-report" / "index.html").is_file()
     assert (tmp_path / "wordstat" / ".git" / "hooks" / "pre-push").is_file()

@@ -53,8 +53,12 @@ def test_a_record_reads_back_as_the_result_it_stored():
     pair = checks.WorkloadPair("w", "k", 5, "b" * 40, 5, 0, "paired", ("note",))
     r = checks.CheckResult("a" * 40, "b" * 40, checks.DEGRADATION, (c, nan), (pair,), ("warn",))
     rec = record.parse(record.line(r, ["p1"], at=5.0), "a" * 40)
-    assert rec.pairings == ("p1",) and rec.time == 5.0 and rec.result.changes[0] == c
-    assert rec.result.pairs == (pair,) and rec.result.warnings == ("warn",) and math.isnan(rec.result.changes[1].relative)
+    assert rec.pairings == ("p1",)
+    assert rec.time == 5.0
+    assert rec.result.changes[0] == c
+    assert rec.result.pairs == (pair,)
+    assert rec.result.warnings == ("warn",)
+    assert math.isnan(rec.result.changes[1].relative)
     assert record.parse(record.line(r, ["p1"]), "c" * 40) is None  # another commit's record
 
 
@@ -110,7 +114,9 @@ def test_hostile_record_lines_are_ignored_and_the_profiles_decide(three, body):
                      + [record.PREFIX + body.replace("C", commits[1])]})
     assert checks.check(store, commits[1], CheckConfig()).result == checks.DEGRADATION
     r = read_cli(root, "show", commits[1])
-    assert r.returncode == 0 and "could not" not in r.stderr  # a record is not an unreadable profile
+    # a record is not an unreadable profile
+    assert r.returncode == 0
+    assert "could not" not in r.stderr
 
 
 def test_checking_the_child_leaves_the_parents_stored_verdict_and_runs_alone(three):
@@ -118,7 +124,8 @@ def test_checking_the_child_leaves_the_parents_stored_verdict_and_runs_alone(thr
     store = NotesStore(open_repo(root))
     rng = np.random.default_rng(2)
     first = _check_session(store, commits[0], commits[1], "s1", {"parse": 1.6}, rng)
-    assert first.result == checks.DEGRADATION and first.pairs[0].target_profiles == 5
+    assert first.result == checks.DEGRADATION
+    assert first.pairs[0].target_profiles == 5
     before = read_cli(root, "check", commits[1], "--json")
     report = read_cli(root, "report", commits[1]).stdout
     # the child's check: commit 1 is its base, with more runs of the same plan (and a slower parse:
@@ -126,12 +133,14 @@ def test_checking_the_child_leaves_the_parents_stored_verdict_and_runs_alone(thr
     _check_session(store, commits[1], commits[2], "s2", {}, rng, runs=8)
     store = NotesStore(open_repo(root))
     after = read_cli(root, "check", commits[1], "--json")
-    assert json.loads(after.stdout) == json.loads(before.stdout) and after.returncode == before.returncode == 1
+    assert json.loads(after.stdout) == json.loads(before.stdout)
+    assert after.returncode == before.returncode == 1
     assert read_cli(root, "report", commits[1]).stdout == report
     assert "stored result of the paired check" in read_cli(root, "check", commits[1]).stdout
     # recomputed from the profiles, the newest shared session pairs up: still 5 vs 5, never 13 vs 5
     again = checks.recompute(store, commits[1], CheckConfig())
-    assert again.pairs[0].target_profiles == 5 and again.pairs[0].base_profiles == 5
+    assert again.pairs[0].target_profiles == 5
+    assert again.pairs[0].base_profiles == 5
     assert json.loads(read_cli(root, "check", commits[1], "--recompute", "--json").stdout)["workloads"][0][
         "target_profiles"] == 5
     # the dashboard shows the stored verdict too
@@ -147,7 +156,8 @@ def test_an_accept_after_the_check_turns_the_stored_degradation_into_accepted(th
     assert read_cli(root, "check", commits[1]).returncode == 1
     assert run_cli(root, "accept", commits[1], "-m", "intended").returncode == 0
     r = read_cli(root, "check", commits[1], "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["result"] == checks.ACCEPTED
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["result"] == checks.ACCEPTED
 
 
 def test_a_record_against_another_base_is_not_the_answer_for_this_base(three):
@@ -157,7 +167,8 @@ def test_a_record_against_another_base_is_not_the_answer_for_this_base(three):
     _check_session(store, commits[1], commits[2], "s1", {"parse": 1.6}, rng)
     store.add_lines({commits[0]: [codec.encode(profile(commits[0], rng)) for _ in range(3)]})
     d = json.loads(read_cli(root, "diff", commits[0], commits[2], "--json").stdout)
-    assert d["base"] == commits[0] and not any("stored result" in n for w in d["workloads"] for n in w["notes"])
+    assert d["base"] == commits[0]
+    assert not any("stored result" in n for w in d["workloads"] for n in w["notes"])
 
 
 def test_show_prints_one_block_per_session_and_every_run_with_runs(three):
@@ -167,8 +178,11 @@ def test_show_prints_one_block_per_session_and_every_run_with_runs(three):
     _check_session(store, commits[0], commits[1], "s1", {}, rng, runs=12)
     _check_session(store, commits[1], commits[2], "s2", {}, rng, runs=7)  # commit 1 as the child's base
     out = read_cli(root, "show", commits[1]).stdout
-    assert out.count("\nsession: paired check ") == 2 and "\nprofile " not in out
-    assert "paired check s1, 12 runs" in out and "paired check s2, 7 runs" in out and "median" in out
+    assert out.count("\nsession: paired check ") == 2
+    assert "\nprofile " not in out
+    assert "paired check s1, 12 runs" in out
+    assert "paired check s2, 7 runs" in out
+    assert "median" in out
     assert read_cli(root, "show", commits[1], "--runs").stdout.count("\nprofile ") == 19
 
 
@@ -188,8 +202,10 @@ def test_a_record_claiming_an_impossible_time_neither_wins_nor_stops_a_command(t
     assert [r.result.result for r in record.records(store, commits[1])][-1] == ours.result
     assert checks.check(store, commits[1], CheckConfig()).result == ours.result
     r = read_cli(root, "check", commits[1])
-    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
-    assert record.when(1e300) == "unknown time" and record.when(4_102_444_800.0) == "unknown time"
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert record.when(1e300) == "unknown time"
+    assert record.when(4_102_444_800.0) == "unknown time"
 
 
 def test_the_current_record_is_the_one_that_arrived_last_whatever_time_it_claims(three, tmp_path):
@@ -212,7 +228,8 @@ def test_the_current_record_is_the_one_that_arrived_last_whatever_time_it_claims
     _check_session(store, commits[0], commits[1], "ours", {"parse": 1.6}, rng)
     assert record.newest(NotesStore(open_repo(root)), commits[1]).pairings == ("ours",)
     r = read_cli(root, "check", commits[1], "--json")
-    assert r.returncode == 1 and json.loads(r.stdout)["result"] == checks.DEGRADATION, r.stdout[:300]
+    assert r.returncode == 1, r.stdout[:300]
+    assert json.loads(r.stdout)["result"] == checks.DEGRADATION, r.stdout[:300]
     # a check pulled after ours is the newer news, even dated an hour back
     theirs.add_line(commits[1], record.line(fine, ["theirs-later"], at=time.time() - 3600))
     theirs.push("origin")
@@ -231,7 +248,9 @@ def test_a_record_line_that_does_not_read_is_named_in_a_warning(three):
     out = json.loads(read_cli(root, "check", commits[1], "--json").stdout)
     assert out["result"] == ours.result
     [warning] = [w for w in out["warnings"] if "check record" in w]
-    assert f"note of {commits[1][:12]} line" in warning and "bogus" in warning and "ignored" in warning
+    assert f"note of {commits[1][:12]} line" in warning
+    assert "bogus" in warning
+    assert "ignored" in warning
 
 
 def test_a_remote_is_never_an_option_to_git(three, tmp_path):
@@ -240,7 +259,8 @@ def test_a_remote_is_never_an_option_to_git(three, tmp_path):
     marker = tmp_path / "ran"
     for cmd in ("pull", "push"):
         r = run_cli(root, cmd, "--", f"--upload-pack=touch {marker}")
-        assert r.returncode == 2 and "is not a remote" in r.stderr, (cmd, r.stderr)
+        assert r.returncode == 2, (cmd, r.stderr)
+        assert "is not a remote" in r.stderr, (cmd, r.stderr)
     assert not marker.exists()
 
 
@@ -263,7 +283,9 @@ def test_names_that_name_nothing_or_hold_control_characters_are_shown_safely(thr
     r = read_cli(root, "report", commits[1], "--format", "html", "-o", str(tmp_path / "site"))
     assert r.returncode == 1, r.stderr[-2000:]  # the check's own exit code: slower
     page = (tmp_path / "site" / "commit" / f"{commits[1]}.html").read_text()
-    assert "nosuchfn" in page and "function/nosuchfn" not in page  # named, not linked
+    # named, not linked
+    assert "nosuchfn" in page
+    assert "function/nosuchfn" not in page
     assert 'href="../function/' in page  # (functions a profile holds keep their links)
 
 

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import replace
 
 import pytest
-from conftest import NAMES, history, run_cli, read_cli
+from conftest import NAMES, history, read_cli
 
 from gitperf.core import codec, stacks
 from gitperf.core.errors import NoteFormatError
@@ -23,8 +23,10 @@ FOLDED = re.compile(r"^(.*)\s+?(\d+(?:\.\d*)?)$")
 def test_bound_keeps_the_frequent_stacks_and_sums_the_rest_into_one():
     many = {f"main;f{i}": 1 for i in range(50)} | {"main;hot": 950}
     kept = stacks.bound(many, share=0.99, limit=1000)
-    assert kept["main;hot"] == 950 and sum(kept.values()) == 1000
-    assert stacks.OTHER in kept and len(kept) < len(many)
+    assert kept["main;hot"] == 950
+    assert sum(kept.values()) == 1000
+    assert stacks.OTHER in kept
+    assert len(kept) < len(many)
     assert len(stacks.bound(many, share=1.0, limit=10)) == 11  # ten and the rest
 
 
@@ -53,10 +55,12 @@ def test_show_folded_prints_each_workloads_stacks_summed_over_its_runs(empty_rep
     commits = history(empty_repo, 2, runs=3)
     out = read_cli(empty_repo, "show", commits[1], "--folded").stdout.splitlines()
     parsed = {FOLDED.match(line).group(1): int(FOLDED.match(line).group(2)) for line in out}
-    assert parsed["main;parse"] == 3 * 400 and parsed["main;parse;[library]"] == 300
+    assert parsed["main;parse"] == 3 * 400
+    assert parsed["main;parse;[library]"] == 300
     assert f"main;{NAMES[4]};{NAMES[3]}" in parsed  # names as they are, `<` and `|` included
     bare = read_cli(empty_repo, "show", commits[1], "--folded", "--workload", "nosuch")
-    assert bare.stdout == "" and "no call stacks are stored" in bare.stderr
+    assert bare.stdout == ""
+    assert "no call stacks are stored" in bare.stderr
 
 
 def test_flamegraph_pl_renders_show_folded_with_every_frame_and_count(empty_repo):
@@ -64,10 +68,13 @@ def test_flamegraph_pl_renders_show_folded_with_every_frame_and_count(empty_repo
     commits = history(empty_repo, 2, runs=3)
     folded = read_cli(empty_repo, "show", commits[1], "--folded").stdout
     r = subprocess.run(["perl", str(FLAMEGRAPH_PL), "--title", "t"], input=folded, capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.startswith("<?xml"), r.stderr
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("<?xml"), r.stderr
     titles = dict(re.findall(r"<title>(.*?) \(([\d,]+) samples?, [\d.]+%\)</title>", r.stdout))
     counts = {k: int(v.replace(",", "")) for k, v in titles.items()}
-    assert counts["parse"] == 3 * 400 + 300 and counts["[library]"] == 300  # parse's frame holds its callee's
+    # parse's frame holds its callee's
+    assert counts["parse"] == 3 * 400 + 300
+    assert counts["[library]"] == 300
     assert counts["all"] == sum(int(FOLDED.match(line).group(2)) for line in folded.splitlines())
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in counts  # the C++-like names arrive whole, escaped by it
 
@@ -92,7 +99,8 @@ def test_a_stack_of_twenty_thousand_frames_draws_in_linear_memory():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 20 * 2 ** 20, peak
-    assert len(fig["ids"]) == 1 + plots.MAX_FLAME_DEPTH + 2 and fig["values"][0] == 8
+    assert len(fig["ids"]) == 1 + plots.MAX_FLAME_DEPTH + 2
+    assert fig["values"][0] == 8
     assert frame_paths(fig)[plots.MAX_FLAME_DEPTH].endswith(f";f{plots.MAX_FLAME_DEPTH - 1}")
 
 
@@ -102,8 +110,11 @@ def test_differential_flame_graph_colours_the_grown_frame_red_and_marks_changed_
     fig = plots.flame("t", target, base, changed=frozenset({"parse"}))["data"][0]
     at = {path: k for k, path in enumerate(frame_paths(fig))}
     colors = fig["marker"]["colors"]
-    assert colors[at["main;parse"]] > 0.4 and colors[at["main;other"]] < -0.3  # shares 50% -> 75%, 50% -> 25%
-    assert fig["labels"][at["main;parse"]] == "◆ parse" and fig["values"][0] == 1600
+    # shares 50% -> 75%, 50% -> 25%
+    assert colors[at["main;parse"]] > 0.4
+    assert colors[at["main;other"]] < -0.3
+    assert fig["labels"][at["main;parse"]] == "◆ parse"
+    assert fig["values"][0] == 1600
     of = {node: k for k, node in enumerate(fig["ids"])}
     assert all(fig["values"][of[p]] >= fig["values"][i] for i, p in enumerate(fig["parents"]) if p)
 
@@ -113,7 +124,8 @@ def test_a_flame_graph_opens_at_main_with_the_kernel_and_unknown_one_click_up():
     program; the graph opens at `main`, the path bar leading up to all samples."""
     fig = plots.flame("t", {"main;parse": 300, "main;emit": 100, "[kernel]": 250, "[unknown]": 150})["data"][0]
     at = {path: k for k, path in enumerate(frame_paths(fig))}
-    assert fig["level"] == fig["ids"][at["main"]] and fig["pathbar"]["visible"]
+    assert fig["level"] == fig["ids"][at["main"]]
+    assert fig["pathbar"]["visible"]
     assert "level" not in plots.flame("t", {"main;parse": 300})["data"][0]  # main is all there is
 
 
@@ -122,10 +134,14 @@ def test_commit_and_compare_pages_draw_flame_graphs_with_names_escaped(empty_rep
     client = create_app(empty_repo).test_client()
     for url in (f"/commit/{commits[2]}", f"/compare/{commits[1]}/{commits[2]}"):
         page = client.get(url).get_data(as_text=True)
-        assert 'id="flamediff-1"' in page and 'id="flame-1"' in page, url
-        assert "<script>alert(1)</script>" not in page and "flame-search" in page
+        assert 'id="flamediff-1"' in page, url
+        assert 'id="flame-1"' in page, url
+        assert "<script>alert(1)</script>" not in page
+        assert "flame-search" in page
     first = client.get(f"/commit/{commits[0]}").get_data(as_text=True)
-    assert 'id="flame-1"' in first and 'id="flamediff-1"' not in first  # no check base: no differential
+    # no check base: no differential
+    assert 'id="flame-1"' in first
+    assert 'id="flamediff-1"' not in first
 
 
 def test_show_says_when_the_stacks_did_not_unwind_to_main():
@@ -162,7 +178,8 @@ def test_show_gives_a_stack_only_function_no_calls_and_its_inclusive_time_from_t
     assert row.split()[1:6] == ["3", "-", "~600.00", "ms", "~500.00"], row
     assert "estimated from stack samples" in session
     f = next(f for f in profile_json(runs[0])["functions"] if f["name"] == "parse")
-    assert f["inclusive_ns"] == pytest.approx(6e8) and f["counted"] is False
+    assert f["inclusive_ns"] == pytest.approx(6e8)
+    assert f["counted"] is False
     # a function with no samples of its own (only ever a caller): its stacks' share of the CPU time
     main_only = replace(p, functions=(replace(parse, name="main"),), stacks={"main;parse": 1000})
     assert profile_json(StoredProfile("c" * 40, 9, "id9", main_only))["functions"][0]["inclusive_ns"] == pytest.approx(1e9)
@@ -178,7 +195,8 @@ def test_charts_have_commit_ticks_true_axis_labels_and_no_webgl(empty_repo):
                                                 page, re.S)]
     assert figs, "no functions chart on the overview"
     lay = figs[0]["layout"]
-    assert lay["yaxis"]["title"]["text"].startswith("exclusive") and lay["xaxis"]["ticktext"] == [c[:7] for c in commits]
+    assert lay["yaxis"]["title"]["text"].startswith("exclusive")
+    assert lay["xaxis"]["ticktext"] == [c[:7] for c in commits]
     assert lay["title"]["xanchor"] == "left"
     model = plots.model_plot("f", [(i, 100 + i) for i in range(20)], [])
     assert all(t["type"] != "scattergl" for t in model["data"])

@@ -107,7 +107,8 @@ def test_a_slowdown_near_the_threshold_is_unresolved_never_no_change():
     check says unresolved with the interval, never no change (which would let it pass as measured)."""
     results = _simulate(100, shift={"f5": 1.10}, changed=frozenset({"f5"}), seed=3, runs=10, **QUIET)
     kinds = [next(c.type for c in r if c.function == "f5") for r in results]
-    assert checks.NO_CHANGE not in kinds and kinds.count(checks.UNRESOLVED) > 0, kinds
+    assert checks.NO_CHANGE not in kinds, kinds
+    assert kinds.count(checks.UNRESOLVED) > 0, kinds
 
 
 def test_improvement_is_an_optimization_and_never_a_degradation():
@@ -178,7 +179,8 @@ def test_nonparametric_models_follow_a_step_and_report_r2():
     for m in (models.regressogram(x, y), models.moving_average(x, y, "smm"), models.kernel_regression(x, y),
               models.kernel_regression(x, y, "box"), models.moving_average(x, y, "ema")):
         assert m.r2 > 0.9, m.kind
-        assert abs(float(m.predict([50])[0]) - 100) < 20 and abs(float(m.predict([350])[0]) - 300) < 20, m.kind
+        assert abs(float(m.predict([50])[0]) - 100) < 20, m.kind
+        assert abs(float(m.predict([350])[0]) - 300) < 20, m.kind
     assert not models.fit_regression(x, np.random.default_rng(9).normal(0, 1, 400), "linear").reliable
 
 
@@ -230,7 +232,8 @@ def test_noise_analysis_counts_aa_alarms_and_measures_spread():
     by = {f.name: f for f in r.functions}
     # run-to-run spread is 15% per run in the simulation; between sessions the median of 5 runs
     assert 0.08 < float(np.median([f.run_cv for f in r.functions])) < 0.25
-    assert by["main"].time_ns > by["f10"].time_ns and r.recommended_min_relative >= 0.05
+    assert by["main"].time_ns > by["f10"].time_ns
+    assert r.recommended_min_relative >= 0.05
 
 
 def test_a_function_with_its_own_session_luck_is_judged_by_its_history():
@@ -279,7 +282,8 @@ def test_qn_scale_is_unbiased_at_every_small_sample_size():
     means = _qn_means(inference.qn_factor, sizes)
     assert {n: round(m, 3) for n, m in means.items() if abs(m - 1) > 0.05} == {}
     old = _qn_means(lambda n: (n / (n + 1.4) if n % 2 else n / (n + 3.8)) if n <= 40 else 1.0, sizes)
-    assert abs(old[3] - 1) > 0.25 and abs(old[50] - 1) > 0.05
+    assert abs(old[3] - 1) > 0.25
+    assert abs(old[50] - 1) > 0.05
 
 
 def test_since_names_the_commit_where_the_level_shift_began_even_if_a_commit_lacks_the_function():
@@ -297,10 +301,12 @@ def test_since_names_the_commit_where_the_level_shift_began_even_if_a_commit_lac
     b = _session(rng, base_ns, shift={"f5": 2.0}, commit="b", **QUIET)
     named = {c.function: c for c in checks.compare_workload(
         checks.Sides("w", b, a, hist, [f"h{k}" for k in range(10)]), CheckConfig(), opinions=False)}
-    assert named["f5"].type == checks.DEGRADATION and named["f5"].since == "h4"
+    assert named["f5"].type == checks.DEGRADATION
+    assert named["f5"].since == "h4"
     anonymous = {c.function: c for c in checks.compare_workload(
         checks.Sides("w", b, a, hist), CheckConfig(), opinions=False)}
-    assert anonymous["f5"].type == checks.DEGRADATION and anonymous["f5"].since is None
+    assert anonymous["f5"].type == checks.DEGRADATION
+    assert anonymous["f5"].since is None
 
 
 def test_noise_analysis_survives_functions_whose_comparison_is_withheld():
@@ -321,7 +327,8 @@ def test_noise_analysis_survives_functions_whose_comparison_is_withheld():
     found = checks.compare_workload(checks.Sides("w", wrap[1], wrap[0]), CheckConfig(), opinions=False)
     assert next(c for c in found if c.function == "f3").type == checks.UNKNOWN  # the case this test is about
     r = noise.analyse("w", sessions, CheckConfig())
-    assert math.isfinite(r.recommended_min_relative) and "f3" not in {f.name for f in r.functions if f.false_alarms}
+    assert math.isfinite(r.recommended_min_relative)
+    assert "f3" not in {f.name for f in r.functions if f.false_alarms}
 
 
 def test_a_long_series_is_fitted_in_bounded_memory():
@@ -338,9 +345,11 @@ def test_a_long_series_is_fitted_in_bounded_memory():
     fitted = fit_all(x, y)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert peak < 400 * 2 ** 20 and len(fitted) == 7, peak
+    assert peak < 400 * 2 ** 20, peak
+    assert len(fitted) == 7, peak
     kernel = next(m for m in fitted if m.kind == "kernel:gaussian")
-    assert kernel.r2 > 0.95 and len(kernel.grid_x) == 100 < MAX_FIT_POINTS
+    assert kernel.r2 > 0.95
+    assert len(kernel.grid_x) == 100 < MAX_FIT_POINTS
 
 
 def _wide_session(rng, base_ns, commit, slow=None, runs=3):
@@ -375,7 +384,9 @@ def test_a_40pct_slowdown_among_200_functions_is_found_from_the_history():
                                     opinions=False)
         hits += any(c.function == f"f{i}" and c.type == checks.DEGRADATION for c in r)
         others += any(c.function != f"f{i}" and c.type == checks.DEGRADATION for c in r)
-    assert hits >= 22 and others == 0, (hits, others)  # (at the measured 0.9, P(hits <= 21) = 1%)
+    # (at the measured 0.9, P(hits <= 21) = 1%)
+    assert hits >= 22, (hits, others)
+    assert others == 0, (hits, others)
 
 
 def test_a_change_adding_less_than_min_share_of_the_run_is_never_a_verdict():
@@ -424,10 +435,12 @@ def test_squeeze_borrows_where_noise_is_alike_and_keeps_it_apart_where_it_differ
     dfs = np.full(300, 6.0)
     sizes = np.geomspace(1e9, 1e4, 300)
     alike = inference.squeeze(rng.chisquare(6, 300) / 6 * 0.01, dfs, sizes)
-    assert all(p.df >= 30 for p in alike) and all(0.007 < p.var < 0.013 for p in alike)
+    assert all(p.df >= 30 for p in alike)
+    assert all(0.007 < p.var < 0.013 for p in alike)
     truth = np.where(np.arange(300) < 250, 0.001, 0.25)  # the 50 smallest 16x noisier
     unlike = inference.squeeze(rng.chisquare(6, 300) / 6 * truth, dfs, sizes)
-    assert all(0.0005 < p.var < 0.002 for p in unlike[:230]) and all(0.1 < p.var < 0.5 for p in unlike[-30:])
+    assert all(0.0005 < p.var < 0.002 for p in unlike[:230])
+    assert all(0.1 < p.var < 0.5 for p in unlike[-30:])
     assert inference.squeeze([0.1, 0.2], [3, 3], [1, 2]) is None
 
 
@@ -446,7 +459,8 @@ def test_replicate_spreads_of_many_functions_are_each_ones():
         a, b = np.exp(rng.normal(0, 0.1, (9, nt))) * 1e6, np.exp(rng.normal(0, 0.1, (9, nb))) * 1e6
         sds, df = inference.pooled_replicate_sigmas(a, b)
         each = [inference.pooled_replicate_sigma([list(x), list(y)]) for x, y in zip(a, b)]
-        assert np.allclose(sds, [e.sigma for e in each]) and all(df == pytest.approx(e.df) for e in each)
+        assert np.allclose(sds, [e.sigma for e in each])
+        assert all(df == pytest.approx(e.df) for e in each)
 
 
 def test_a_history_in_two_modes_reads_their_spread_and_one_real_step_is_still_ignored():

@@ -22,7 +22,8 @@ def test_add_and_read_back(empty_repo):
     i1, i2 = store.add(c, p1), store.add(c, p2)
     assert i1 != i2
     good, bad = store.read(c)
-    assert [g.profile for g in good] == [p1, p2] and not bad
+    assert [g.profile for g in good] == [p1, p2]
+    assert not bad
     assert store.add(c, p1) == i1  # same content: same id, not stored twice
     assert len(store.read(c)[0]) == 2
     assert store.commits() == [c]
@@ -37,12 +38,16 @@ def test_corrupt_line_is_reported_skipped_and_survives_later_writes(empty_repo):
     store = NotesStore(open_repo(empty_repo))
     profiles, bad = store.read(c)
     assert len(profiles) == 1
-    assert len(bad) == 1 and bad[0].line_no == 2 and "unknown encoding" in bad[0].reason
+    assert len(bad) == 1
+    assert bad[0].line_no == 2
+    assert "unknown encoding" in bad[0].reason
     store.add(c, make_profile(c, "b"))
     text = git(empty_repo, "notes", f"--ref={NOTES_REF}", "show", c)
     assert "this is not a profile" in text.splitlines()
     r = read_cli(empty_repo, "show", c)
-    assert r.returncode == 0 and "line 2" in r.stderr and "skipped" in r.stderr
+    assert r.returncode == 0
+    assert "line 2" in r.stderr
+    assert "skipped" in r.stderr
 
 
 WRITER = """
@@ -113,8 +118,10 @@ def test_a_remote_whose_notes_ref_is_not_a_commit_is_refused_and_nothing_breaks(
     git(remote, "update-ref", NOTES_REF, blob)
     a = _clone(remote, tmp_path / "a")
     r = run_cli(a, "pull")
-    assert r.returncode == 2 and "is a blob, not a commit of notes" in r.stderr, r.stderr
-    assert read_cli(a, "log").returncode == 0 and read_cli(a, "check", "HEAD").returncode == 3
+    assert r.returncode == 2, r.stderr
+    assert "is a blob, not a commit of notes" in r.stderr, r.stderr
+    assert read_cli(a, "log").returncode == 0
+    assert read_cli(a, "check", "HEAD").returncode == 3
 
 
 PAIR_WRITER = """
@@ -147,7 +154,8 @@ def test_a_writer_killed_at_any_moment_leaves_both_commits_lines_or_neither(empt
     store = NotesStore(open_repo(empty_repo))
     base = {ln.split()[1] for ln in store.note_text(a).splitlines()}
     target = {ln.split()[1] for ln in store.note_text(b).splitlines()}
-    assert base and base == target, sorted(base ^ target)[:5]
+    assert base, sorted(base ^ target)[:5]
+    assert base == target, sorted(base ^ target)[:5]
     store.add_lines({a: ["after base"], b: ["after target"]})
     assert not [r for r in open_repo(empty_repo).references if "staging" in r]
 
@@ -175,7 +183,8 @@ def test_notes_fan_out_as_git_does_so_a_write_copies_small_trees(empty_repo):
     for c in commits:
         store.add_line(c, f"line of {c}")
     top = _notes_tree(empty_repo)
-    assert len(top) <= 256 and all(e.filemode == pygit2.GIT_FILEMODE_TREE and len(e.name) == 2 for e in top)
+    assert len(top) <= 256
+    assert all(e.filemode == pygit2.GIT_FILEMODE_TREE and len(e.name) == 2 for e in top)
     assert max(len(open_repo(empty_repo)[e.id]) for e in top) < 20  # 300 notes over ~190 subtrees
     listed = git(empty_repo, "notes", f"--ref={NOTES_REF}", "list").splitlines()
     assert sorted(ln.split()[1] for ln in listed) == sorted(commits)
@@ -195,7 +204,8 @@ def test_a_flat_notes_tree_of_an_older_version_is_read_then_fanned_out_without_l
         repo.create_note(f"old {c}\n", sig, sig, c, NOTES_REF, True)
     assert len(_notes_tree(empty_repo)) == 300  # flat
     store = NotesStore(open_repo(empty_repo))
-    assert store.note_text(commits[7]) == f"old {commits[7]}\n" and len(store.commits()) == 300
+    assert store.note_text(commits[7]) == f"old {commits[7]}\n"
+    assert len(store.commits()) == 300
     store.add_line(commits[7], "new")
     top = _notes_tree(empty_repo)
     assert all(e.filemode == pygit2.GIT_FILEMODE_TREE for e in top)

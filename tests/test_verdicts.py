@@ -52,7 +52,8 @@ def test_fingerprint_is_the_plan_not_the_binary():
     assert replace(hybrid, spec="s1").fingerprint == replace(hybrid, traced=("x",), spec="s1").fingerprint
     assert hybrid.fingerprint == replace(hybrid, round=3, pairing="p").fingerprint
     a, b = _profile("a", {"main": 1.0}), _profile("a", {"main": 1.0}, ADVANCED)
-    assert comparison_key(a) != comparison_key(b) and comparison_key(a).startswith(a.config_key + "|trace|")
+    assert comparison_key(a) != comparison_key(b)
+    assert comparison_key(a).startswith(a.config_key + "|trace|")
 
 
 def test_profiles_of_two_plans_give_no_verdict_and_say_how_to_get_one(empty_repo):
@@ -72,17 +73,20 @@ def test_profiles_of_two_plans_give_no_verdict_and_say_how_to_get_one(empty_repo
         store.add(base, _profile(base, {n: t * (1 + 0.01 * k) for n, t in base_totals.items()}))
         store.add(target, _profile(target, {n: t * (1 + 0.01 * k) for n, t in fast.items()}, ADVANCED))
     r = checks.check(NotesStore(repo), target, CheckConfig())
-    assert r.result == checks.NOT_ENOUGH_DATA and r.exit_code == 3
+    assert r.result == checks.NOT_ENOUGH_DATA
+    assert r.exit_code == 3
     assert not [c for c in r.changes if c.type in (checks.DEGRADATION, checks.OPTIMIZATION)]
     [pair] = r.pairs
     assert pair.base_commit is None
-    assert "only with other probe plans" in pair.notes[0] and "--collect" in pair.notes[0], pair.notes
+    assert "only with other probe plans" in pair.notes[0], pair.notes
+    assert "--collect" in pair.notes[0], pair.notes
     # the same profiles under one plan would be an optimization: the verdict above is withheld, not missed
     for k in range(3):
         store.add(base, _profile(base, {n: t * (1 + 0.01 * k) for n, t in base_totals.items()
                                         if n in ADVANCED.probed}, ADVANCED))
     again = checks.check(NotesStore(repo), target, CheckConfig())
-    assert again.result == checks.OPTIMIZATION and again.pairs[0].base_commit == base
+    assert again.result == checks.OPTIMIZATION
+    assert again.pairs[0].base_commit == base
 
 
 def test_probe_time_is_taken_out_of_inclusive_time():
@@ -102,10 +106,14 @@ def test_probe_time_is_taken_out_of_inclusive_time():
         overflow=0, unmatched=0, stack_samples=0, unknown_samples=0, attach_method="uprobe_multi")
     cost = {"push": 2000.0, "push_in": 800.0, "singlestep": 20000.0, "singlestep_in": 9000.0}
     main, lex = build_functions(plan, raw, None, cost)
-    assert main.probe_ns == 20_000_000 + 1 * 800 and main.nested == 1000
+    assert main.probe_ns == 20_000_000 + 1 * 800
+    assert main.nested == 1000
     # lex recursed: 10 outermost calls of 1000, the other 990 nested in them (their full cost counted)
-    assert lex.probe_ns == 990 * 20_000 + 10 * 9000 and lex.native_ns == 25_000_000 - 19_890_000
-    assert lex.outer_calls == 10 and main.outer_calls == 0 and lex.mean_ns == 2_500_000
+    assert lex.probe_ns == 990 * 20_000 + 10 * 9000
+    assert lex.native_ns == 25_000_000 - 19_890_000
+    assert lex.outer_calls == 10
+    assert main.outer_calls == 0
+    assert lex.mean_ns == 2_500_000
     assert main.native_ns == 50_000_000 - 20_000_800
     again = codec.decode(codec.encode(Profile(Header("t", "c", "app", "b", (), "w", "bcc", "m", "k", 0, 1),
                                               Metrics(), PlanRecord(), (main, lex))))
@@ -128,7 +136,8 @@ def test_checks_compare_native_estimates_with_the_calibration_uncertainty():
     target = [side("t", 2e8 * math.exp(rng.normal(0, 0.01)), r) for r in range(5)]
     f = next(c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(), opinions=False)
              if c.function == "f")
-    assert f.type == checks.DEGRADATION and 0.9 < f.relative < 1.1, f
+    assert f.type == checks.DEGRADATION, f
+    assert 0.9 < f.relative < 1.1, f
     assert f.target_ns == pytest.approx(2e8, rel=0.05)  # a native estimate, not the probed total
     # the probe shares differ (0.2 and 0.1 of native): the calibration's 30% spread shows in the interval;
     # one that claims no spread at all is still taken to drift by CALIBRATION_DRIFT
@@ -202,12 +211,14 @@ def test_a_function_the_target_renamed_is_compared_with_itself_not_removed_and_n
         return out
     sides = checks.Sides("w", named(target, new, {old: new}), named(base, old))
     found = {c.function: c for c in judge(sides, CheckConfig(), frozenset({new}), opinions=False)}
-    assert old not in found and found[new].type == checks.DEGRADATION, found.get(new)
+    assert old not in found, found.get(new)
+    assert found[new].type == checks.DEGRADATION, found.get(new)
     assert found[new].ci_low < 0.3 < found[new].ci_high
     # without the pairing the two names were two functions: what the target's plan prevents
     apart = {c.function: c.type for c in judge(checks.Sides("w", named(target, new), named(base, old)),
                                                       CheckConfig(), frozenset({new}), opinions=False)}
-    assert apart.get(old) == checks.REMOVED and apart.get(new) == checks.NEW, apart
+    assert apart.get(old) == checks.REMOVED, apart
+    assert apart.get(new) == checks.NEW, apart
 
 
 def test_what_a_commit_stopped_calling_is_one_line_under_its_caller_and_inlined_is_not_removed():
@@ -230,16 +241,23 @@ def test_what_a_commit_stopped_calling_is_one_line_under_its_caller_and_inlined_
     found = judge(checks.Sides("w", target, base), CheckConfig(), frozenset({"scan"}), opinions=False)
     by = {c.function: c for c in found}
     grouped = by["rx_match"]
-    assert grouped.type == checks.REMOVED and set(grouped.members) == set(engine) and grouped.caller == "scan"
+    assert grouped.type == checks.REMOVED
+    assert set(grouped.members) == set(engine)
+    assert grouped.caller == "scan"
     assert not set(engine[1:]) & by.keys()  # told on the one row, not each on its own
     assert "4 functions no longer called from scan" in grouped.method
     assert grouped.base_ns == pytest.approx(0.6 * 1e7)  # 60 of 100 stack samples of a 10 ms run
-    assert by["helper"].type == checks.INLINED and "inlined into scan" in by["helper"].method
-    assert by["tidy"].type == checks.REMOVED and "called from other" in by["tidy"].method  # alone: its own row
+    assert by["helper"].type == checks.INLINED
+    assert "inlined into scan" in by["helper"].method
+    # alone: its own row
+    assert by["tidy"].type == checks.REMOVED
+    assert "called from other" in by["tidy"].method
     assert gone.callers({"rx_step", "rx_match"}, base) == {"rx_step": "scan", "rx_match": "scan"}
     # what the change calls instead: the new functions under the caller that calls them now
     scanner = by["tok_next"]
-    assert scanner.type == checks.NEW and set(scanner.members) == {"tok_next", "tok_peek"} and "tok_peek" not in by
+    assert scanner.type == checks.NEW
+    assert set(scanner.members) == {"tok_next", "tok_peek"}
+    assert "tok_peek" not in by
     assert "2 new functions called from scan: none -> 2.80 ms a run (70% of the target's stack samples)" in scanner.method
 
 
@@ -255,7 +273,8 @@ def test_a_function_that_is_mostly_probe_time_is_compared_on_its_probed_time():
     target = [run("t", 1.1e9, k) for k in range(3)]  # +10% measured; "native" would say 1e8 -> 2e8
     tiny = next(c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(), opinions=False)
                 if c.function == "tiny")
-    assert "probed time" in tiny.noise and tiny.base_ns == pytest.approx(1.003e9, rel=0.01)
+    assert "probed time" in tiny.noise
+    assert tiny.base_ns == pytest.approx(1.003e9, rel=0.01)
     assert 0.05 < tiny.relative < 0.15
 
 
@@ -278,14 +297,16 @@ def test_a_cheaper_entry_probe_is_not_an_optimization():
     target = [run("t", 1100, 130, k) for k in range(5)]
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
                                                             opinions=False)}
-    assert found["l_alloc"].type == checks.UNKNOWN and "probes differ" in found["l_alloc"].method, found["l_alloc"]
+    assert found["l_alloc"].type == checks.UNKNOWN, found["l_alloc"]
+    assert "probes differ" in found["l_alloc"].method, found["l_alloc"]
     # the same probes on both sides: the probed times are comparable, and a real change shows once it
     # stands out of each side's own probe-cost spread (checks.sides.PROBE_COST_SPREAD): 13 -> 613 ns
     # is +10% of a probed 5.8 us, as much as two builds' probes differed (no verdict); 13 -> 3013 is +52%
     same = [run("t", 5800, 13 + 3000, k) for k in range(5)]
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), CheckConfig(),
                                                             opinions=False)}
-    assert found["l_alloc"].type == checks.DEGRADATION and "probed time" in found["l_alloc"].noise
+    assert found["l_alloc"].type == checks.DEGRADATION
+    assert "probed time" in found["l_alloc"].noise
 
 
 def test_fewer_probed_calls_under_an_overstated_calibration_are_withheld_not_a_slowdown():
@@ -314,7 +335,8 @@ def test_fewer_probed_calls_under_an_overstated_calibration_are_withheld_not_a_s
                                                             opinions=False)}
     assert not [c for c in found.values() if c.type == checks.DEGRADATION], found
     for name in ("main", "gen"):
-        assert found[name].type == checks.UNKNOWN and "probes differ" in found[name].method, found[name]
+        assert found[name].type == checks.UNKNOWN, found[name]
+        assert "probes differ" in found[name].method, found[name]
 
 
 def test_the_collect_summary_says_when_the_calibration_overstates_the_run():
@@ -327,7 +349,8 @@ def test_the_collect_summary_says_when_the_calibration_overstates_the_run():
     assert "native estimate 90.00 ms" in summary(100_000_000, 10_000_000)
     assert "too much to take out" in summary(100_000_000, 60_000_000)
     over = summary(100_000_000, 150_000_000)
-    assert "exceeds the measured time" in over and "%" not in over
+    assert "exceeds the measured time" in over
+    assert "%" not in over
 
 
 def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
@@ -354,7 +377,8 @@ def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
     same = [run("t", 0.05, r) for r in range(15)]
     cfg = CheckConfig()
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", slow, base), cfg, opinions=False)}
-    assert found["leaf"].type == checks.DEGRADATION and "pooled samples" in found["leaf"].noise
+    assert found["leaf"].type == checks.DEGRADATION
+    assert "pooled samples" in found["leaf"].noise
     assert found["leaf"].ci_low < 1.0 < found["leaf"].ci_high  # the truth: twice the time
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", same, base), cfg, opinions=False)}
     assert found["leaf"].type in NO_VERDICT
@@ -391,7 +415,8 @@ def test_an_unchanged_functions_own_time_may_differ_between_two_builds_by_placem
     target = [run("t", 194 / 20166, r) for r in range(60)]
     cfg = CheckConfig()
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), cfg, opinions=False)}
-    assert found["lua_type"].type in NO_VERDICT and "between builds" in found["lua_type"].noise
+    assert found["lua_type"].type in NO_VERDICT
+    assert "between builds" in found["lua_type"].noise
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), cfg,
                                                             frozenset({"lua_type"}), opinions=False)}
     assert found["lua_type"].type == checks.OPTIMIZATION
@@ -417,7 +442,8 @@ def test_a_plain_check_pairs_a_target_with_its_own_partners_among_several_paired
                 store.add(commits["a"], p)
     result = checks.check(NotesStore(open_repo(empty_repo)), commits["a"], replace(CheckConfig(), min_relative=0.02))
     parse = next(c for c in result.changes if c.function == "parse")
-    assert "paired rounds" in parse.method and result.pairs[0].base_profiles == 5, (parse.method, result.pairs)
+    assert "paired rounds" in parse.method, (parse.method, result.pairs)
+    assert result.pairs[0].base_profiles == 5, (parse.method, result.pairs)
 
 
 def _disturbed_rounds(shift: float, seed: int, rounds: int = 15) -> tuple[list[StoredProfile], list[StoredProfile]]:
@@ -477,12 +503,16 @@ def test_a_changed_functions_median_call_shows_what_a_few_huge_calls_hide():
     base, target = _resizes(1700.0, 1)
     by_run = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
                                                              opinions=False)}["resize"]
-    assert by_run.type in NO_VERDICT and "median call" not in by_run.method  # not changed: one test
+    # not changed: one test
+    assert by_run.type in NO_VERDICT
+    assert "median call" not in by_run.method
     c = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(), changed,
                                                         opinions=False)}["resize"]
-    assert c.type == checks.DEGRADATION and c.method.startswith("median call x calls"), c
+    assert c.type == checks.DEGRADATION, c
+    assert c.method.startswith("median call x calls"), c
     assert c.absolute_ns == pytest.approx(72 * 1700, rel=0.3)  # the time a run gained
-    assert 0.6 < c.relative < 1.1 and c.base_ns == pytest.approx(72 * 2000, rel=0.1)
+    assert 0.6 < c.relative < 1.1
+    assert c.base_ns == pytest.approx(72 * 2000, rel=0.1)
     alarms = 0
     for seed in range(30):
         base, target = _resizes(0.0, 100 + seed)
@@ -509,7 +539,8 @@ def test_a_median_call_that_jumps_between_call_sizes_does_not_decide_against_the
             out.append(StoredProfile(side, r, f"{side}{r}", Profile(h, Metrics(), plan, funcs)))
     c = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
                                                         frozenset({"uncompress"}), opinions=False)}["uncompress"]
-    assert c.type == checks.NO_CHANGE and not c.method.startswith("median call"), c
+    assert c.type == checks.NO_CHANGE, c
+    assert not c.method.startswith("median call"), c
     assert c.relative == pytest.approx(0.013, abs=0.005)
 
 
@@ -519,7 +550,8 @@ def test_a_function_tested_twice_splits_its_share_of_the_error_budget():
     once, total = error_budget(["main", "f", "f2", "g", "h"], changed)
     twice, _ = error_budget(["main", "f", "f2", "g", "h", "f"], changed)
     assert twice[1] == twice[5] == pytest.approx(once[1] / 2)
-    assert twice[:1] + twice[2:5] == pytest.approx(once[:1] + once[2:]) and sum(twice) == total == pytest.approx(1.0)
+    assert twice[:1] + twice[2:5] == pytest.approx(once[:1] + once[2:])
+    assert sum(twice) == total == pytest.approx(1.0)
 
 
 def test_the_functions_the_commit_did_not_change_keep_their_share_whatever_else_changed():
@@ -527,7 +559,9 @@ def test_the_functions_the_commit_did_not_change_keep_their_share_whatever_else_
     names = ["main", "f", "g", "h"]
     some, total = error_budget(names, frozenset({"f"}))
     none, kept = error_budget(names, frozenset())
-    assert sum(some[2:]) == pytest.approx(sum(none[1:])) and none[0] == some[0] and kept == total == pytest.approx(1.0)
+    assert sum(some[2:]) == pytest.approx(sum(none[1:]))
+    assert none[0] == some[0]
+    assert kept == total == pytest.approx(1.0)
     assert sum(none) == pytest.approx(kept - 0.375)  # the changed functions' share, kept for none
     assert error_budget(["main"], frozenset()) == ([0.25], 0.25)  # the root alone has the whole budget
     assert error_budget(["main", "f"], frozenset({"f"})) == ([0.25, 0.75], 1.0)
@@ -651,7 +685,8 @@ def test_the_rounds_stop_for_a_change_about_the_threshold_itself():
     assert undecided([DECIDED_MAIN, wide], _focus(("f",)), cfg, rounds=34) == ["f"]
     # the function's own threshold, not min_relative: +37% [+23%, +54%] against 30% of a 190 us function
     stats = _change("f", 0.99, 0.23, 0.54, checks.UNRESOLVED)
-    assert at_the_threshold(stats, 0.30, rounds=20) and not at_the_threshold(stats, 0.05, rounds=20)
+    assert at_the_threshold(stats, 0.30, rounds=20)
+    assert not at_the_threshold(stats, 0.05, rounds=20)
 
 
 def test_where_only_the_projects_library_changed_the_run_gets_every_round_but_is_not_changed():
@@ -662,7 +697,9 @@ def test_where_only_the_projects_library_changed_the_run_gets_every_round_but_is
     from gitperf.plan.focus import Focus
     wide = _change("main", 0.6, -0.18, 0.26, checks.UNRESOLVED)  # +4%: out of reach, but reads a change
     lib = Focus((), (), (), ("main",), {}, libraries="libsum.so.1: changed sum", library_changed=("sum",))
-    assert lib.reached and "main" not in lib.changed and lib.every_round("main")
+    assert lib.reached
+    assert "main" not in lib.changed
+    assert lib.every_round("main")
     assert undecided([wide], lib, CheckConfig(), rounds=10) == ["main"]
     assert undecided([wide], replace(lib, libraries="", library_changed=()), CheckConfig(), rounds=10) == []
     # (as a changed function's, its rounds end where it reads no change and is out of reach: issue #57)
@@ -702,7 +739,8 @@ def test_a_function_is_undecided_exactly_while_its_outcome_is_unresolved():
 
 def test_progress_lists_a_few_names_and_how_many_more():
     from gitperf.core.fmt import names
-    assert names([]) == "-" and names(["a", "b"]) == "a, b"
+    assert names([]) == "-"
+    assert names(["a", "b"]) == "a, b"
     assert names([f"f{i}" for i in range(737)]) == "f0, f1, f2, f3, f4, f5 and 731 more"
 
 
@@ -755,8 +793,12 @@ def test_a_root_that_never_returns_is_timed_by_its_run():
         overflow=0, unmatched=0, stack_samples=50, unknown_samples=8, attach_method="uprobe_multi")
     cost = {"push": 1000.0, SAMPLE_KEY: 2000.0}
     main = next(f for f in build_functions(plan, raw, None, cost) if f.name == "main")
-    assert main.by_run and main.count == 1 and main.total_ns == 50_000_000
-    assert main.probe_ns > 0 and main.native_ns < main.total_ns and main.exclusive_ns <= main.total_ns
+    assert main.by_run
+    assert main.count == 1
+    assert main.total_ns == 50_000_000
+    assert main.probe_ns > 0
+    assert main.native_ns < main.total_ns
+    assert main.exclusive_ns <= main.total_ns
     crashed = replace(raw, run=RunResult(-11, 0.05, False))  # a crash is a partial run, not a total
     assert not next(f for f in build_functions(plan, crashed, None, cost) if f.name == "main").by_run
 
@@ -786,9 +828,12 @@ def test_a_sampled_functions_time_includes_its_callees_from_the_stacks():
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", slow, base), cfg, frozenset({"work"}),
                                                             opinions=False)}
     w = found["work"]
-    assert w.type == checks.DEGRADATION and "(inclusive)" in w.noise and w.measure.startswith("inclusive"), w
+    assert w.type == checks.DEGRADATION, w
+    assert "(inclusive)" in w.noise, w
+    assert w.measure.startswith("inclusive"), w
     assert w.ci_low < 1.0 < w.ci_high  # the truth: twice the time under it
-    assert math.isclose(w.target_ns, w.base_ns * (1 + w.relative)) and math.isclose(w.absolute_ns, w.target_ns - w.base_ns)
+    assert math.isclose(w.target_ns, w.base_ns * (1 + w.relative))
+    assert math.isclose(w.absolute_ns, w.target_ns - w.base_ns)
     assert w.ci_low <= w.relative <= w.ci_high
     # its own time, in the same measure, did not move: the time went under it (a report once printed
     # an exclusive gain larger than the inclusive one, from other denominators)
@@ -817,7 +862,8 @@ def test_a_verdict_says_what_it_adds_to_a_run_and_its_share_of_the_runs_change_e
     words = "+300.00 us a run, 27% of the run's slowdown"
     result = CheckResult("c" * 40, "b" * 40, checks.DEGRADATION, tuple(shares([run, f])),
                          (WorkloadPair("w", "k", 3, "b" * 40, 3, 0, "-"),))
-    assert words in check_text(result) and words in check_markdown(result)
+    assert words in check_text(result)
+    assert words in check_markdown(result)
     assert FILTERS["amount"](result.to_dict()["changes"][1]) == words
     assert "+1.10 ms a run" in check_text(result)  # the run's own line: no share of itself
 
@@ -837,7 +883,8 @@ def test_time_moved_here_is_said_only_where_the_intervals_show_more_than_the_run
     assert shares([run, within])[1].share == 1.0
     assert amount(17.46e6, 1.0) == "+17.46 ms a run, all of the run's slowdown"
     moved = shares([run, apart])[1].share
-    assert moved == pytest.approx(17.46 / 12) and "time moved here from other functions" in amount(17.46e6, moved)
+    assert moved == pytest.approx(17.46 / 12)
+    assert "time moved here from other functions" in amount(17.46e6, moved)
 def test_a_check_says_where_both_sides_were_measured_and_warns_when_the_base_was_elsewhere(empty_repo):
     """Each profile carries its environment (CPU, kernel, libc, governor, the binary's compilers);
     a check shows it beside the verdict and says when the base's differs: another compiler or
@@ -915,7 +962,9 @@ def test_a_function_with_rare_slow_runs_is_no_finding_before_the_history_can_mea
     assert found >= 190
     monkeypatch.setattr(compare, "center_spreads", lambda sides, both: {})
     robust_alone, _ = checked(range(200))
-    assert alarms <= 8 and 2 * alarms <= robust_alone, (alarms, robust_alone)  # (6 and 18 of 200)
+    # (6 and 18 of 200)
+    assert alarms <= 8, (alarms, robust_alone)
+    assert 2 * alarms <= robust_alone, (alarms, robust_alone)
 
 
 
@@ -981,7 +1030,8 @@ def test_a_library_function_sampled_on_one_side_only_is_neither_new_nor_removed(
     base, target = side("b", {"gz_open": 2, "crc32_z": 40}), side("t", {"gz_avail": 1, "crc32_z": 41})
     found = {c.function: c.type for c in checks.compare_workload(checks.Sides("w", target, base), CheckConfig(),
                                                                  opinions=False)}
-    assert "gz_open" not in found and "gz_avail" not in found, found
+    assert "gz_open" not in found, found
+    assert "gz_avail" not in found, found
     assert "crc32_z" in found, found  # sampled on both sides: compared
     assert found["gone"] == checks.REMOVED, found
 
@@ -1026,7 +1076,8 @@ def test_a_recheck_adds_rounds_until_each_interval_is_narrower_than_the_stored_c
     assert to_narrow([DECIDED_MAIN, _change("g", 0.5)], _focus(()), {"g": 0.01}) == []
     assert to_narrow([_change("f", 0.5, math.nan, math.nan, checks.NEW)], _focus(), {"f": 0.1}) == []
     said = wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.21})
-    assert "f (33% wide, 21% before)" in said and "main" not in said
+    assert "f (33% wide, 21% before)" in said
+    assert "main" not in said
     assert wider_note([DECIDED_MAIN, decided], _focus(), {"f": 0.34}) == ""
 
 
