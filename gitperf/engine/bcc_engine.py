@@ -200,7 +200,7 @@ class BccEngine:
     def session(self, binary: BinaryInfo, plan: ProbePlan, progress: Progress,
                 alternating: bool = False) -> Iterator[_Session]:
         """The program compiled and loaded once, for any number of runs under one plan (compiling
-        takes ~2.5 s on these machines; a paired check makes dozens of short runs)."""
+        takes ~0.55 s on these machines, bench/compile.py; a paired check makes dozens of short runs)."""
         bcc = _import_bcc()
         job = _Job(binary, plan, plan.probed_ids(), self.uses_multi_link, progress)
         progress(f"compiling the BPF program ({len(job.probed)} functions)")
