@@ -655,3 +655,31 @@ def test_bisect_finds_the_first_slow_commit_collecting_fewer_commits_than_the_ra
     assert out["range"] == len(line) - 1
     assert len(out["collected"]) < len(line), out  # not every commit of the range, GOOD included
     assert len(fake.log) == 3 * len(out["collected"]), [r.binary for r in fake.log]  # --repeat 3, each visited once
+
+
+def test_checking_the_child_keeps_the_parents_stored_verdict_runs_and_report(repo, fake):
+    """check --collect of a commit, then of its child (which takes the first as its base and adds runs
+    to its note): the first commit's check, report and runs read the same afterwards, and its note holds
+    both checks' sessions."""
+    (repo / ".gitperf.toml").write_text((repo / ".gitperf.toml").read_text() + '[check]\nwitness = "off"\n')
+    git(repo, "commit", "-qam", "no witness in this test")
+    for us in (998, 997):  # other code in `tick` each time: each check has something to measure
+        (repo / "s.c").write_text(re.sub(r"usleep\(\d+\)", f"usleep({us})", (repo / "s.c").read_text()))
+        git(repo, "commit", "-qam", f"tick {us}")
+    middle, child = git(repo, "rev-parse", "HEAD~1"), git(repo, "rev-parse", "HEAD")
+    first = invoke(fake, ["check", middle, "--collect", "--rounds", "3", "--json"])
+    assert first.exit_code in (0, 1), first.stderr[-3000:]
+    report = invoke(fake, ["report", middle]).stdout
+    runs_before = len(NotesStore(open_repo(repo)).read(middle)[0])
+    second = invoke(fake, ["check", child, "--collect", "--rounds", "3", "--json"])
+    assert second.exit_code in (0, 1), second.stderr[-3000:]
+    assert len(NotesStore(open_repo(repo)).read(middle)[0]) > runs_before  # the child's base runs
+    again = invoke(fake, ["check", middle, "--json"])
+    stored, checked = json.loads(again.stdout), json.loads(first.stdout)
+    assert again.exit_code == first.exit_code
+    assert {k: v for k, v in stored.items() if k != "workloads"} == {k: v for k, v in checked.items() if k != "workloads"}
+    assert stored["workloads"][0]["target_profiles"] == 3
+    assert checked["workloads"][0]["target_profiles"] == 3
+    assert invoke(fake, ["report", middle]).stdout == report
+    shown = invoke(fake, ["show", middle]).stdout
+    assert shown.count("\nsession: paired check ") == 2, shown[:2000]

@@ -212,30 +212,6 @@ def test_a_commit_from_before_adoption_is_collected_with_the_working_trees_confi
     assert codec.decode(codec.encode(stored.profile)).header.config == stored.profile.header.config
 
 
-def test_checking_the_child_keeps_the_parents_stored_verdict_runs_and_report(demo):
-    """check --collect of the slowdown commit, then of its child (which takes the slowdown commit as
-    its base and adds runs to its note): the slowdown commit's check, report and runs read the same."""
-    root, commits = demo
-    first = run_cli(root, "check", commits[3], "--collect", "--workload", "gate", "--rounds", "3", "--json",
-                    timeout=900)
-    assert first.returncode in (0, 1), first.stderr[-3000:]
-    report = read_cli(root, "report", commits[3]).stdout
-    runs_before = len(NotesStore(open_repo(root)).read(commits[3])[0])
-    child = run_cli(root, "check", commits[4], "--collect", "--workload", "gate", "--rounds", "3", "--json",
-                    timeout=900)
-    assert child.returncode in (0, 1), child.stderr[-3000:]
-    assert len(NotesStore(open_repo(root)).read(commits[3])[0]) > runs_before  # the child's base runs
-    again = read_cli(root, "check", commits[3], "--json")
-    stored = json.loads(again.stdout)
-    assert again.returncode == first.returncode
-    assert {k: v for k, v in stored.items() if k != "workloads"} == \
-        {k: v for k, v in json.loads(first.stdout).items() if k != "workloads"}
-    assert stored["workloads"][0]["target_profiles"] == json.loads(first.stdout)["workloads"][0]["target_profiles"] == 3
-    assert read_cli(root, "report", commits[3]).stdout == report
-    shown = read_cli(root, "show", commits[3]).stdout
-    assert shown.count("\nsession: paired check ") == 2, shown[:2000]
-
-
 @pytest.fixture(scope="module")
 def checked_demo(demo_history, tmp_path_factory):
     """What `make demo` runs: check --collect --workload gate of each commit, once for the module."""
