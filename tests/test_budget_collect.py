@@ -180,24 +180,3 @@ def test_a_bare_collect_stays_within_the_default_budget_and_says_what_it_predict
     [fixed] = collect(repo, "--mode", "stack")
     assert fixed["plan"]["mode"] == "stack"
     assert "max_overhead" not in fixed["plan"]["params"]
-
-
-def test_a_workloads_history_keeps_one_budgeted_plan_so_consecutive_commits_compare(demo_repo):
-    """At a budget, each commit's own pilot chose its own plan, and profiles of two plans are never
-    compared: `check` of the next commit said "not enough data" (exit 3).  The history keeps the plan
-    of the nearest earlier collection under the same budget: one fingerprint, a baseline found.
-    `--replan` chooses anew."""
-    root, commits = demo_repo
-    budget = ("--workload", "gate", "--repeat", "2", "--max-overhead", "100%")
-    first = collect(root, commits[1], *budget)
-    r = run_cli(root, "collect", commits[2], *budget)
-    assert r.returncode == 0, r.stderr
-    assert f"keeping the plan of {commits[1][:12]}" in r.stderr, r.stderr
-    [later] = [p for p in json.loads(read_cli(root, "show", commits[2], "--json").stdout)["profiles"]][:1]
-    assert later["plan"]["traced"] == first[0]["plan"]["traced"]
-    assert later["plan"]["params"]["plan_from"] == commits[1]
-    checked = read_cli(root, "check", commits[2], "--json")
-    assert checked.returncode in (0, 1), checked.stdout + checked.stderr  # a verdict, not "not enough data"
-    assert json.loads(checked.stdout)["base"] == commits[1]
-    [anew] = collect(root, commits[2], *budget[:3], "1", *budget[4:], "--replan")
-    assert "plan_from" not in anew["plan"]["params"]

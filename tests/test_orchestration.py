@@ -683,3 +683,27 @@ def test_checking_the_child_keeps_the_parents_stored_verdict_runs_and_report(rep
     assert invoke(fake, ["report", middle]).stdout == report
     shown = invoke(fake, ["show", middle]).stdout
     assert shown.count("\nsession: paired check ") == 2, shown[:2000]
+
+
+def test_a_workloads_history_keeps_one_budgeted_plan_so_consecutive_commits_compare(repo, fake):
+    """At a budget, each commit's own pilot chose its own plan, and profiles of two plans are never
+    compared: `check` of the next commit said "not enough data" (exit 3).  The history keeps the plan
+    of the nearest earlier collection under the same budget: one fingerprint, a baseline found.
+    `--replan` chooses anew.  (What a budget traces and samples, under eBPF: test_budget_collect.)"""
+    (repo / "s.c").write_text((repo / "s.c").read_text().replace("usleep(999)", "usleep(998)"))
+    git(repo, "commit", "-qam", "three")
+    base, later = git(repo, "rev-parse", "HEAD~1"), git(repo, "rev-parse", "HEAD")
+    budget = ["--workload", "w", "--repeat", "2", "--max-overhead", "100%"]
+    assert invoke(fake, ["collect", base, *budget, "-q"]).exit_code == 0
+    r = invoke(fake, ["collect", later, *budget])
+    assert r.exit_code == 0, r.stderr
+    assert f"keeping the plan of {base[:12]}" in r.stderr, r.stderr
+    first, then = (json.loads(invoke(fake, ["show", c, "--json"]).stdout)["profiles"][0]["plan"] for c in (base, later))
+    assert then["traced"] == first["traced"]
+    assert then["params"]["plan_from"] == base
+    checked = invoke(fake, ["check", later, "--json"])
+    assert checked.exit_code in (0, 1), checked.output  # a verdict, not "not enough data"
+    assert json.loads(checked.stdout)["base"] == base
+    r = invoke(fake, ["collect", later, "--workload", "w", "--repeat", "1", "--max-overhead", "100%", "--replan", "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert "plan_from" not in json.loads(r.stdout)["profiles"][0]["plan"]["params"]
