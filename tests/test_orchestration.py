@@ -707,3 +707,47 @@ def test_a_workloads_history_keeps_one_budgeted_plan_so_consecutive_commits_comp
     r = invoke(fake, ["collect", later, "--workload", "w", "--repeat", "1", "--max-overhead", "100%", "--replan", "--json"])
     assert r.exit_code == 0, r.stderr
     assert "plan_from" not in json.loads(r.stdout)["profiles"][0]["plan"]["params"]
+
+
+def test_the_hook_judges_the_pushed_range_not_the_tip_alone(repo, tmp_path):
+    """Issue #60: with the hook checking the pushed tip against its parent, a slowdown with a
+    comment-only commit on top went through (`no-change`).  It checks the tip against what the remote
+    has, names the commit responsible, lets a harmless range through, and a range already checked is
+    judged from the stored checks.  The installed hook, pointed at the fake engine's `git perf`; the
+    slowdown is real wall time (`tick` five times longer), which the fake hands on."""
+    (repo / ".gitperf.toml").write_text((repo / ".gitperf.toml").read_text() + '[check]\nwitness = "off"\n')
+    git(repo, "commit", "-qam", "no witness in this test")
+
+    def commit(subject: str, edit) -> str:
+        (repo / "s.c").write_text(edit((repo / "s.c").read_text()))
+        git(repo, "commit", "-qam", subject)
+        return git(repo, "rev-parse", "HEAD")
+    start = git(repo, "rev-parse", "HEAD")
+    harmless = [commit(f"s: comment {i}", lambda s, i=i: f"/* {i} */\n{s}") for i in range(2)]
+    slow = commit("s: tick five times longer", lambda s: s.replace("usleep(999)", "usleep(5000)"))
+    tip = commit("s: a comment above it", lambda s: f"/* above */\n{s}")
+    git(tmp_path, "init", "-q", "--bare", "remote.git")
+    git(repo, "remote", "add", "origin", str(tmp_path / "remote.git"))
+
+    def push(c: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "push", *extra, "origin", f"{c}:refs/heads/main"], cwd=repo,
+                              capture_output=True, text=True, timeout=600)
+    assert push(start, "--no-verify").returncode == 0
+    assert subprocess.run([*FAKE_GIT_PERF, "hooks", "install"], cwd=repo).returncode == 0
+    hook = repo / ".git" / "hooks" / "pre-push"
+    assert " -m gitperf " in hook.read_text()
+    hook.write_text(hook.read_text().replace(" -m gitperf ", f" {FAKE_GIT_PERF[1]} "))
+    r = push(harmless[-1])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"2 commits pushed on top of {start[:12]}" in r.stderr, r.stderr[-3000:]
+    r = push(tip)
+    assert r.returncode != 0, r.stderr[-3000:]
+    assert f"{slow[:12]} (s: tick five times longer) makes it slower" in r.stderr, r.stderr[-3000:]
+    assert "push stopped" in r.stderr
+    remote = subprocess.run(["git", "ls-remote", "origin", "refs/heads/main"], cwd=repo, capture_output=True, text=True)
+    assert remote.stdout.split()[0] == harmless[-1]  # nothing of the slow range reached the remote
+    again = push(tip)  # every commit of the range is checked now: the stored verdicts decide
+    assert again.returncode != 0, again.stderr[-3000:]
+    assert "those verdicts" in again.stderr, again.stderr[-3000:]
+    assert "both built and profiled" not in again.stderr, again.stderr[-3000:]
+    assert f"push stopped: {slow[:12]} makes the program slower" in again.stderr, again.stderr[-3000:]

@@ -1,5 +1,6 @@
 """Pre-push hook, bisect, collect --range and accept: real repositories, a real bare remote, real
-eBPF collections of the demo history."""
+eBPF collections of the demo history.  (Which commits bisect collects, and the hook's judgement of a
+pushed range, are orchestration: test_orchestration, on the fake engine.)"""
 
 from __future__ import annotations
 
@@ -94,38 +95,6 @@ def test_pre_push_hook_stops_the_slowdown_and_lets_the_rest_through(demo_repo, t
     # in `gate` the speed-up is 0.05 ms of one 0.27 ms call, whose per-round spread on these VMs is
     # ±15-20%: the check calls it an optimization in most runs, "no change" in some (CI, once, at 15 rounds)
     assert re.search(rf"{commits[4][:12]}: (optimization|no-change)$", r.stderr, re.M), r.stderr[-2000:]
-
-
-@pytest.mark.ebpf
-def test_the_hook_judges_the_pushed_range_not_the_tip_alone(demo_repo, tmp_path):
-    """Issue #60: with the hook checking the pushed tip against its parent, a slowdown with a
-    comment-only commit on top went through (`no-change`).  It checks the tip against what the remote
-    has, names the commit responsible, lets a harmless range through, and a range already checked is
-    judged from the stored checks."""
-    root, commits = demo_repo
-    _remote(root, tmp_path)
-    assert push(root, commits[0], "main", "--no-verify").returncode == 0
-    assert run_cli(root, "hooks", "install").returncode == 0
-    r = push(root, commits[2])  # a comment-only commit and a rename: harmless
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert f"2 commits pushed on top of {commits[0][:12]}" in r.stderr, r.stderr[-3000:]
-    git(root, "checkout", "-q", "-b", "on-top", commits[3])  # the slowdown, and a comment above it
-    (root / "hashtab.c").write_text("/* a comment */\n" + (root / "hashtab.c").read_text())
-    git(root, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qam", "hashtab: a comment")
-    tip = git(root, "rev-parse", "HEAD")
-    r = push(root, tip)
-    assert r.returncode != 0, r.stderr[-3000:]
-    assert f"{commits[3][:12]} (mathx: compute the Adler-32 sums" in r.stderr, r.stderr[-3000:]
-    assert "checksum_block" in r.stderr
-    assert "push stopped" in r.stderr
-    remote_main = subprocess.run(["git", "ls-remote", "origin", "refs/heads/main"], cwd=root, capture_output=True,
-                                 text=True).stdout.split()[0]
-    assert remote_main == commits[2]  # nothing of the slow range reached the remote
-    again = push(root, tip)  # every commit of the range is checked now: the stored verdicts decide
-    assert again.returncode != 0, again.stderr[-3000:]
-    assert "those verdicts" in again.stderr, again.stderr[-3000:]
-    assert "both built and profiled" not in again.stderr, again.stderr[-3000:]
-    assert f"push stopped: {commits[3][:12]} makes the program slower" in again.stderr, again.stderr[-3000:]
 
 
 def test_collect_range_and_bisect_collect_the_commits_a_paired_check_measured(empty_repo):
