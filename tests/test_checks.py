@@ -142,7 +142,7 @@ def test_markdown_report_is_readable_and_escapes_names(empty_repo):
     r = read_cli(empty_repo, "report", "--format", "markdown")
     assert r.returncode == 1
     md = r.stdout
-    assert "is slower" in md
+    assert "(commit 2): slower\n" in md
     assert "| workload | function |" in md
     assert "`parse`" in md
     assert "src/file1.c:11" in md
@@ -241,4 +241,4 @@ def test_every_view_says_the_verdict_in_the_same_words(empty_repo, outcome, view
     elif view == "check":
         assert r.stdout.splitlines()[0] == f"git perf check {commits[2][:12]} against {commits[1][:12]}: {words}"
     else:
-        assert r.stdout.splitlines()[0].endswith(f"git perf: {commits[2][:12]} (commit 2) is {words}"), r.stdout[:300]
+        assert r.stdout.splitlines()[0].endswith(f"git perf: {commits[2][:12]} (commit 2): {words}"), r.stdout[:300]

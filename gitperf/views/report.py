@@ -160,10 +160,9 @@ def check_markdown(r: CheckResult, subject: str = "") -> str:
     """A report that stands on its own in a pull-request comment: what got slower, by how much, how
     sure, where in the source, and how it was decided."""
     icon = {DEGRADATION: ":red_circle:", OPTIMIZATION: ":green_circle:", NO_CHANGE: ":white_circle:",
-            UNRESOLVED: ":large_orange_diamond:"}.get(
-        r.result, ":grey_question:")
+            UNRESOLVED: ":large_orange_diamond:", "accepted": ":large_blue_circle:"}.get(r.result, ":grey_question:")
     title = f"{r.commit[:12]}" + (f" ({subject})" if subject else "")
-    out = [f"## {icon} git perf: {title} is {headline(r)}", ""]
+    out = [f"## {icon} git perf: {title}: {headline(r)}", ""]  # ("... is no change" read badly)
     if r.base:
         out.append(f"Compared with **{r.base[:12]}** (the nearest earlier commit with comparable profiles).")
     degr = [c for c in r.changes if c.type == DEGRADATION]
