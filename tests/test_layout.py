@@ -173,6 +173,16 @@ def test_references_to_the_architecture_exist(ref):
     assert f"\n## {ref}. " in text
 
 
+def test_every_module_has_its_job_in_the_architectures_map():
+    """Issue #56 item 6: a reader finds a module's job in one table (ARCHITECTURE.md §1), so every module
+    of the package is named there, in backquotes, as the table names them (`notes`, `cli.app`)."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    table = text[text.index("\n## 1. "):text.index("\n## 2. ")]
+    unnamed = [str(p.relative_to(ROOT)) for p in _modules() if p.name != "__init__.py"
+               and f"`{p.stem}`" not in table and f"`{p.parent.name}.{p.stem}`" not in table]
+    assert unnamed == [], "modules the map in ARCHITECTURE.md §1 does not name"
+
+
 def test_no_module_is_a_hall():
     """Issue #56: checks/compare.py grew to 1,162 lines and cli.py to 782; a module past this is split by
     what its parts do (the designs of a comparison, the commands by what they touch)."""
