@@ -26,7 +26,7 @@ def test_roundtrip_is_exact():
     assert q.functions[1] == recursive
     assert q.functions[1].mean_ns == 2_500
     assert q.functions[0].mean_ns == \
-p.functions[0].total_ns / p.functions[0].count
+        p.functions[0].total_ns / p.functions[0].count
     # totals summed once per outermost call: kept, and never compared with the every-call totals of
     # profiles written before (a recursive function's two totals differ by its depth)
     from gitperf.core.model import OUTERMOST, comparison_key

@@ -110,7 +110,7 @@ def test_init_runs_the_program_where_a_configured_build_puts_it(empty_repo):
     r = run_cli(empty_repo, "init", "--force", "--command", "./minigzip 1", "--build", "./configure && make")
     assert r.returncode == 0
     assert (config.load(empty_repo).build.binary, config.load(empty_repo).workloads[0].command) \
-== ("minigzip", "./minigzip 1")
+        == ("minigzip", "./minigzip 1")
     r = run_cli(empty_repo, "init", "--force", "--command", "./out/minigzip 1")
     assert r.returncode == 0
     assert config.load(empty_repo).build.binary == "out/minigzip"

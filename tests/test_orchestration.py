@@ -1,9 +1,10 @@
 """The orchestration of collection without root (issue #35): a paired check's rounds (order, fixed
 count, stop rule, time limit), interrupts at every moment, the instruction witness's skips, a failing
-workload and a plain collection, on real commits, builds, worktrees, workloads and notes, with the
-fake engine of `fakeengine` in place of eBPF (its numbers are made up: no verdict is asserted here
-that depends on them; `bisect`'s answer follows the runs' real wall time, which the fake hands on).  The real engine's own tests are test_engine, test_hardening_collect and the
-end-to-end checks of test_paired_collect."""
+workload and a plain collection, bisect, budgeted plans kept, the pre-push hook's range, on real
+commits, builds, worktrees, workloads and notes, with the fake engine of `fakeengine` in place of eBPF.
+Its numbers are made up: no verdict is asserted here that depends on them, but for a step of ~4x in
+the runs' real wall time, which the fake hands on (`bisect`, the hook).  The real engine's own tests
+are test_engine, test_hardening_collect and the end-to-end checks of test_paired_collect."""
 
 from __future__ import annotations
 

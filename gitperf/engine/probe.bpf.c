@@ -411,9 +411,9 @@ static __always_inline u64 real_return(u64 w, struct tstack *st, u32 *pending) {
 
 // perf_event CPU-clock sampling: count (process, user stack) pairs; the driver symbolises them.
 // The context is the kernel's `struct bpf_perf_event_data`, whose first member is the sampled
-// registers (`bpf_user_pt_regs_t`: on x86-64, `struct pt_regs`), so it is read as a `struct pt_regs`:
-// including <linux/bpf_perf_event.h> for its type pulled in the kernel's headers behind it and made
-// every compile of this program take 1.25 s rather than 0.55 s (bcc, this VM: bench/compile.py).
+// registers (`bpf_user_pt_regs_t`, on x86-64 `struct pt_regs`): it is read as that struct.  Naming
+// its own type needs <linux/bpf_perf_event.h>, whose kernel headers made every compile of this
+// program 1.25 s rather than 0.55 s (bcc, this VM: bench/compile.py).
 int on_sample(struct pt_regs *ctx) {
     if (!in_scope())
         return 0;
