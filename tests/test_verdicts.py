@@ -725,6 +725,25 @@ def test_the_rounds_go_on_while_a_changed_function_the_workload_calls_is_unmeasu
     assert unresolved_note([DECIDED_MAIN], _focus(("g",), calls={"g": 0.0})) == ""
 
 
+def test_a_changed_function_the_workload_never_calls_holds_no_round_though_it_is_traced():
+    """libdeflate's a50c51b changed four compressors; its workload's level runs one.  The three others,
+    traced (their calls are cheap to count: none), were "not measured: too few samples" after every
+    round, and held the check to all 60 rounds.  A traced function the counting run saw no call of has
+    no traced call in a round either: nothing to wait for, and the report says the workload does not
+    run it."""
+    from gitperf.checks.paired import focus_note, undecided, unresolved_note
+    uncalled = replace(_focus(("f", "g"), calls={"f": 100.0, "g": 0.0}), traced=("main", "f", "g"))
+    decided = [DECIDED_MAIN, _change("f", 1.0)]
+    assert undecided(decided, uncalled, CheckConfig()) == []
+    assert unresolved_note(decided, uncalled) == ""
+    assert uncalled.not_run() == ("g",)
+    assert "not run by this workload (no call in the counting run" in focus_note(uncalled, 3)
+    assert focus_note(uncalled, 3).endswith("them): g")
+    called = replace(uncalled, calls={"f": 100.0, "g": 3.0})  # called, traced, no change yet: one more round
+    assert undecided([DECIDED_MAIN], called, CheckConfig()) == ["f", "g"]
+    assert "not run by this workload" not in focus_note(called, 3)
+
+
 def test_a_function_is_undecided_exactly_while_its_outcome_is_unresolved():
     """The stop rule and the verdict are one rule: a changed function whose interval reaches across the
     threshold gets more rounds; wholly within it (no change) or an `instructions` one whose time is within

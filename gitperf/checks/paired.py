@@ -242,8 +242,11 @@ def focus_note(focus: Focus, rounds: int, kept: int = 0) -> str:
     sampled = "; ".join(f"{short(n)}: {why}" for n, why in focus.sampled.items())
     renamed = ", ".join(f"{short(a)} -> {short(b)}" for a, b in sorted(focus.renamed.items()))
     earlier = f" ({kept} of them stored by earlier checks of this pair, {rounds - kept} added now)" if kept else ""
+    not_run = focus.not_run()
     return (f"paired check, {rounds} interleaved rounds{earlier}: changed {names(focus.changed)}; new {names(focus.new)}; "
             f"callers {names(focus.callers)}; traced {names(focus.traced)}"
+            + (f"; not run by this workload (no call in the counting run: its time cannot have changed through "
+               f"them): {names(not_run)}" if not_run else "")
             + (f"; renamed (the same function under a new name, a clone's number or a signature: compared with "
                f"its old self, not measured as new): {renamed}" if renamed else "")
             + (f"; only stack-sampled: {sampled}" if sampled else "")
