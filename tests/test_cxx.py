@@ -267,11 +267,18 @@ add_executable(widget main.cc widget.cc words.cc)
     ({"Makefile": ".PHONY: all clean\nall: lua\nlua: lua.o\n\tcc -o $@ $^\nclean:\n\trm -f lua\n"}, "make", "lua",
      adopt.MAKE),
     ({}, "", "build/app", "make"),
+    # the programs declared in a subdirectory the root's file adds (libdeflate's programs/), tests skipped
+    ({"CMakeLists.txt": "project(widget C)\nadd_library(widget w.c)\nadd_subdirectory(tests)\nadd_subdirectory(programs)\n",
+      "tests/CMakeLists.txt": "add_executable(run_all t.c)\n", "programs/CMakeLists.txt": "add_executable(widget-cli c.c)\n"},
+     "CMake", "build/programs/widget-cli", adopt.CMAKE.format(target=" --target widget-cli")),
+    ({"meson.build": "project('tool', 'c')\nsubdir('src')\n", "src/meson.build": "executable('tool', 'tool.c')\n"},
+     "Meson", "build/src/tool", adopt.MESON.format(target=" tool")),
 ])
 def test_init_recognises_the_build_system_and_reads_the_programs_name(tmp_path, files, system, binary, command):
     root = tmp_path / "widget"
     root.mkdir()
     for name, text in files.items():
+        (root / name).parent.mkdir(exist_ok=True)
         (root / name).write_text(text)
     found = adopt.recognise(root)
     assert (found.system, found.binary, found.command) == (system, binary, command)

@@ -27,11 +27,12 @@ MAKE = f"make -j{_JOBS}"
 # executables whose name says they are not the program (tests, benchmarks of parts, examples)
 _NOT_THE_PROGRAM = re.compile(r"(^|[_-])(tests?|unittests?|gtest|example|examples|demo|fuzz\w*)([_-]|$)", re.I)
 # build systems that configure a build directory: file, name, command, how it names a target, how an
-# executable is declared
+# executable is declared, how a subdirectory with a build file of its own is (whose programs the build
+# puts in the same subdirectory of build/)
 _CONFIGURED = (("CMakeLists.txt", "CMake", CMAKE, " --target {}", r"add_executable\s*\(\s*([A-Za-z0-9_.+-]+)",
-                "add_executable({} ...) in CMakeLists.txt"),
+                "add_executable({} ...) in {}", r"add_subdirectory\s*\(\s*([A-Za-z0-9_.+/-]+)\s*\)"),
                ("meson.build", "Meson", MESON, " {}", r"executable\s*\(\s*['\"]([A-Za-z0-9_.+-]+)['\"]",
-                "executable('{}', ...) in meson.build"))
+                "executable('{}', ...) in {}", r"subdir\s*\(\s*['\"]([A-Za-z0-9_.+/-]+)['\"]\s*\)"))
 _PHONY = {"all", "clean", "install", "uninstall", "check", "test", "tests", "dist", "distclean", "help", "depend"}
 
 
@@ -54,13 +55,32 @@ def _program(names: list[str], root: Path) -> str:
     return next((n for n in keep if n.lower() == project), keep[0] if keep else "")
 
 
+def _declared(root: Path, build_file: str, declared: str, subdirs: str) -> tuple[str, str]:
+    """(the program's directory relative to `root`, its name) from the build file at the root, else
+    from those of the subdirectories it adds (libdeflate declares its programs in
+    programs/CMakeLists.txt); ("", "") where none declares a program."""
+    text = (root / build_file).read_text(errors="replace")
+    if name := _program(_executables(text, declared), root):
+        return "", name
+    for sub in re.findall(subdirs, text):
+        where = os.path.normpath(sub)
+        if where.startswith("..") or _NOT_THE_PROGRAM.search(os.path.basename(where)):
+            continue
+        if (root / where / build_file).is_file():
+            names = _executables((root / where / build_file).read_text(errors="replace"), declared)
+            if name := _program(names, root):
+                return where, name
+    return "", ""
+
+
 def recognise(root: Path) -> Adoption:
     """The build system at `root` and the configuration `init` should write for it."""
-    for build_file, system, command, target, declared, said in _CONFIGURED:
+    for build_file, system, command, target, declared, said, subdirs in _CONFIGURED:
         if (root / build_file).is_file():
-            name = _program(_executables((root / build_file).read_text(errors="replace"), declared), root)
+            where, name = _declared(root, build_file, declared, subdirs)
             return Adoption(system, command.format(target=target.format(name) if name else ""),
-                            f"build/{name or 'app'}", said.format(name) if name else "")
+                            os.path.join("build", where, name or "app"),
+                            said.format(name, os.path.join(where, build_file)) if name else "")
     if (root / "configure").is_file() and os.access(root / "configure", os.X_OK):
         return Adoption("autotools", AUTOTOOLS, "app", "")
     for makefile in ("GNUmakefile", "makefile", "Makefile"):
