@@ -64,7 +64,7 @@ def _declared(root: Path, build_file: str, declared: str, subdirs: str) -> tuple
         return "", name
     for sub in re.findall(subdirs, text):
         where = os.path.normpath(sub)
-        if where.startswith("..") or _NOT_THE_PROGRAM.search(os.path.basename(where)):
+        if where.startswith(("..", "/")) or _NOT_THE_PROGRAM.search(os.path.basename(where)):
             continue
         if (root / where / build_file).is_file():
             names = _executables((root / where / build_file).read_text(errors="replace"), declared)
