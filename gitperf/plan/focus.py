@@ -73,7 +73,7 @@ class Focus:
     def reached(self) -> bool:
         """Whether the workload ran any changed or new function (by the counting run; one it could not
         count is taken as run), or the binary's own libraries differ (the run as a whole is measured)."""
-        return bool(self.libraries) or any(self.calls.get(n, 1.0) > 0 for n in self.changed + self.new)
+        return bool(self.libraries) or any(self.resolvable(n) for n in self.changed + self.new)
 
     def every_round(self, name: str) -> bool:
         """Whether `name` is what the check is for, never given up as out of reach: a changed function,
