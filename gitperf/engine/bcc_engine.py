@@ -46,6 +46,8 @@ class Rec(ctypes.Structure):
 def _import_bcc():
     try:
         import bcc  # noqa: F401
+        # (bcc's Python declares no signature for the ring's epoll descriptor, which `_Reader` waits on)
+        bcc.lib.ring_buffer__epoll_fd.argtypes, bcc.lib.ring_buffer__epoll_fd.restype = [ctypes.c_void_p], ctypes.c_int
         return bcc
     except ImportError as e:
         raise EnvironmentUnavailable(
@@ -311,8 +313,7 @@ class _Reader:
     rather than after the timer (what is left in the ring is drained after the run, `_consume`)."""
 
     def __init__(self, b):
-        from bcc import lib
-        lib.ring_buffer__epoll_fd.argtypes, lib.ring_buffer__epoll_fd.restype = [ctypes.c_void_p], ctypes.c_int
+        from bcc import lib  # (its ring_buffer__epoll_fd declared by `_import_bcc`)
         self.b, self.ring = b, lib.ring_buffer__epoll_fd(b._ringbuf_manager)
         self.wake_r, self.wake_w = os.pipe()
         self.thread = threading.Thread(target=self._drain, daemon=True)
