@@ -442,8 +442,8 @@ def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
     (`check --collect` by default, or build.probe_pad) builds in a fresh worktree: make in the work
     tree would find its objects up to date and leave them unpadded (a check once compared a padded base
     with an unpadded target and called all 737 functions changed)."""
-    from gitperf.collect.collection import _fresh
     from gitperf.collect.context import CollectRequest, Target
+    from gitperf.collect.resolve import resolve
     from gitperf.core.config import BuildConfig
     from gitperf.git.repo import open_repo
     from gitperf.git.worktree import checkout, run_build
@@ -453,6 +453,8 @@ def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
                               "int main(int c, char **v) { (void)v; return (int)leaf(c); }\n")
     (root / "Makefile").write_text("CFLAGS ?= -O2 -g\np: p.c\n\t$(CC) $(CFLAGS) -o $@ $<\n")
     (root / ".gitignore").write_text("p\n")
+    (root / ".gitperf.toml").write_text('[build]\ncommand = "make -s"\nbinary = "p"\n'
+                                        '[[workload]]\nname = "w"\ncommand = "./p"\n')
     for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("-c", "user.name=t", "-c", "user.email=t@t",
                                                                "commit", "-qm", "one")):
         subprocess.run(["git", *args], cwd=root, check=True)
@@ -466,10 +468,10 @@ def test_a_padded_build_never_reuses_the_work_trees_unpadded_objects(tmp_path):
     def target(**req) -> Target:
         return Target(repo, CollectRequest(rev=head, **req), head, None, lambda _m: None, perf)
 
-    assert not _fresh(target())  # nothing asks for the pad: the work tree's build is this commit's
+    assert resolve(target()).in_worktree  # nothing asks for the pad: the work tree's build is this commit's
     for t in (target(probe_pad=True), target(fresh=True)):
-        assert _fresh(t)
-    with checkout(repo, head, fresh=_fresh(target(probe_pad=True))) as tree:
+        assert not resolve(t).in_worktree
+    with checkout(repo, head, fresh=not resolve(target(probe_pad=True)).in_worktree) as tree:
         assert tree != root
         run_build(BuildConfig(command="make -s", binary="p", probe_pad=True), tree, head, perf)
         assert elf.load(tree / "p").by_name()["leaf"].entry == "nop"

@@ -22,11 +22,9 @@ from gitperf.collect.budgeted import budgeted
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.profile import profile_run
 from gitperf.core import codec
-from gitperf.core.config import FILENAME, Config, Workload
-from gitperf.core.config import load as load_config
-from gitperf.core.config import load_file
-from gitperf.core.config import parse as parse_config
-from gitperf.core.errors import CollectionAborted, ConfigError, InputError, WorkloadFailed
+from gitperf.collect.resolve import Resolved, resolve
+from gitperf.core.config import Workload
+from gitperf.core.errors import CollectionAborted, InputError, WorkloadFailed
 from gitperf.core.model import ROOT, Mode, Profile, content_id
 from gitperf.engine.base import Engine
 from gitperf.git import buildcache
@@ -87,98 +85,31 @@ def collect(repo: pygit2.Repository, req: CollectRequest, engine: Engine, progre
 
 def _collect_adhoc(target: Target) -> list[Profile]:
     """An ad hoc binary, not built: the workloads run in the current directory."""
-    ctx = CollectContext.build(target, target.req.adhoc_config(), Path.cwd(), Path(target.req.binary))
+    ctx = CollectContext.build(target, resolve(target), Path.cwd(), Path(target.req.binary))
     return _run_workloads(ctx)
 
 
-def borrowed_config(target: Target) -> Config | None:
-    """For a commit without a .gitperf.toml (history from before adopting git perf): --config FILE,
-    else the working tree's.  The profiles record which one (`Header.config`)."""
-    if target.req.config:
-        return load_file(Path(target.req.config))
-    workdir = target.repo.workdir
-    cfg = load_config(workdir) if workdir else None
-    if cfg is not None:
-        target.progress(f"{target.commit[:12]} has no .gitperf.toml: using the working tree's ({cfg.path})")
-    return cfg
-
-
-def project_config(target: Target, root: Path) -> Config:
-    if target.req.adhoc:
-        return target.req.adhoc_config()
-    cfg = borrowed_config(target) if target.req.config else load_config(root) or borrowed_config(target)
-    if cfg is None:
-        raise ConfigError(str(root / ".gitperf.toml"), "",
-                          "not found in this commit nor in the working tree: run `git perf init`, pass "
-                          "--config FILE, or collect ad hoc with --binary PATH --no-build -- CMD ARGS...")
-    if not cfg.build.binary:
-        raise ConfigError(cfg.path, "build.binary", "missing: which ELF file should be probed?")
-    return cfg
-
-
-def _fresh(target: Target) -> bool:
-    """Whether the build needs a new worktree: asked for, or padded entries wanted (the work tree's
-    objects may have been compiled without them, and make would not rebuild them)."""
-    if target.req.fresh or target.req.no_build:  # without a build only the work tree has the binary
-        return target.req.fresh
-    if target.req.probe_pad is not None:
-        return target.req.probe_pad
-    try:  # the commit is the clean HEAD when the work tree is used: its configuration is the commit's
-        cfg = load_config(target.repo.workdir) if target.repo.workdir else None
-    except ConfigError:
-        return False  # the commit's own configuration is read (and judged) after checkout
-    return bool(cfg and cfg.build.probe_pad)
-
-
-def _as_asked(target: Target, cfg: Config) -> Config:
-    """The configuration with the request's build overrides (a check's padding and alignment)."""
-    if target.req.probe_pad is not None:
-        cfg = replace(cfg, build=replace(cfg.build, probe_pad=target.req.probe_pad))
-    if target.req.align_functions is not None:
-        cfg = replace(cfg, build=replace(cfg.build, align_functions=target.req.align_functions))
-    return cfg
-
-
-def _kept_key(target: Target) -> str | None:
-    """The key of a fresh build kept for reuse (`git.buildcache`), or None: not a fresh build, nothing
-    to build, or a configuration that cannot be read before checkout (the build then reports it)."""
-    if not target.req.fresh or target.req.no_build or target.req.adhoc:
-        return None
-    tree = target.repo[target.commit].peel(pygit2.Commit).tree
-    try:  # the configuration project_config will read in the checkout, read from the commit now
-        if target.req.config:
-            cfg = load_file(Path(target.req.config))
-        elif FILENAME in tree:
-            cfg = parse_config(tree[FILENAME].data.decode(), f"{target.commit[:12]}:{FILENAME}")
-        else:
-            cfg = load_config(target.repo.workdir) if target.repo.workdir else None
-    except (ConfigError, UnicodeDecodeError, AttributeError):  # (AttributeError: not a file in the tree)
-        return None
-    if cfg is None or not cfg.build.command.strip():
-        return None
-    return buildcache.key(target.commit, _as_asked(target, cfg).build)
-
-
 @contextmanager
-def _tree(target: Target) -> Iterator[tuple[Path, buildcache.Slot | None]]:
+def _tree(target: Target, side: Resolved) -> Iterator[tuple[Path, buildcache.Slot | None]]:
     """Where the commit is built: a kept build's worktree for a check's fresh builds, else a checkout."""
-    key = _kept_key(target)
-    if key is None:
-        with checkout(target.repo, target.commit, fresh=_fresh(target)) as root:
+    if side.key is None:
+        with checkout(target.repo, target.commit, fresh=not side.in_worktree) as root:
             yield root, None
     else:
-        with buildcache.slot(target.repo, target.commit, key, target.cache_dir, target.req.rebuild) as kept:
+        with buildcache.slot(target.repo, target.commit, side.key, target.cache_dir, target.req.rebuild) as kept:
             if kept.dropped:
                 target.progress(f"not reusing the kept build of {target.commit[:12]}: {kept.dropped}; building it again")
             yield kept.root, kept
 
 
 @contextmanager
-def built(target: Target) -> Iterator[CollectContext]:
+def built(target: Target, side: Resolved | None = None) -> Iterator[CollectContext]:
     """The commit in a worktree (for as long as the context lasts), built by its build command (or
-    its kept build reused, `git.buildcache`), and its collection context."""
-    with _tree(target) as (root, kept):
-        cfg = _as_asked(target, project_config(target, root))
+    its kept build reused, `git.buildcache`), and its collection context; `side`: the commit as
+    `resolve` resolved it (resolved now when not given)."""
+    side = side or resolve(target)
+    with _tree(target, side) as (root, kept):
+        cfg = side.config
         done = Built()
         if kept is not None and kept.built is not None:
             done = kept.built
@@ -195,7 +126,7 @@ def built(target: Target) -> Iterator[CollectContext]:
         if done.note:
             target.progress(f"  note: {done.note}")
         binary = Path(target.req.binary) if target.req.adhoc else root / cfg.build.binary
-        yield replace(CollectContext.build(target, cfg, root, binary), pad=done.pad)
+        yield replace(CollectContext.build(target, side, root, binary), pad=done.pad)
 
 
 def _outputs(root: Path, binary: Path) -> list[Path]:

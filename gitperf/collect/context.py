@@ -12,6 +12,7 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import pygit2
@@ -31,6 +32,9 @@ from gitperf.engine.base import Engine, RunWorkload
 from gitperf.git.worktree import checkout, run_build
 from gitperf.plan.optimize import PipelineChoice, Subject
 from gitperf.store.history import History
+
+if TYPE_CHECKING:  # (collect.resolve reads the request and target defined here)
+    from gitperf.collect.resolve import Resolved
 
 
 @dataclass(frozen=True)
@@ -132,16 +136,6 @@ def environment(binary: elf.BinaryInfo) -> str:
     return f"{_cpu()} x{os.cpu_count()}, kernel {platform.release()}, {libc}, governor {governor}; built by {built}"
 
 
-def _source(config: Config, root: Path) -> str:
-    """Which configuration produced the profiles: "" for the commit's own .gitperf.toml, else the
-    borrowed file and its digest (a commit from before the project adopted git perf)."""
-    if not config.digest:
-        return config.path  # "(command line)": ad hoc
-    if Path(config.path).resolve() == (root / ".gitperf.toml").resolve():
-        return ""
-    return f"{config.path} (sha256 {config.digest})"
-
-
 def _check_watch(config: Config, binary: elf.BinaryInfo) -> None:
     """[collect] watch names functions of the binary (by symbol or readable name): one it does not
     have would be watched in vain, so it is refused, with the names it is nearest to."""
@@ -172,8 +166,9 @@ class CollectContext:
     pad: str = ""  # the NOP padding the build used (git.pad.describe; "" = none): part of the plan
 
     @classmethod
-    def build(cls, target: Target, config: Config, root: Path, binary_path: Path) -> CollectContext:
-        req = target.req
+    def build(cls, target: Target, side: Resolved, root: Path, binary_path: Path) -> CollectContext:
+        """The context of `side` (`collect.resolve`) once its binary is at `binary_path` in `root`."""
+        req, config = target.req, side.config
         t0 = time.perf_counter()
         binary, left = elf.with_libraries(elf.load(binary_path), str(root))
         for why in left:
@@ -193,7 +188,7 @@ class CollectContext:
         rel = os.path.relpath(binary.path, root) if binary.path.startswith(str(root)) else binary.path
         header_base = dict(tool_version=__version__, commit=target.commit, binary=rel, build_id=binary.build_id,
                            engine=target.engine.name, machine=machine_fingerprint(), kernel=platform.release(),
-                           config=_source(config, root), environment=environment(binary))
+                           config=side.source, environment=environment(binary))
         subject = Subject(target.commit, binary, config, locations, target.cache_dir,
                           BaseGraphs(target.repo, config, binary.path, target.cache_dir), from_commit=not req.adhoc)
         costs = target.engine.calibration(header_base["machine"], target.progress)

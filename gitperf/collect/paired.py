@@ -39,6 +39,7 @@ from gitperf.collect.budgeted import count_pass
 from gitperf.collect.collection import built, check_it_ran, failed, never_ran
 from gitperf.collect.context import CollectContext, CollectRequest, Progress, Target
 from gitperf.collect.pilot import run_pilot
+from gitperf.collect.resolve import resolve
 from gitperf.collect.profile import profile_run
 from gitperf.core import codec
 from gitperf.core.config import Workload
@@ -335,17 +336,20 @@ def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Eng
 
 def build_both(stack: ExitStack, repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
                ) -> tuple[CollectContext, CollectContext]:
-    """Both commits checked out and built alike, for as long as `stack` lives: when one side's padded
+    """Both commits resolved (`collect.resolve`: both configurations read and judged before either is
+    built), then checked out and built alike, for as long as `stack` lives: when one side's padded
     build failed and was rebuilt unpadded (`git.worktree.run_build`), the other is rebuilt unpadded
     too — two binaries compared are always built the same way."""
-    def side(req: PairedRequest, commit: str) -> CollectContext:
-        return stack.enter_context(built(_side(repo, req, commit, engine, progress)))
-    bctx, tctx = side(preq, preq.base), side(preq, preq.req.rev)
+    def target(req: PairedRequest, commit: str) -> Target:
+        return Target(repo, replace(req.req, rev=commit), commit, engine, progress, perf_dir(repo))
+    sides = [(t, resolve(t)) for t in (target(preq, preq.base), target(preq, preq.req.rev))]
+    bctx, tctx = (stack.enter_context(built(t, side)) for t, side in sides)
     if bctx.pad != tctx.pad:
         plain = replace(preq, req=replace(preq.req, probe_pad=False))
         redo = bctx if bctx.pad else tctx
         progress(f"rebuilding {redo.target.commit[:12]} without padded entries too: both sides are built alike")
-        bctx, tctx = (side(plain, preq.base), tctx) if bctx.pad else (bctx, side(plain, preq.req.rev))
+        again = stack.enter_context(built(target(plain, redo.target.commit)))
+        bctx, tctx = (again, tctx) if bctx.pad else (bctx, again)
     return bctx, tctx
 
 

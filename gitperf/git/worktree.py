@@ -25,7 +25,7 @@ from gitperf.git import pad
 from gitperf.git.state import KEPT, build_lock, ccache, locked, pad_shims
 
 
-def _is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
+def is_clean_head(repo: pygit2.Repository, commit: str) -> bool:
     if repo.is_bare or repo.head_is_unborn or str(repo.head.target) != commit:
         return False
     flags = pygit2.GIT_STATUS_IGNORED | pygit2.GIT_STATUS_WT_NEW  # untracked files do not change a build
@@ -55,7 +55,7 @@ def sweep_leftovers(repo: pygit2.Repository) -> list[str]:
 def checkout(repo: pygit2.Repository, commit: str, fresh: bool = False) -> Iterator[Path]:
     """A directory holding `commit`'s tree: the work tree when it is clean at that commit (and not
     `fresh`: its build products were made with whatever flags the user's last build had)."""
-    if not fresh and _is_clean_head(repo, commit):
+    if not fresh and is_clean_head(repo, commit):
         yield Path(repo.workdir)
         return
     tmp = scratch.make("wt")
