@@ -5,10 +5,12 @@ its rows and checking it against its parent and history, as a full build's worke
 a VM whose speed moves by the moment (this one's by 1.5x, in phases of seconds) moves a 20% change of
 a build's time out of sight, and callgrind's count of the same work does not move.
 
-    .venv/bin/python bench/indexcost.py [--functions 200] [--commits 30] [--tree PATH ...]
+    .venv/bin/python bench/indexcost.py [--functions 200] [--commits 30] [--tree PATH ...] [--stages]
 
 Each `--tree` (a checkout of git perf: another commit's, to compare) is measured on the same history;
-the default is this one.  ~3 min a tree (two processes under callgrind).
+the default is this one.  ~3 min a tree (two processes under callgrind).  `--stages` also splits a
+commit's cost into reading its note, deriving the note's rows and checking it (`views.index_rows`),
+each the measured commits with that stage alone (~5 min a tree).
 """
 
 from __future__ import annotations
@@ -37,17 +39,34 @@ ids = {str(n.annotated_id): str(n.id) for n in repo.notes(NOTES_REF)}
 line = [str(c.id) for c in repo.walk(repo.head.target, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE)]
 source = ib.Source(repo.path, ids, CheckConfig(), {t: s["ns"] for t, s in _COMPACT.items()})
 gc.set_threshold(*ib.FEW_COLLECTIONS)
-ib._Deriver(source)([ib.Job(c, ids[c], True) for c in line[:int(sys.argv[2])]])
+first, last, stage = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+d = ib._Deriver(source)
+d([ib.Job(c, ids[c], True) for c in line[:first]])
+for c in line[first:last]:
+    if stage == "all":
+        d([ib.Job(c, ids[c], True)])
+    elif stage == "read":
+        d.store.read(c)
+    elif stage == "notes":
+        ib.rows.note_rows(d.store, c, ids[c])
+    elif stage == "check":
+        d.store.read(c)
+        ib.rows.check_rows(d.store, c, d.cfg)
 print(ib.__file__)
 """
 
+# What a stage's measured commits run (`--stages`), beyond the warm commits every child derives.
+STAGES = {"read": "reading the note", "notes": "reading it and deriving its rows",
+          "check": "reading it and checking it", "all": "the whole commit"}
 
-def instructions(tree: Path, repo: Path, commits: int) -> int:
-    """Callgrind's count of the whole child process deriving the first `commits` commits (run in the
-    history's directory: `python -c` looks for modules in its working directory first)."""
+
+def instructions(tree: Path, repo: Path, commits: int, stage: str = "all") -> int:
+    """Callgrind's count of the whole child process deriving the first WARM commits and running `stage`
+    on the `commits` after them (run in the history's directory: `python -c` looks for modules in its
+    working directory first)."""
     r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
-                        str(repo), str(commits)], capture_output=True, text=True, cwd=repo.parent,
-                       env=dict(os.environ, PYTHONPATH=str(tree)))
+                        str(repo), str(WARM), str(WARM + commits), stage], capture_output=True, text=True,
+                       cwd=repo.parent, env=dict(os.environ, PYTHONPATH=str(tree)))
     m = re.search(r"Collected : (\d+)", r.stderr)
     if r.returncode or not m:
         raise SystemExit(f"callgrind failed under {tree}: {r.stderr[-2000:]}")
@@ -61,6 +80,7 @@ def main() -> None:
     ap.add_argument("--functions", type=int, default=200)
     ap.add_argument("--commits", type=int, default=30, help="commits measured (after the first 20)")
     ap.add_argument("--tree", type=Path, action="append", help="a checkout of git perf (default: this one)")
+    ap.add_argument("--stages", action="store_true", help="also each stage of a commit alone")
     a = ap.parse_args()
     from dashboard import generate  # (sets sys.path as the bench's scripts do)
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,10 +88,12 @@ def main() -> None:
         generate(repo, WARM + a.commits, a.functions, 3)
         rows = []
         for tree in a.tree or [ROOT]:
-            per = (instructions(tree, repo, WARM + a.commits) - instructions(tree, repo, WARM)) / a.commits
-            rows.append([str(tree), f"{per / 1e6:.1f}"])
+            warm = instructions(tree, repo, 0)
+            for stage in (list(STAGES) if a.stages else ["all"]):
+                per = (instructions(tree, repo, a.commits, stage) - warm) / a.commits
+                rows.append([str(tree), STAGES[stage], f"{per / 1e6:.1f}"])
     print(f"history: bench/dashboard.py's, {a.functions} functions x 3 runs; {a.commits} commits measured after {WARM}")
-    print(table(["git perf tree", "M instructions a commit"], rows))
+    print(table(["git perf tree", "what", "M instructions a commit"], rows))
 
 
 if __name__ == "__main__":
