@@ -546,6 +546,27 @@ def test_a_change_in_the_projects_own_library_is_seen_though_the_binary_is_the_s
     assert elf.own_libraries(base, str(tmp_path / "elsewhere")) == {}  # a run path outside the tree
 
 
+def test_a_library_beside_the_program_at_the_trees_root_is_the_projects_own(tmp_path):
+    """A Makefile project (cJSON) builds its library and program at the tree's root, the program's run
+    path `$ORIGIN`: its library is the project's own, and a change in it is seen."""
+    from gitperf.analysis import bindiff
+    progs = []
+    for side, code in (("a", LIB_C), ("c", FASTER_LIB_C)):
+        tree = tmp_path / side
+        tree.mkdir()
+        (tree / "lib.c").write_text(code)
+        (tree / "prog.c").write_text(PROG_C)
+        subprocess.run(["gcc", "-O2", "-g", "-shared", "-fPIC", "-Wl,-soname,libsum.so.1", "-o", "libsum.so.1",
+                        "lib.c"], cwd=tree, check=True)
+        subprocess.run(["gcc", "-O2", "-g", "-o", "prog", "prog.c", "libsum.so.1", "-Wl,-rpath,$ORIGIN"], cwd=tree,
+                       check=True)
+        progs.append(str(tree / "prog"))
+    libs = [elf.own_libraries(p, str(Path(p).parent)) for p in progs]
+    assert libs[0] == {"libsum.so.1": str(tmp_path / "a" / "libsum.so.1")}
+    assert bindiff.library_changes(libs[0], libs[1]).functions == {"sum"}
+    assert elf.own_libraries(progs[0], str(tmp_path / "a" / "sub")) == {}  # the root below the library: not inside
+
+
 def _calls(binary, name: str) -> dict[str, int]:
     """The functions `name` calls directly -> the return address of (the first) such call."""
     import capstone
