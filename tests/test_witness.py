@@ -284,6 +284,29 @@ def test_a_threaded_run_is_witnessed_by_all_its_instructions_and_a_waiting_funct
     assert "do not witness its time" in found["Bench::Run"].method
 
 
+def test_a_function_is_witnessed_on_the_side_where_its_time_is():
+    """cJSON's 3ece4c8 undone: `cJSON_AddItemToArray` 6.9 ms -> 196 ms a run, instructions 0.34 M ->
+    216 M.  On the base its time was mostly its probes' (28% of the probed run for 0.35% of the
+    instructions), and judged there it read "mostly waits"; on the target, where the time that changed
+    is, it runs 69% of the instructions for 90% of the time: the count witnesses it, a cause.  A
+    function that waits on the side where its time is stays unwitnessed."""
+    base = _side([{"main": 96_575_549, "add": 341_991}] * 2)
+    target = _side([{"main": 96_575_536, "add": 216_251_994}])
+    run = replace(_change("main", checks.DEGRADATION, relative=7.6, ci=(5.9, 9.6)), base_ns=25.1e6, target_ns=216.2e6)
+    add = replace(_change("add", checks.DEGRADATION, relative=27.2, ci=(19.5, 36.9), changed=True),
+                  base_ns=6.9e6, target_ns=195.6e6)
+    waits = replace(add, function="waits", base_ns=1e6, target_ns=150e6)
+    found = {c.function: c for c in witness.annotate([run, add], target, base)}
+    assert found["add"].cause, found["add"].method
+    assert "do not witness" not in found["add"].method
+    base_w = _side([{"main": 96_575_549, "add": 341_991, "waits": 300_000}] * 2)
+    target_w = _side([{"main": 96_575_536, "add": 216_251_994, "waits": 310_000}])
+    [w] = [c for c in witness.annotate([run, waits], target_w, base_w) if c.function == "waits"]
+    assert not w.cause
+    assert "it mostly waits" in w.method, w.method
+    assert "for 69% of its time" in w.method, w.method  # the target's share: 150 of 216.2 ms
+
+
 def test_time_and_instructions_apart_by_more_than_any_speed_per_instruction_is_a_conflict():
     """leveldb's `DBIter::Next` read -90% with 19.7% more instructions: each instruction 12x faster, which
     no cache effect explains (its stack samples missed the callee it reaches by a tail call).  A
