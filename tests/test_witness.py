@@ -95,6 +95,7 @@ def test_a_workload_valgrind_cannot_run_is_a_clear_note_not_a_failure(tmp_path):
     binary = _build(tmp_path, ' __asm__ volatile(".byte 0x62,0xf1,0xfe,0x48,0x7f,0x44,0x24,0x01");')
     w = callgrind.run(Command(["/bin/sh", "-c", "./p"], str(tmp_path)), 120, binary)
     assert "does not know an instruction" in w.error
+    assert "in main (p.c:" in w.error  # where valgrind stopped, as its log names it
     assert not w.functions
 
 
