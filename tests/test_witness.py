@@ -267,6 +267,31 @@ def test_a_paired_check_without_valgrind_keeps_a_clear_note_on_both_sides(monkey
         assert [w.error for w in side] == ["valgrind is not installed (apt-get install valgrind): no instruction counts"]
 
 
+def test_a_side_callgrind_cannot_count_spares_the_bases_second_run(monkeypatch):
+    """picohttpparser's SSE4.2 build: valgrind stopped at once on the target, and the base's second run
+    (its A/A spread) then counted for nothing, 8 s of a 25 s check.  callgrind stands in for itself here:
+    the orchestration is what is tested."""
+    from types import SimpleNamespace
+    from gitperf.collect import paired
+    from gitperf.core.config import Workload
+    from gitperf.engine import callgrind
+    from gitperf.plan.focus import Focus
+    ctx = SimpleNamespace(command=lambda wl: wl.command, binary=SimpleNamespace(path="/p", libraries=()))
+    pair = paired.Pair(paired.Side(ctx, None), paired.Side(ctx, None), Focus(("f",), (), (), ("main",), {}),
+                       Workload("w", "./p"), native_s=0.03)
+    ran = []
+    monkeypatch.setattr(callgrind, "available", lambda: True)
+    monkeypatch.setattr(callgrind, "run", lambda *job: ran.append(job) or InstructionCounts(total=1))
+    for target, base_runs in ((InstructionCounts(error="valgrind does not know an instruction"), 1),
+                              (InstructionCounts(total=2), 2)):
+        ran.clear()
+        monkeypatch.setattr(callgrind, "run_all", lambda jobs, t=target: [InstructionCounts(total=1), t])
+        base, counted = paired.count_instructions(pair, lambda _m: None)
+        assert len(base) == base_runs
+        assert len(ran) == base_runs - 1
+        assert counted == (target,)
+
+
 def test_a_threaded_run_is_witnessed_by_all_its_instructions_and_a_waiting_function_by_none():
     """leveldb's db_bench works in a thread: callgrind's `main` executed 1.0 M of the run's 860 M
     instructions, the same on both sides, while the run took 14.7% longer — called placement.  The

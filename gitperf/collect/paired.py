@@ -306,7 +306,8 @@ def count_instructions(pair: Pair, say: Progress, deterministic: str = "") -> Co
     each in its own tree (counts do not depend on timing, and no round runs meanwhile); the base's
     second after them, in the tree its first just used — unless an earlier check at `deterministic`
     found the program deterministic (`learnt`): then the base runs once, and its counts say where
-    their spread of 0 comes from."""
+    their spread of 0 comes from; or unless either first run gave no counts (valgrind stopped at an
+    instruction it does not know): nothing is compared, so the base runs once."""
     predicted = callgrind.predicted_s(pair.native_s)
     why = ("valgrind is not installed (apt-get install valgrind): no instruction counts" if not callgrind.available()
            else f"callgrind would take ~{predicted:.0f} s a run, over the {callgrind.BUDGET_S:.0f} s budget"
@@ -323,8 +324,11 @@ def count_instructions(pair: Pair, say: Progress, deterministic: str = "") -> Co
                         (side.ctx.binary.path, *(lib.path for lib in side.ctx.binary.libraries)))
     t0 = time.perf_counter()
     first_base, target = callgrind.run_all([job(pair.base), job(pair.target)])
-    spread = ((replace(first_base, spread_from=deterministic),) if deterministic and not first_base.error
-              else (first_base, callgrind.run(*job(pair.base))))
+    if first_base.error or target.error:  # no counts to compare: a second base run would count in vain
+        spread: tuple[InstructionCounts, ...] = (first_base,)
+    else:
+        spread = ((replace(first_base, spread_from=deterministic),) if deterministic
+                  else (first_base, callgrind.run(*job(pair.base))))
     say(f"  instruction witness: counted in {time.perf_counter() - t0:.1f} s")
     return spread, (target,)
 
