@@ -353,6 +353,44 @@ def test_the_collect_summary_says_when_the_calibration_overstates_the_run():
     assert "%" not in over
 
 
+def test_a_changed_function_no_target_run_caught_is_a_count_of_zero_not_a_function_gone():
+    """cJSON's 3ece4c8: `cJSON_AddItemToArray` ~0 ns a call after it, so the shared plan stack-sampled it;
+    199 ms of samples a run on the base, none on the target, and the check named `main` alone.  A
+    changed function the target's runs caught in no sample is tested on its pooled samples, a count of
+    0 (half a sample each side): a large drop is an optimization with its interval; a few samples on
+    the base and none on the target are no verdict; an unchanged function is left as before."""
+    rng = np.random.default_rng(7)
+
+    def run(commit: str, share: float, r: int, changed=("add",)) -> StoredProfile:
+        n = int(rng.poisson(400))
+        k = int(rng.binomial(n, share))
+        wall = 0.2 * math.exp(rng.normal(0, 0.03))
+        funcs = [FunctionStats("main", 1, int(wall * 1e9), 0)]
+        if k:
+            est = k / n * wall * 1e9
+            funcs.append(FunctionStats("add", 0, int(est), int(est), sampled=True, ci_low=est * 0.8, ci_high=est * 1.2,
+                                       stack_samples=k))
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=("main", "add"), mode="hybrid", traced=("main",), round=r, pairing="p1",
+                          changed=changed)
+        return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
+                                                                tuple(funcs)))
+    cfg = CheckConfig()
+    base = [run("b", 0.9, r) for r in range(3)]
+    gone = [run("t", 0.0, r) for r in range(3)]
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", gone, base), cfg, opinions=False)}
+    assert found["add"].type == checks.OPTIMIZATION, found["add"]
+    assert found["add"].relative < -0.99
+    assert "none on the target" in found["add"].noise
+    assert found["add"].ci_high < -0.9
+    few = [run("b", 0.004, r) for r in range(3)]  # ~5 samples in all
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", gone, few), cfg, opinions=False)}
+    assert found["add"].type in NO_VERDICT, found["add"]
+    untouched = [run("t", 0.0, r, changed=()) for r in range(3)]
+    found = {c.function: c for c in checks.compare_workload(checks.Sides("w", untouched, base), cfg, opinions=False)}
+    assert "add" not in found
+
+
 def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
     """A sampled function with ~5 of ~100 samples a run: per-round ratios of such counts are noise,
     pooled over 15 rounds its share doubling is plain, and the same share on both sides is not."""

@@ -113,7 +113,8 @@ def _tests(sh: _Shared, both: dict[str, tuple[Side, Side]], changed: frozenset[s
            "paired": lambda n, t, b: test_paired(n, sh.paired[n], s0[t.sampled or b.sampled], t, b),
            "session": lambda n, t, b: test_root(t, b, sh.shift, sh.values(n), root_runs(sh.sides, t, b)),
            "residual": lambda n, t, b: test_residual(n, t, b, sh.shift, sh.sessions)}
-    out = [run[DESIGN[n in pooled, n in sh.paired, n == ROOT]](n, t, b) for n, (t, b) in both.items()]
+    out = [run[DESIGN[n in pooled, n in sh.paired, n == ROOT]](n, t, b) for n, (t, b) in both.items()
+           if n in pooled or not t.unseen]  # (a count of 0 has the pooled test only)
     return out + call_tests(sh.rounds, both, changed)
 
 

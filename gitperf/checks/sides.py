@@ -79,6 +79,7 @@ class Side:
     total: float = 0.0
     own: float = 0.0
     calls: float = 0.0
+    unseen: bool = False  # stack-sampled, and no sample of it in any run (`unseen`): a count of 0
 
     @staticmethod
     def absent(runs: int) -> Side:
@@ -263,6 +264,7 @@ def pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[Side, Side]]]:
     for n in names:
         t, b, like = _sides(target, base, n)
         t, b = _or_absent(t, b, sides.target, sides.base, n), _or_absent(b, t, sides.base, sides.target, n)
+        t = t if t is not None or b is None else unseen(b, sides.target, n)
         if t is None or b is None or not (any(t.totals) or any(b.totals)):
             continue
         if t.sampled != b.sampled and any(t.totals) and any(b.totals):
@@ -270,13 +272,30 @@ def pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[Side, Side]]]:
             # other - two different quantities, never a change
             continue
         kind, why = ((NEW, "present only in target") if not any(b.totals) else
-                     (REMOVED, "not called in target") if not any(t.totals) else
+                     (REMOVED, "not called in target") if not any(t.totals) and not t.unseen else
                      (UNKNOWN, WITHHELD) if not like else ("", ""))
         if kind:
             simple.append(_simple(sides.workload, n, kind, (t, b), why))
         else:
             both[n] = (t, b)
     return simple, both
+
+
+def unseen(base: Side, target: list[StoredProfile], name: str) -> Side | None:
+    """The target side of a function the commit changed that a paired check stack-sampled on both
+    sides and caught on the base only: a count of 0 samples, for the pooled test (`designs.pooled`),
+    not a function gone.  The diff says it is in both builds (changed, not removed); the shared plan
+    sampled it on both; every target run took samples.  cJSON's 3ece4c8 left `cJSON_AddItemToArray`
+    199 ms of samples a run on the base and none on the target (~0 ns a call, so the plan sampled it),
+    and the check named `main` alone.  None where any of that does not hold (the base caught nothing
+    either: nothing to compare; a target without a base value has no relative change)."""
+    if not (base.sampled and any(base.totals) and target):
+        return None
+    for p in (sp.profile for sp in target):
+        if not (p.plan.pairing and name in p.plan.changed and not p.plan.is_traced(name) and p.metrics.stack_samples):
+            return None
+    zeros = [0.0] * len(target)
+    return Side(zeros, list(zeros), list(zeros), sampled=True, unseen=True)
 
 
 def _or_absent(mine: Side | None, other: Side | None, profiles: list[StoredProfile], others: list[StoredProfile],

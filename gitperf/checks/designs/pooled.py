@@ -77,10 +77,10 @@ def pooled_tests(sides: Sides, rs: Rounds | None, both: dict[str, tuple[Side, Si
             continue
         # inclusive where the kept stacks hold its samples (or the kernel counted them in its code) on
         # both sides; else, without stacks, its own code's samples as the kernel counted them
-        how = next((h for h in (inclusive, False)
-                    if all(total and count(n) for total, count in both_sides.pools[h])), None)
+        how = next((h for h in (inclusive, False) if all(total and (count(n) or side.unseen) for (total, count), side
+                                                          in zip(both_sides.pools[h], (t, b)))), None)
         if how is None:
-            continue  # a ratio needs a sample on each side; the unpaired test (with its intervals) decides
+            continue  # a ratio needs a sample on each side (or a target `unseen`); the unpaired test decides
         # (a few samples are still the pooled estimate, with the wide interval they carry: the median of
         # per-round ratios of a function caught once in 30 runs read -0.5% where its pooled samples,
         # the time `show` prints, read 3.3 us -> 22.7 us, Lua's luaH_getn)
@@ -116,14 +116,19 @@ def _tested(n: str, both: _Pooled, inclusive: bool, placement: float) -> Tested:
     """One function's pooled test (`pooled_tests`), in `inclusive` or own-code samples."""
     (total_t, count_t), (total_b, count_b) = both.pools[inclusive]
     k_t, k_b = count_t(n), count_b(n)
-    stat = math.log((k_t / total_t) / (k_b / total_b)) + both.wall
+    # no sample on the target (`sides.unseen`): half a sample on each side (Haldane's correction), the
+    # log ratio and its variance finite; its interval is then as wide as so few samples leave it
+    at_t, at_b = (k_t, k_b) if k_t else (0.5, k_b + 0.5)
+    stat = math.log((at_t / total_t) / (at_b / total_b)) + both.wall
     between = f", ±{placement:.0%} between builds" if placement else ""
     what = "inclusive" if inclusive else "own code"
-    tb, tt = both.timed[0][n], both.timed[1][n]
-    alike = tb.calls is None and tt.calls is None  # (stack-only on both sides: show's figures)
+    none = "" if k_t else "; none on the target: half a sample added to each side"
+    tb, tt = both.timed[0][n], both.timed[1].get(n)
+    # stack-only on both sides (a target without samples of it too): show's figures
+    alike = tb.calls is None and (tt is None or tt.calls is None)
     base_ns = (tb.inclusive_ns if inclusive else tb.exclusive_ns) if alike else k_b / total_b * both.base_cpu
-    return Tested(n, stat, math.sqrt(1 / k_t + 1 / k_b + both.wall_var + placement ** 2), math.inf,
-                  f"pooled samples {k_b} -> {k_t} ({what}){between}", base_ns=base_ns,
+    return Tested(n, stat, math.sqrt(1 / at_t + 1 / at_b + both.wall_var + placement ** 2), math.inf,
+                  f"pooled samples {k_b} -> {k_t} ({what}{none}){between}", base_ns=base_ns,
                   measure=f"{what} time per run (stack samples x time on a CPU)",
                   # own time in the same measure (shares of the same samples): within its inclusive
-                  exclusive=(tb.exclusive_ns, tt.exclusive_ns) if alike and inclusive else None)
+                  exclusive=(tb.exclusive_ns, tt.exclusive_ns if tt else 0.0) if alike and inclusive else None)
