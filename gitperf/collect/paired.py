@@ -333,11 +333,6 @@ def count_instructions(pair: Pair, say: Progress, deterministic: str = "") -> Co
     return spread, (target,)
 
 
-def _side(repo: pygit2.Repository, preq: PairedRequest, commit: str, engine: Engine, progress: Progress,
-          ) -> Target:
-    return Target(repo, replace(preq.req, rev=commit), commit, engine, progress, perf_dir(repo))
-
-
 def build_both(stack: ExitStack, repo: pygit2.Repository, preq: PairedRequest, engine: Engine, progress: Progress,
                ) -> tuple[CollectContext, CollectContext]:
     """Both commits resolved (`collect.resolve`: both configurations read and judged before either is
