@@ -96,6 +96,9 @@ def test_a_workload_valgrind_cannot_run_is_a_clear_note_not_a_failure(tmp_path):
     w = callgrind.run(Command(["/bin/sh", "-c", "./p"], str(tmp_path)), 120, binary)
     assert "does not know an instruction" in w.error
     assert "in main (p.c:" in w.error  # where valgrind stopped, as its log names it
+    sse = _build(tmp_path, ' __asm__ volatile(".byte 0x66,0x0f,0x3a,0x61,0x07,0x04");')  # pcmpestri $4, (%rdi), %xmm0
+    w = callgrind.run(Command(["/bin/sh", "-c", "./p"], str(tmp_path)), 120, sse)  # (the shell traced too)
+    assert "bytes 0x66 0xF 0x3A 0x61" in w.error  # SSE4.2's pcmpestri (picohttpparser's -msse4.2 build)
     assert not w.functions
 
 

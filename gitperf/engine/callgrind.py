@@ -149,7 +149,9 @@ def run(command: workload.Command, timeout: float, binary: str | tuple[str, ...]
     paths = (binary,) if isinstance(binary, str) else binary
     objects, binary = frozenset(str(Path(p).resolve()) for p in paths), paths[0]
     with scratch.directory("callgrind") as d, workload.scope() as where:
-        err = d / "valgrind.log"
+        # one log a process (%p): with --trace-children the shell's and the workload's lines would
+        # share one file and overwrite each other (picohttpparser's note lost the instruction's bytes)
+        err = d / "valgrind.%p.log"
         if command.user is not None:  # the workload runs as the repository's owner: its output goes here
             os.chown(d, command.user.uid, command.user.gid)
         # --separate-recs=1: a recursive function is one function at every depth (not `fib'2`)
@@ -157,7 +159,7 @@ def run(command: workload.Command, timeout: float, binary: str | tuple[str, ...]
         cmd = ["valgrind", "--tool=callgrind", "--vgdb=no", f"--callgrind-out-file={d}/cg.%p", "--demangle=no",
                "--separate-recs=1", "--trace-children=yes", f"--log-file={err}", *command.argv]
         r = workload.run(replace(command, argv=cmd), timeout, where)
-        log = err.read_text(errors="replace") if err.exists() else ""
+        log = "".join(f.read_text(errors="replace") for f in sorted(d.glob("valgrind.*.log")))
         if r.timed_out:
             return InstructionCounts(error=f"callgrind did not finish within {timeout:.0f} s")
         if _UNSUPPORTED.search(log):
