@@ -43,12 +43,13 @@ def resolve(target: Target) -> Resolved:
         return Resolved(target.commit, cfg, cfg.path, in_worktree=not req.fresh)
     clean = not req.fresh and is_clean_head(target.repo, target.commit)
     cfg, own = _config(target, clean)
+    asked = _as_asked(target, cfg)
     # a padded build never runs in the work tree: make would find the user's unpadded objects up to
     # date (without a build only the work tree has the binary)
-    in_worktree = clean and (req.no_build or not _as_asked(target, cfg).build.probe_pad)
+    in_worktree = clean and (req.no_build or not asked.build.probe_pad)
     if clean and not in_worktree:  # the new worktree holds the commit's tracked files only
         cfg, own = _config(target, False)
-    asked = _as_asked(target, cfg)
+        asked = _as_asked(target, cfg)
     if not asked.build.binary:
         raise ConfigError(asked.path, "build.binary", "missing: which ELF file should be probed?")
     key = (buildcache.key(target.commit, asked.build)
