@@ -390,6 +390,26 @@ def test_a_compiler_clone_is_matched_with_its_function_across_builds(tmp_path):
     assert [sorted(p.traced) for p in plans] == [["main", "work.constprop.0"], ["main", "work"]]
 
 
+def test_each_sides_plan_lists_the_focus_functions_its_own_build_has_its_libraries_too(tmp_path):
+    """A paired check's two plans share one focus; each lists as changed what its own build has, so that
+    a function in the target's list and not in the base's is new (`checks.sides.lacks`).  tinyxml2's
+    b2e08e4 added `XMLPrinter::Putc` to its library, and the base's plan listed it too: only samples
+    caught it, and nothing told it new."""
+    from dataclasses import replace
+    from gitperf.core.config import CollectConfig
+    from gitperf.plan import focus
+    lib = ("__attribute__((noinline)) long shared(long x) {{ return x * 3 + {k}; }}\n{extra}"
+           "int main(int c, char **v) {{ (void)v; return (int)shared(c); }}\n")
+    base_lib = _compiled(tmp_path, "la", lib.format(k=1, extra=""))
+    target_lib = _compiled(tmp_path, "lb", lib.format(k=2, extra="__attribute__((noinline)) long putc_new(long x) "
+                                                                    "{ return x ^ 5; }\n"))
+    app = _compiled(tmp_path, "app", "int main(void) { return 0; }\n")
+    f = focus.Focus(changed=(), new=(), callers=(), traced=("main",), sampled={}, library_changed=("putc_new", "shared"))
+    plans = [focus.side_plan(replace(app, libraries=(lib,)), CollectConfig(), {}, f, "base").plan
+             for lib in (base_lib, target_lib)]
+    assert [p.changed for p in plans] == [("shared",), ("putc_new", "shared")]
+
+
 def test_a_function_inlined_away_is_told_from_one_removed(tmp_path):
     """`helper` was a function of its own; the commit made it `always_inline`: gone from the symbols,
     its code inside `work` (the target's DWARF says so).  The diff names where it went; a function

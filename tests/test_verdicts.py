@@ -386,9 +386,40 @@ def test_a_changed_function_no_target_run_caught_is_a_count_of_zero_not_a_functi
     few = [run("b", 0.004, r) for r in range(3)]  # ~5 samples in all
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", gone, few), cfg, opinions=False)}
     assert found["add"].type in NO_VERDICT, found["add"]
-    untouched = [run("t", 0.0, r, changed=()) for r in range(3)]
+    untouched = [run("t", 0.0, r, changed=()) for r in range(3)]  # (both builds' plans list the focus alike)
+    base = [run("b", 0.9, r, changed=()) for r in range(3)]
     found = {c.function: c for c in checks.compare_workload(checks.Sides("w", untouched, base), cfg, opinions=False)}
     assert "add" not in found
+
+
+def test_a_new_function_only_samples_caught_is_new_where_the_base_build_lacks_it():
+    """tinyxml2's b2e08e4: its printer's output went through a new `XMLPrinter::Write`, 5.7 ms a run of
+    stack samples on the target, and the check had no row for it.  Each side's plan lists the changed
+    and new functions its own build has (`plan.focus.side_plan`): one in the target's list and not in
+    the base's is new.  Where both builds have it (changed, not new), samples on the target alone are
+    no row, as before; so is a function no diff named (a library's, sampled on one side only)."""
+    def run(commit: str, r: int, changed: tuple[str, ...], write: bool) -> StoredProfile:
+        funcs = [FunctionStats("main", 1, 200_000_000, 0)]
+        if write:
+            funcs.append(FunctionStats("write", 0, 5_700_000, 5_700_000, sampled=True, ci_low=5e6, ci_high=6.5e6,
+                                       stack_samples=57))
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=("main",), mode="hybrid", traced=("main",), round=r, pairing="p1", changed=changed)
+        return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=0.2, stack_samples=2000), plan,
+                                                                tuple(funcs)))
+    cfg = CheckConfig()
+    target = [run("t", r, ("write",), True) for r in range(3)]
+
+    def found(base_changed: tuple[str, ...], target_runs=target) -> dict:
+        base = [run("b", r, base_changed, False) for r in range(3)]
+        return {c.function: c for c in checks.compare_workload(checks.Sides("w", target_runs, base), cfg, opinions=False)}
+    new = found(())["write"]
+    assert new.type == checks.NEW, new
+    assert new.target_ns == pytest.approx(5_700_000), new
+    assert new.base_ns == 0, new
+    assert "write" not in found(("write",)), "a changed function both builds have, caught on one side: no row"
+    unnamed = [run("t", r, (), True) for r in range(3)]
+    assert "write" not in found((), unnamed), "no diff named it: nothing says the base lacks it"
 
 
 def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
@@ -780,6 +811,17 @@ def test_a_changed_function_the_workload_never_calls_holds_no_round_though_it_is
     called = replace(uncalled, calls={"f": 100.0, "g": 3.0})  # called, traced, no change yet: one more round
     assert undecided([DECIDED_MAIN], called, CheckConfig()) == ["f", "g"]
     assert "not run by this workload" not in focus_note(called, 3)
+
+
+def test_the_focus_note_says_each_reason_for_sampling_once_with_the_functions_it_holds_for():
+    """tinyxml2's check said "call frequency unknown: the counting pass ended early ..." 28 times, once a
+    function."""
+    from gitperf.checks.paired import focus_note
+    early = "call frequency unknown: the counting pass ended early (timeout) after 0.79 s"
+    f = replace(_focus(("f", "g", "h")), sampled={"f": early, "g": "tracing costs at least 308 ms", "h": early})
+    note = focus_note(f, 3)
+    assert note.count(early) == 1, note
+    assert f"only stack-sampled: f, h: {early}; g: tracing costs at least 308 ms" in note, note
 
 
 def test_a_function_is_undecided_exactly_while_its_outcome_is_unresolved():

@@ -239,7 +239,10 @@ def _unstored(commit: str, profiles: list[Profile]) -> list[StoredProfile]:
 def focus_note(focus: Focus, rounds: int, kept: int = 0) -> str:
     """What the paired check looked at, for the report (text and JSON)."""
     names = lambda xs: ", ".join(short(x) for x in xs) or "-"  # noqa: E731
-    sampled = "; ".join(f"{short(n)}: {why}" for n, why in focus.sampled.items())
+    why_sampled: dict[str, list[str]] = {}  # (one reason once: tinyxml2's said one 28 times over)
+    for n, why in focus.sampled.items():
+        why_sampled.setdefault(why, []).append(n)
+    sampled = "; ".join(f"{names(ns)}: {why}" for why, ns in why_sampled.items())
     renamed = ", ".join(f"{short(a)} -> {short(b)}" for a, b in sorted(focus.renamed.items()))
     earlier = f" ({kept} of them stored by earlier checks of this pair, {rounds - kept} added now)" if kept else ""
     not_run = focus.not_run()

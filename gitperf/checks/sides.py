@@ -39,7 +39,7 @@ def _renamed(sp: StoredProfile, new: dict[str, str]) -> StoredProfile:
     p = sp.profile
     frames = lambda stack: stacks.SEP.join(new.get(f, f) for f in stack.split(stacks.SEP))  # noqa: E731
     plan = replace(p.plan, probed=tuple(new.get(n, n) for n in p.plan.probed),
-                   traced=tuple(new.get(n, n) for n in p.plan.traced))
+                   traced=tuple(new.get(n, n) for n in p.plan.traced), changed=tuple(new.get(n, n) for n in p.plan.changed))
     profile = replace(p, plan=plan, functions=tuple(replace(f, name=new.get(f.name, f.name)) for f in p.functions),
                       stacks={frames(k): v for k, v in p.stacks.items()},
                       instructions=tuple(replace(i, functions={new.get(n, n): v for n, v in i.functions.items()})
@@ -301,10 +301,23 @@ def unseen(base: Side, target: list[StoredProfile], name: str) -> Side | None:
 def _or_absent(mine: Side | None, other: Side | None, profiles: list[StoredProfile], others: list[StoredProfile],
                name: str) -> Side | None:
     """A side that did not measure `name` as absent (zero a run) where its profiles show the binary has
-    no such function and the other side's is not one of the project's libraries' sampled ones."""
-    if mine is None and other is not None and _not_in_binary(profiles, name) and not _library_only(others, name):
+    no such function and the other side's is not one of the project's libraries' sampled ones, or a
+    paired check's diff says its build lacks it (`lacks`)."""
+    if mine is None and other is not None and (lacks(profiles, others, name) or (
+            _not_in_binary(profiles, name) and not _library_only(others, name))):
         return Side.absent(len(profiles))
     return mine
+
+
+def lacks(profiles: list[StoredProfile], others: list[StoredProfile], name: str) -> bool:
+    """Whether a paired check's diff says the build of `profiles` lacks `name` and the build of
+    `others` has it: each side's plan lists the changed and new functions its own build has
+    (`plan.focus.side_plan`).  A new function only stack samples caught was otherwise no row at all:
+    tinyxml2's b2e08e4 moved its printer's output into a new `XMLPrinter::Write` (5.7 ms a run of
+    samples) and `Putc` in its library, and the check named neither."""
+    return (bool(profiles) and bool(others) and all(p.profile.plan.pairing for p in profiles + others)
+            and all(name in p.profile.plan.changed for p in others)
+            and not any(name in p.profile.plan.changed for p in profiles))
 
 
 def _simple(workload: str, name: str, kind: str, sides: tuple[Side, Side], why: str) -> Change:

@@ -221,7 +221,9 @@ def spec_of(f: Focus) -> str:
 def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float], f: Focus,
               base_commit: str) -> Optimized:
     """The shared plan against one side's binary: every function present (samples land anywhere),
-    the focus traced where this binary has it."""
+    the focus traced where this binary has it.  Its `changed` lists the focus functions this side's
+    build has (of the binary and of its own libraries): a function in the target's list and not in the
+    base's is new (`checks.sides.pair` reads it so where only samples caught it)."""
     plan = with_library_functions(make_plan(binary, replace(cfg, mode=Mode.TRACE, pipeline="none")), binary,
                                   f.traced)
     names = set(plan.names)
@@ -229,8 +231,10 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
     # a function the target renamed (or a clone the compiler renumbered) is probed under its name here
     here = [n if n in names else was.get(n, n) for n in f.traced + f.changed + f.new]
     traced, changed = here[:len(f.traced)], here[len(f.traced):]
+    in_libraries = {g.name for lib in binary.libraries for g in lib.functions}
     plan = replace(as_hybrid(plan, (n for n in traced if n in names), f.stack_hz),
-                   changed=tuple(n for n in changed if n in names) + f.library_changed)
+                   changed=tuple(n for n in changed if n in names) + tuple(n for n in f.library_changed
+                                                                        if n in in_libraries))
     plan = replace(plan, probe_cost=call_costs(plan, cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in f.sampled.items()}
     return Optimized(plan, "paired", ("diff-focus",), reasons, renamed=dict(f.renamed), inlined=dict(f.inlined),
