@@ -824,6 +824,45 @@ def test_the_focus_note_says_each_reason_for_sampling_once_with_the_functions_it
     assert f"only stack-sampled: f, h: {early}; g: tracing costs at least 308 ms" in note, note
 
 
+def test_a_changed_function_no_sample_caught_adds_no_round_once_its_time_is_bounded_under_the_floor():
+    """fmt's 7b4ef1c8 changed float formatting's functions through an inlined digit counter; its
+    workload formats integers.  Never caught by a sample (the counting pass timed out before ruling
+    them out), they held the check to all 60 rounds after `main` was decided at 3.  Thousands of samples
+    a side with none in them bound their time under the floor: no round is added for them, and the
+    report says so; with a few samples a run the same silence bounds nothing, and they stay open."""
+    from gitperf.checks.paired import still_open, uncaught, unresolved_note, uncaught_note
+    from gitperf.collect.paired import PairedRuns
+    rng = np.random.default_rng(3)
+
+    def run(commit: str, r: int, wall: float, samples: int) -> Profile:
+        wall *= math.exp(rng.normal(0, 0.01))
+        hot = int(0.3 * wall * 1e9)
+        funcs = (FunctionStats("main", 1, int(wall * 1e9), 0),
+                 FunctionStats("hot", 0, hot, hot, sampled=True, ci_low=hot * 0.95, ci_high=hot * 1.05,
+                               stack_samples=int(0.3 * samples)))
+        h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
+        plan = PlanRecord(probed=("main",), mode="hybrid", traced=("main",), round=r, pairing="p1",
+                          changed=("float_fmt", "hot"))
+        return Profile(h, Metrics(PRT=wall, stack_samples=samples), plan, funcs)
+    focus = replace(_focus(("float_fmt", "hot")), calls={})  # (the counting pass ruled nothing out)
+    cfg = CheckConfig()
+    many = PairedRuns("w", focus, [run("b", r, 0.35, 3000) for r in range(4)], [run("t", r, 0.12, 1000) for r in range(4)])
+    assert "float_fmt" not in still_open(many, cfg)
+    changes = judge(checks.Sides("w", [StoredProfile("t", i, f"t{i}", p) for i, p in enumerate(many.target)],
+                                 [StoredProfile("b", i, f"b{i}", p) for i, p in enumerate(many.base)]), cfg, frozenset(focus.changed))
+    bounds = uncaught(focus, many.target, many.base, changes, cfg)
+    assert list(bounds) == ["float_fmt"], bounds
+    # the target's 4,000 samples of four 120 ms runs, 120 us each: 4.6 of them over four runs ~138 us a
+    # run, under the floor (0.05% of a 350 ms run)
+    assert bounds["float_fmt"] == pytest.approx(4.6 * 0.12e9 / 4000, rel=0.05), bounds
+    assert "float_fmt" not in unresolved_note(changes, focus, bounds)
+    note = uncaught_note(bounds, cfg, 0.35e9)
+    assert (f"no stack sample on either side caught float_fmt: each at most {bounds['float_fmt'] / 1e3:.0f} us a run "
+            "(99%), under the 175 us a check counts") in note, note
+    few = PairedRuns("w", focus, [run("b", r, 0.35, 30) for r in range(4)], [run("t", r, 0.12, 10) for r in range(4)])
+    assert "float_fmt" in still_open(few, cfg)
+
+
 def test_a_function_is_undecided_exactly_while_its_outcome_is_unresolved():
     """The stop rule and the verdict are one rule: a changed function whose interval reaches across the
     threshold gets more rounds; wholly within it (no change) or an `instructions` one whose time is within

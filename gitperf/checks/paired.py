@@ -23,7 +23,7 @@ from gitperf.checks import record, verdict, witness
 from gitperf.checks.change import (CONFLICT, DEGRADATION, INLINED, INSTRUCTIONS, NEW, NO_CHANGE, OPTIMIZATION, REMOVED, UNKNOWN,
                                    UNRESOLVED, Change, CheckResult, WorkloadPair)
 from gitperf.checks.check import Baseline, Request, check_workload, conclude
-from gitperf.checks.decision import WITHIN, band, threshold
+from gitperf.checks.decision import WITHIN, band, floor_ns, threshold
 from gitperf.checks.designs.pooled import PLACEMENT_SPREAD
 from gitperf.checks.designs.paired import rounds as by_round
 from gitperf.checks.sides import Sides
@@ -36,6 +36,7 @@ from gitperf.core.model import ROOT, Profile, StoredProfile, comparison_key
 from gitperf.engine.base import Engine
 from gitperf.git.repo import parent, resolve_commit
 from gitperf.plan.focus import Focus
+from gitperf.stats.timing import on_cpu_ns
 from gitperf.store.notes import NotesStore
 
 MIN_ROUNDS = 3  # medians need three runs a side to shrug off one disturbed run
@@ -207,15 +208,52 @@ def wider_note(changes: list[Change], focus: Focus, stored: dict[str, float]) ->
             "again from every round, reads wider): " + "; ".join(parts)) if parts else ""
 
 
-def unresolved_note(changes: list[Change], focus: Focus) -> str:
+def unresolved_note(changes: list[Change], focus: Focus, uncaught: dict[str, float] | None = None) -> str:
     """The focus functions the rounds left without an outcome: unresolved (each change's own line
-    says what could not be excluded), or not measured at all."""
-    said = {c.function for c in changes}
+    says what could not be excluded), or not measured at all (but those `uncaught` bounds)."""
+    said = {c.function for c in changes} | set(uncaught or ())
     parts = [f"{short(c.function)} ({c.relative:+.1%} [{c.ci_low:+.0%}, {c.ci_high:+.0%}])" for c in changes
              if c.function in focus.decisive and c.type == UNRESOLVED]
     parts += [f"{short(n)} (not measured: too few samples; a change of any size would go unseen)"
               for n in sorted({*focus.changed, ROOT} - said) if focus.resolvable(n)]
     return ("unresolved when the rounds ended: " + "; ".join(parts)) if parts else ""
+
+
+def uncaught(focus: Focus, target: list[Profile], base: list[Profile], changes: list[Change],
+             cfg: CheckConfig) -> dict[str, float]:
+    """The changed and new functions no stack sample caught on either side, nor a probe, when that
+    bounds their time under the check's floor (`decision.floor_ns` of the run): name -> the most time
+    a run they can take unseen (`unseen_ns`, the larger side's).  Whatever their change, it is below
+    what the check counts, so more rounds have nothing to decide.  fmt's 7b4ef1c8 changed 17 functions
+    through an inlined digit counter, float formatting's among them; its workload formats integers.
+    The counting pass timed out before ruling them out, so they were sampled and never caught, and
+    the check ran all 60 rounds for them after `main` was decided at 3."""
+    root = next((c.base_ns for c in changes if c.function == ROOT), 0.0)
+    bound = max(unseen_ns(target, cfg.confidence), unseen_ns(base, cfg.confidence))
+    if not root or bound >= floor_ns(cfg, root):
+        return {}
+    said, was = {c.function for c in changes}, {t: b for b, t in focus.renamed.items()}
+    return {n: bound for n in (*focus.changed, *focus.new) if n not in said and n != ROOT and not any(
+        p.function(m) is not None or p.plan.is_traced(m) for p in target + base for m in {n, was.get(n, n)})}
+
+
+def unseen_ns(runs: list[Profile], confidence: float) -> float:
+    """The most time a run, at `confidence`, of a function no stack sample of `runs` caught: a count of 0
+    bounds the expected count at -ln(1 - confidence) (Poisson: 4.6 samples at 99%), each sample standing
+    for its share of the runs' time on a CPU.  Infinite without samples."""
+    samples = sum(p.metrics.stack_samples for p in runs)
+    if not samples:
+        return math.inf
+    return -math.log(1 - confidence) * sum(on_cpu_ns(p) for p in runs) / samples / len(runs)
+
+
+def uncaught_note(bounds: dict[str, float], cfg: CheckConfig, run_ns: float) -> str:
+    """What `uncaught` found, for the report."""
+    if not bounds:
+        return ""
+    return (f"no stack sample on either side caught {', '.join(short(n) for n in sorted(bounds))}: each at most "
+            f"{max(bounds.values()) / 1e3:.0f} us a run ({cfg.confidence:.0%}), under the "
+            f"{floor_ns(cfg, run_ns) / 1e3:.0f} us a check counts, so no rounds were added for them")
 
 
 def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
@@ -226,7 +264,8 @@ def still_open(runs: paired.PairedRuns, cfg: CheckConfig) -> list[str]:
     changes = verdict.judge(sides, cfg, changed, opinions=False)
     rounds, horizon = len(runs.target), runs.kept + MAX_ROUNDS
     work = witness.work_moved(changes, runs.counts[1], runs.counts[0])
-    futile = same_work(changes, cfg, rounds, horizon, work)
+    futile = same_work(changes, cfg, rounds, horizon, work) | set(uncaught(runs.focus, runs.target, runs.base,
+                                                                          changes, cfg))
     return sorted({*(set(undecided(changes, runs.focus, cfg, rounds, horizon)) - futile),
                    *to_narrow(changes, runs.focus, runs.stored_widths)})
 
@@ -319,7 +358,10 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
                 pairs.append(WorkloadPair(run.workload, "", 0, base, 0, 0, "-", (run.skipped,)))
                 continue
             pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
-            notes = (focus_note(run.focus, len(t), run.kept), unresolved_note(found, run.focus),
+            quiet = uncaught(run.focus, run.target, run.base, found, cfg)
+            run_ns = next((c.base_ns for c in found if c.function == ROOT), 0.0)
+            notes = (focus_note(run.focus, len(t), run.kept), unresolved_note(found, run.focus, quiet),
+                     uncaught_note(quiet, cfg, run_ns),
                      wider_note(found, run.focus, run.stored_widths), pad_note(t, cfg))
             pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
             changes.extend(found)
