@@ -39,7 +39,8 @@ def _renamed(sp: StoredProfile, new: dict[str, str]) -> StoredProfile:
     p = sp.profile
     frames = lambda stack: stacks.SEP.join(new.get(f, f) for f in stack.split(stacks.SEP))  # noqa: E731
     plan = replace(p.plan, probed=tuple(new.get(n, n) for n in p.plan.probed),
-                   traced=tuple(new.get(n, n) for n in p.plan.traced), changed=tuple(new.get(n, n) for n in p.plan.changed))
+                   traced=tuple(new.get(n, n) for n in p.plan.traced),
+                   changed=tuple(new.get(n, n) for n in p.plan.changed))  # (`lacks` compares the sides' lists)
     profile = replace(p, plan=plan, functions=tuple(replace(f, name=new.get(f.name, f.name)) for f in p.functions),
                       stacks={frames(k): v for k, v in p.stacks.items()},
                       instructions=tuple(replace(i, functions={new.get(n, n): v for n, v in i.functions.items()})
