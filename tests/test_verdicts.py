@@ -420,6 +420,11 @@ def test_a_new_function_only_samples_caught_is_new_where_the_base_build_lacks_it
     assert "write" not in found(("write",)), "a changed function both builds have, caught on one side: no row"
     unnamed = [run("t", r, (), True) for r in range(3)]
     assert "write" not in found((), unnamed), "no diff named it: nothing says the base lacks it"
+    # renamed by the commit (the base's plan lists it under its old name): the same function, not new
+    renamed = [replace(p, profile=replace(p.profile, plan=replace(p.profile.plan, renamed={"put": "write"})))
+               for p in target]
+    base = [run("b", r, ("put",), False) for r in range(3)]
+    assert "write" not in {c.function for c in judge(checks.Sides("w", renamed, base), cfg, frozenset({"write"}), False)}
 
 
 def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
