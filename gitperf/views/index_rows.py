@@ -236,8 +236,22 @@ _change_columns = operator.attrgetter(*CHANGE_COLUMNS)
 
 def change_row(commit: str, rank: int, c: checks.Change) -> dict:
     """A change as a row of the changes table (the columns the pages query; numbers as `to_dict`
-    writes them, without building all of it: a third of storing 200,000 changes was `to_dict`)."""
+    writes them, without building all of it: a third of storing 200,000 changes was `to_dict`).  Its
+    method is stored as its stem and its words (`split_method`), which the table's view joins again."""
     instr = c.instructions or (None, None)
-    return {"commit": commit, **dict(zip(CHANGE_COLUMNS, map(checks.change.json_number, _change_columns(c)))),
-            "changed": int(c.changed), "since": c.since or "", "rank": rank, "instr_base": instr[0],
-            "instr_target": instr[1]}
+    row = {"commit": commit, **dict(zip(CHANGE_COLUMNS, map(checks.change.json_number, _change_columns(c)))),
+           "changed": int(c.changed), "since": c.since or "", "rank": rank, "instr_base": instr[0],
+           "instr_target": instr[1]}
+    row["method"], row["words"] = split_method(c.method)
+    return row
+
+
+UNRESOLVED_WORDS = "; unresolved: "  # (`checks.decision.unresolved_words`, after a method's stem)
+
+
+def split_method(method: str) -> tuple[str, str | None]:
+    """A change's method as the index stores it: the stem a check's changes share, and the words of an
+    unresolved outcome, which are its own figures ("unresolved: a change between -22% and +31% ..."),
+    or None.  stem + "; " + words is the method."""
+    stem, sep, rest = method.partition(UNRESOLVED_WORDS)
+    return (stem, UNRESOLVED_WORDS[2:] + rest) if sep else (method, None)
