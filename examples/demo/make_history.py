@@ -137,12 +137,15 @@ binary = "wordstat"
 
 [[workload]]
 name = "gate"
-command = "./wordstat 100000 20"
+command = "./wordstat 250000 20"
 """
-# (100,000 words, ~40 ms: at 10,000 the 3-5 ms run left checksum_block 3-4 stack samples a run at the
-# 5% budget, and on a VM whose vCPUs ran 1.5x faster at some moments than at others the slowdown was
-# missed in 3 of 3 histories; at 40,000, ~17 ms, in 1 of 3 (CI): the small functions' residuals spread
-# ±50-85% in one pair, widening every test of it)
+# (250,000 words, ~60 ms a run under the budget's samples: at 10,000 the 3-5 ms run left checksum_block
+# 3-4 stack samples a run at the 5% budget, and on a VM whose vCPUs ran 1.5x faster at some moments than
+# at others the slowdown was missed in 3 of 3 histories; at 40,000, ~17 ms, in 1 of 3 (CI): the small
+# functions' residuals spread ±50-85% in one pair, widening every test of it; at 100,000, ~25 ms and
+# ~50 samples a run, in 2 of 2 fresh CI runs on 2026-11-29, whose runs of one commit spread 23-37 ms:
+# checksum_block +321% [-4%, +1753%], its session noise moderated to ±42% towards the sampled
+# functions around it)
 
 
 HISTORY = [
