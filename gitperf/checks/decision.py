@@ -141,12 +141,15 @@ def resolvable_from(low: float, high: float, t: float) -> float:
     return t + (high - low) / 2
 
 
+UNRESOLVED_WORDS = "unresolved: "  # how `unresolved_words` begins (the index splits a method there)
+
+
 def unresolved_words(low: float, high: float, t: float) -> str:
     """What an unresolved outcome says, the same in every view: the interval, the threshold it reaches
     across, and the smallest change these measurements could have called (`resolvable_from`)."""
     if not (math.isfinite(low) and math.isfinite(high)):
-        return f"unresolved: not measured on both sides, a change beyond ±{t:.0%} of any size could go unseen"
-    return (f"unresolved: a change between {low:+.0%} and {high:+.0%} cannot be told from ±{t:.0%}; these "
+        return f"{UNRESOLVED_WORDS}not measured on both sides, a change beyond ±{t:.0%} of any size could go unseen"
+    return (f"{UNRESOLVED_WORDS}a change between {low:+.0%} and {high:+.0%} cannot be told from ±{t:.0%}; these "
             f"measurements resolve a change from ±{resolvable_from(low, high, t):.0%} (a re-check adds rounds)")
 
 

@@ -228,13 +228,18 @@ def uncaught(focus: Focus, target: list[Profile], base: list[Profile], changes: 
     through an inlined digit counter, float formatting's among them; its workload formats integers.
     The counting pass timed out before ruling them out, so they were sampled and never caught, and
     the check ran all 60 rounds for them after `main` was decided at 3."""
-    root = next((c.base_ns for c in changes if c.function == ROOT), 0.0)
+    root = run_ns(changes)
     bound = max(unseen_ns(target, cfg.confidence), unseen_ns(base, cfg.confidence))
     if not root or bound >= floor_ns(cfg, root):
         return {}
     said, was = {c.function for c in changes}, {t: b for b, t in focus.renamed.items()}
     return {n: bound for n in (*focus.changed, *focus.new) if n not in said and n != ROOT and not any(
         p.function(m) is not None or p.plan.is_traced(m) for p in target + base for m in {n, was.get(n, n)})}
+
+
+def run_ns(changes: list[Change]) -> float:
+    """One workload's time a run: its root's base value (0 where the root has no change)."""
+    return next((c.base_ns for c in changes if c.function == ROOT), 0.0)
 
 
 def unseen_ns(runs: list[Profile], confidence: float) -> float:
@@ -359,9 +364,8 @@ def check_collect(repo: pygit2.Repository, opts: PairedOptions, cfg: CheckConfig
                 continue
             pair, found = check_workload(request, comparison_key(t[0].profile), t, Baseline(base, b))
             quiet = uncaught(run.focus, run.target, run.base, found, cfg)
-            run_ns = next((c.base_ns for c in found if c.function == ROOT), 0.0)
             notes = (focus_note(run.focus, len(t), run.kept), unresolved_note(found, run.focus, quiet),
-                     uncaught_note(quiet, cfg, run_ns),
+                     uncaught_note(quiet, cfg, run_ns(found)),
                      wider_note(found, run.focus, run.stored_widths), pad_note(t, cfg))
             pairs.append(replace(pair, notes=pair.notes + tuple(n for n in notes if n)))
             changes.extend(found)

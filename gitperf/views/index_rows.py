@@ -15,6 +15,7 @@ import numpy as np
 import pygit2
 
 from gitperf import checks
+from gitperf.checks.decision import UNRESOLVED_WORDS
 from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import Mode, Profile, StoredProfile
@@ -246,12 +247,9 @@ def change_row(commit: str, rank: int, c: checks.Change) -> dict:
     return row
 
 
-UNRESOLVED_WORDS = "; unresolved: "  # (`checks.decision.unresolved_words`, after a method's stem)
-
-
 def split_method(method: str) -> tuple[str, str | None]:
     """A change's method as the index stores it: the stem a check's changes share, and the words of an
-    unresolved outcome, which are its own figures ("unresolved: a change between -22% and +31% ..."),
-    or None.  stem + "; " + words is the method."""
-    stem, sep, rest = method.partition(UNRESOLVED_WORDS)
-    return (stem, UNRESOLVED_WORDS[2:] + rest) if sep else (method, None)
+    unresolved outcome (`checks.decision.unresolved_words`, after "; "), which are its own figures
+    ("unresolved: a change between -22% and +31% ..."), or None.  stem + "; " + words is the method."""
+    stem, sep, rest = method.partition("; " + UNRESOLVED_WORDS)
+    return (stem, UNRESOLVED_WORDS + rest) if sep else (method, None)
