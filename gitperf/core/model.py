@@ -252,9 +252,12 @@ class PlanRecord:
     def is_traced(self, name: str) -> bool:
         """Would this profile hold `name` had it been called?  Yes where it was traced; a function that
         only stack samples cover (stack, hybrid) may just have escaped the samples."""
-        if self.mode in PARTLY_TRACED:
-            return name in self.traced or name == ROOT
-        return name in self.probed
+        return name in self.traced_names
+
+    @cached_property
+    def traced_names(self) -> frozenset[str]:
+        """The names `is_traced` holds for (a set: a check asks of every function of every run)."""
+        return frozenset({*self.traced, ROOT}) if self.mode in PARTLY_TRACED else frozenset(self.probed)
 
 
 @dataclass(frozen=True)
