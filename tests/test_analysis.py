@@ -408,6 +408,11 @@ def test_each_sides_plan_lists_the_focus_functions_its_own_build_has_its_librari
     plans = [focus.side_plan(replace(app, libraries=(lib,)), CollectConfig(), {}, f, "base").plan
              for lib in (base_lib, target_lib)]
     assert [p.changed for p in plans] == [("shared",), ("putc_new", "shared")]
+    # the reverse commit: a function the library lost is in the base's list only (removed, where only samples caught it)
+    f = replace(f, library_changed=("shared",), library_removed=("putc_new",))
+    plans = [focus.side_plan(replace(app, libraries=(lib,)), CollectConfig(), {}, f, "base").plan
+             for lib in (target_lib, base_lib)]
+    assert [p.changed for p in plans] == [("shared", "putc_new"), ("shared",)]
 
 
 def test_a_function_inlined_away_is_told_from_one_removed(tmp_path):
@@ -564,6 +569,26 @@ def test_a_change_in_the_projects_own_library_is_seen_though_the_binary_is_the_s
     assert bindiff.library_changes(libs[base], libs[target]).functions == {"sum"}
     assert bindiff.library_changes(libs[base], {}).said == "libsum.so.1 gone"
     assert elf.own_libraries(base, str(tmp_path / "elsewhere")) == {}  # a run path outside the tree
+
+
+def test_a_function_the_projects_library_lost_is_removed_and_one_inlined_says_where(tmp_path):
+    """A function gone from the project's own library is no row of a check unless the focus says the
+    base's library had it (`Focus.library_removed`: the base's plan lists it, `checks.sides.lacks`); one
+    the compiler now inlines is told as inlined into its callers, as the binary's own are."""
+    from gitperf.analysis import bindiff
+    helper = ("static {attr} unsigned mix(unsigned s, unsigned char c) {{ return s * 31 + c; }}\n"
+              "unsigned sum(const unsigned char *p, int n) {{ unsigned s = 0; for (int i = 0; i < n; i++) "
+              "s = {body}; return s; }}\n")
+    sides = {"a": helper.format(attr="__attribute__((noinline))", body="mix(s, p[i])"),
+             "b": helper.format(attr="inline __attribute__((always_inline))", body="mix(s, p[i])"),
+             "c": "unsigned sum(const unsigned char *p, int n) { unsigned s = 0; for (int i = 0; i < n; i++) "
+                  "s += p[i]; return s; }\n"}
+    libs = {side: elf.own_libraries(_build_with_library(tmp_path / side, code), str(tmp_path / side))
+            for side, code in sides.items()}
+    inlined, gone = bindiff.library_changes(libs["a"], libs["b"]), bindiff.library_changes(libs["a"], libs["c"])
+    assert (inlined.removed, inlined.inlined) == ({"mix"}, {"mix": ("sum",)}), inlined
+    assert (gone.removed, gone.inlined) == ({"mix"}, {}), gone
+    assert gone.functions == {"sum"}, "a removed function is not among the changed and new"
 
 
 def test_a_library_beside_the_program_at_the_trees_root_is_the_projects_own(tmp_path):

@@ -425,6 +425,11 @@ def test_a_new_function_only_samples_caught_is_new_where_the_base_build_lacks_it
                for p in target]
     base = [run("b", r, ("put",), False) for r in range(3)]
     assert "write" not in {c.function for c in judge(checks.Sides("w", renamed, base), cfg, frozenset({"write"}), False)}
+    # the reverse commit: the base's plan alone lists it (a function its library lost: `Focus.library_removed`)
+    target, base = [run("t", r, (), False) for r in range(3)], [run("b", r, ("write",), True) for r in range(3)]
+    gone = {c.function: c for c in checks.compare_workload(checks.Sides("w", target, base), cfg, opinions=False)}
+    assert gone["write"].type == checks.REMOVED, gone["write"]
+    assert gone["write"].base_ns == pytest.approx(5_700_000), gone["write"]
 
 
 def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():

@@ -286,11 +286,13 @@ def _imports(code: Code) -> dict[str, frozenset[str]]:
 @dataclass(frozen=True)
 class LibraryChanges:
     """What differs between two builds' own shared libraries: in a few words ("" where nothing does),
-    and the functions changed or new there (what a paired check's changed set gains)."""
+    the functions changed or new there (what a paired check's changed set gains), and those removed."""
 
     said: str = ""
     functions: frozenset[str] = frozenset()
     calls: dict[str, frozenset[str]] = field(default_factory=dict)  # the target libraries' direct calls
+    removed: frozenset[str] = frozenset()
+    inlined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # of the removed: inlined into these (`diff`)
 
 
 def library_changes(base: dict[str, str], target: dict[str, str]) -> LibraryChanges:
@@ -298,7 +300,7 @@ def library_changes(base: dict[str, str], target: dict[str, str]) -> LibraryChan
     `elf.own_libraries`).  The binary's diff cannot see code there: zlib's minigzip runs crc32 in
     build/libz.so.1, and the commit that made it 1.5-3x faster left minigzip's code as it was.  A
     library without symbols to compare by function differs."""
-    said, functions, calls = [], set(), {}
+    said, functions, calls, removed, inlined = [], set(), {}, set(), {}
     for name in sorted(base.keys() | target.keys()):
         if name not in base or name not in target:
             said.append(f"{name} {'new' if name in target else 'gone'}")
@@ -312,4 +314,6 @@ def library_changes(base: dict[str, str], target: dict[str, str]) -> LibraryChan
         if not d.nothing_changed:
             said.append(f"{name}: {d.describe()}")
             functions |= set(d.changed) | set(d.new)
-    return LibraryChanges("; ".join(said), frozenset(functions), calls)
+            removed |= set(d.removed)
+            inlined.update(d.inlined)
+    return LibraryChanges("; ".join(said), frozenset(functions), calls, frozenset(removed), inlined)

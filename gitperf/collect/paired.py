@@ -383,7 +383,8 @@ def _with_libraries(bctx: CollectContext, tctx: CollectContext, cands: Candidate
     progress(f"the project's own libraries differ ({libraries.said}): their functions are focused as the "
              f"binary's are, and the run as a whole ({ROOT}) is measured")
     return replace(cands, libraries=libraries.said, library_changed=libraries.functions - cands.changed - cands.new,
-                   calls=calls, callers=cands.callers | frozenset(callers))
+                   calls=calls, callers=cands.callers | frozenset(callers), library_removed=libraries.removed,
+                   diff=replace(cands.diff, inlined={**cands.diff.inlined, **libraries.inlined}))
 
 
 @dataclass(frozen=True)

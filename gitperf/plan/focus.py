@@ -68,6 +68,9 @@ class Focus:
     # their changed and new functions: focus functions as the binary's are, traced on the library file
     # where chosen (`with_library_functions`), else sampled
     library_changed: tuple[str, ...] = ()
+    # their removed functions: in the base's plan only (`side_plan`), which tells them removed where only
+    # samples caught them (a plan of the binary shows its own removed functions: it probes all of them)
+    library_removed: tuple[str, ...] = ()
 
     @property
     def reached(self) -> bool:
@@ -111,6 +114,7 @@ class Candidates:
     diff: bindiff.BinDiff = field(default_factory=bindiff.BinDiff)  # what the two builds' code differs in
     libraries: str = ""  # what differs in the project's own shared libraries (the run as a whole is measured)
     library_changed: frozenset[str] = frozenset()  # their changed and new functions
+    library_removed: frozenset[str] = frozenset()  # and their removed ones (only the base's libraries have them)
 
     @property
     def in_order(self) -> list[str]:
@@ -210,7 +214,7 @@ def focus(cands: Candidates, c: Costs, hz: int) -> Focus:
     traced, sampled = choose(cands, c)
     return Focus(tuple(sorted(cands.changed)), tuple(sorted(cands.new)), tuple(sorted(cands.callers)), traced,
                  sampled, cands.reaches(), hz, dict(c.calls), dict(cands.diff.renamed), dict(cands.diff.inlined),
-                 cands.libraries, tuple(sorted(cands.library_changed)))
+                 cands.libraries, tuple(sorted(cands.library_changed)), tuple(sorted(cands.library_removed)))
 
 
 def spec_of(f: Focus) -> str:
@@ -222,8 +226,9 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
               base_commit: str) -> Optimized:
     """The shared plan against one side's binary: every function present (samples land anywhere),
     the focus traced where this binary has it.  Its `changed` lists the focus functions this side's
-    build has (of the binary and of its own libraries): a function in the target's list and not in the
-    base's is new (`checks.sides.pair` reads it so where only samples caught it)."""
+    build has (of the binary and of its own libraries, their removed functions too): a function in the
+    target's list and not in the base's is new, one in the base's only removed (`checks.sides.lacks`
+    reads it so where only samples caught it)."""
     plan = with_library_functions(make_plan(binary, replace(cfg, mode=Mode.TRACE, pipeline="none")), binary,
                                   f.traced)
     names = set(plan.names)
@@ -233,8 +238,8 @@ def side_plan(binary: BinaryInfo, cfg: CollectConfig, cost_ns: dict[str, float],
     traced, changed = here[:len(f.traced)], here[len(f.traced):]
     in_libraries = {g.name for lib in binary.libraries for g in lib.functions}
     plan = replace(as_hybrid(plan, (n for n in traced if n in names), f.stack_hz),
-                   changed=tuple(n for n in changed if n in names) + tuple(n for n in f.library_changed
-                                                                        if n in in_libraries))
+                   changed=tuple(n for n in changed if n in names) + tuple(
+                       n for n in f.library_changed + f.library_removed if n in in_libraries))
     plan = replace(plan, probe_cost=call_costs(plan, cost_ns))
     reasons = {n: f"stack-sampled, not traced: {why}" for n, why in f.sampled.items()}
     return Optimized(plan, "paired", ("diff-focus",), reasons, renamed=dict(f.renamed), inlined=dict(f.inlined),
