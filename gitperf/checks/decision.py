@@ -156,7 +156,8 @@ def unresolved_words(low: float, high: float, t: float) -> str:
 def holm_note(tested: list[Tested], changed: frozenset[str]) -> str:
     """What every function's method ends with: the family its test was corrected in."""
     k = len({x.name for x in tested if x.name in changed})
-    return f", Holm over {len(tested)} tests" + (f" ({k} function{'s' if k != 1 else ''} changed in the diff)" if k else "")
+    functions = f"{k} function{'s' if k != 1 else ''}"
+    return f", Holm over {len(tested)} tests" + (f" ({functions} changed in the diff)" if k else "")
 
 
 def error_budget(names: list[str], changed: frozenset[str]) -> tuple[list[float], float]:
