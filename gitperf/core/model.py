@@ -232,7 +232,7 @@ class PlanRecord:
 
     def _probed_fingerprint(self) -> str:
         if self.mode in PARTLY_TRACED:
-            names = sorted({*self.traced, ROOT})
+            names = sorted(self.traced_names)
         elif self.strategy == "userspace" and not self.methods:
             names = ["*"]  # every function of the binary, whichever those are
         else:
@@ -244,7 +244,7 @@ class PlanRecord:
         """The plan in a few words, for labels: "trace all", "hybrid: 3 traced, 499 Hz", ..."""
         hz = f", {self.params['stack_hz']:.0f} Hz" if self.params.get("stack_hz") else ""
         if self.mode in PARTLY_TRACED:
-            return f"{self.mode}: {len({*self.traced, ROOT})} traced{hz}"
+            return f"{self.mode}: {len(self.traced_names)} traced{hz}"
         if self.strategy == "userspace" and not self.methods:
             return f"{self.mode} all{hz}"
         return f"{self.mode} {len(self.probed)} functions" + (f" ({self.pipeline})" if self.methods else "") + hz
