@@ -207,7 +207,10 @@ def noise_kind(label: str) -> str:
     """What a function's noise label says it came from, without its figures: "pooled samples 14 -> 13
     (inclusive), ±4% between builds" is "pooled samples" (a workload's line listed every function's
     sample counts once, each with a trailing comma)."""
-    return re.split(r"\s*(?:±|;|\d)", label, maxsplit=1)[0].rstrip(" ,")
+    return _FIGURES.split(label, maxsplit=1)[0].rstrip(" ,")
+
+
+_FIGURES = re.compile(r"\s*(?:±|;|\d)")  # where a noise label's figures begin (`noise_kind`: every change's)
 
 
 def faster_runs(changes: list[Change]) -> set[str]:

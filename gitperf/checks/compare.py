@@ -66,6 +66,11 @@ class _Shared:
         t = self.base_times.get(n) if b.sampled else None
         return t.exclusive_ns if t is not None and t.calls is None else b.total
 
+    @cached_property
+    def common_shift(self) -> str:
+        """The common shift in words, which every unpaired change's method and measure quote."""
+        return f"{math.expm1(self.shift.common):+.1%}"
+
     def history(self, n: str) -> list[tuple[str, float]]:
         """(commit, center) of function `n` in the history, nearest first; a commit it is missing from
         is skipped, so that each value keeps its commit for `since`."""
@@ -121,7 +126,7 @@ def _tests(sh: _Shared, both: dict[str, tuple[Side, Side]], changed: frozenset[s
 def _method(sh: _Shared, r: Result, how: str) -> str:
     what = ("workload total vs session noise" if r.tested.name == ROOT and not sh.paired else
             "median call x calls, paired rounds" if r.tested.per_call else
-            "paired rounds" if sh.paired else f"residual vs common shift {math.expm1(sh.shift.common):+.1%}")
+            "paired rounds" if sh.paired else f"residual vs common shift {sh.common_shift}")
     return what + how
 
 
@@ -158,7 +163,7 @@ def _measure(sh: _Shared, t: Side, b: Side, x: Tested) -> str:
         what = "own time per run (stack samples x time on a CPU)"
     else:
         what = "inclusive time per run" + (", probes taken out" if t.native and b.native else " (probed time)")
-    return what if x.name == ROOT or sh.paired else what + f", net of the common shift {math.expm1(sh.shift.common):+.1%}"
+    return what if x.name == ROOT or sh.paired else what + f", net of the common shift {sh.common_shift}"
 
 
 def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = frozenset(),

@@ -113,7 +113,7 @@ CALIBRATION_DRIFT = 0.15
 PROBE_COST_SPREAD = 0.05
 
 
-AUTO, PROBED = "auto", "probed"  # which time `_side` reads: see CORRECTABLE_SHARE, PROBE_MATCH
+AUTO, PROBED = "auto", "probed"  # which time `_measure_side` reads: see CORRECTABLE_SHARE, PROBE_MATCH
 
 
 # Probed times are comparable only if the probes cost the same on both sides: the same entry class
@@ -136,18 +136,25 @@ class Runs(tuple):
         return len(self) == len(other) and all(a is b for a, b in zip(self, other))
 
 
-def _side(runs: Runs, name: str, time_of: str = AUTO) -> Side | None:
-    """One function's runs on one side (None: no run measured it).  Remembered for the last few
-    sides: the index checks its line in order, and a commit's target side is its child's base."""
-    memo = _sides_of(runs, time_of)
-    if name not in memo:
-        memo[name] = _measure_side(runs, name, time_of)
-    return memo[name]
+class _Measured(dict):
+    """One side's functions, each measured (`_measure_side`) the first time it is asked for (None: no
+    run measured it)."""
+
+    def __init__(self, runs: Runs, time_of: str):
+        super().__init__()
+        self.runs, self.time_of = runs, time_of
+
+    def __missing__(self, name: str) -> Side | None:
+        side = self[name] = _measure_side(self.runs, name, self.time_of)
+        return side
 
 
 @functools.lru_cache(maxsize=8)
-def _sides_of(_runs: Runs, _time_of: str) -> dict[str, Side | None]:
-    return {}
+def _sides_of(runs: Runs, time_of: str = AUTO) -> _Measured:
+    """One side's functions, remembered for the last few sides: the index checks its line in order, and
+    a commit's target side is its child's base.  (Asked once a side, not once a function: the cache's
+    key hashes and compares the runs in Python.)"""
+    return _Measured(runs, time_of)
 
 
 def _measured_by(runs: Runs, name: str) -> tuple[list[FunctionStats], list[Profile]]:
@@ -215,17 +222,17 @@ def _not_in_binary(profiles: list[StoredProfile], name: str) -> bool:
                not any(name in names for names in p.profile.plan.removed.values()) for p in profiles)
 
 
-def _sides(target: Runs, base: Runs, n: str) -> tuple[Side | None, Side | None, bool]:
+def _sides(target: _Measured, base: _Measured, n: str) -> tuple[Side | None, Side | None, bool]:
     """One function's two sides and whether they can be compared: in native estimates where both
     are correctable; else in probed time where the probes cost the same on both sides; else not.
     Native estimates of a function that is mostly probe time are mostly calibration error, and a
     calibration's error is a bias shared by every run, not noise: an overstated probe cost takes
     more out of the side with more probed calls, so a commit that makes fewer calls looks slower
     (the demo's speed-up did, in CI)."""
-    t, b = _side(target, n), _side(base, n)
+    t, b = target[n], base[n]
     if not t or not b or (t.native and b.native):
         return t, b, True
-    tp, bp = _side(target, n, PROBED), _side(base, n, PROBED)
+    tp, bp = _sides_of(target.runs, PROBED)[n], _sides_of(base.runs, PROBED)[n]
     return tp, bp, probes_alike(tp, bp)
 
 
@@ -247,7 +254,7 @@ def run_time(sides: Sides) -> float:
     """The workload's time a run on the base side: its root function's, native where the probes
     allow, else probed (an upper bound of the native run); 0 when no run measured the root.  What
     `check.min_share` is a share of."""
-    s = _side(Runs(p.profile for p in sides.base), ROOT)
+    s = _sides_of(Runs(p.profile for p in sides.base))[ROOT]
     return s.total if s is not None else 0.0
 
 
@@ -261,7 +268,7 @@ def pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[Side, Side]]]:
     names = sorted({f.name for p in sides.target + sides.base for f in p.profile.functions})
     simple: list[Change] = []
     both = {}
-    target, base = Runs(p.profile for p in sides.target), Runs(p.profile for p in sides.base)
+    target, base = _sides_of(Runs(p.profile for p in sides.target)), _sides_of(Runs(p.profile for p in sides.base))
     for n in names:
         t, b, like = _sides(target, base, n)
         t, b = _or_absent(t, b, sides.target, sides.base, n), _or_absent(b, t, sides.base, sides.target, n)

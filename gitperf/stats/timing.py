@@ -71,13 +71,20 @@ class Timing:
     native: bool = False  # traced, with the calibrated probe time taken out
 
 
-def timings(profiles: Sequence[Profile], pool: Pool | None = None) -> dict[str, Timing]:
-    """Every function's time a run over `profiles` (runs of one configuration and plan); `pool`: their
-    stacks pooled already."""
+def by_name(profiles: Sequence[Profile]) -> dict[str, list[FunctionStats]]:
+    """Each function's stats in the runs that have it, in the runs' order."""
     by: dict[str, list[FunctionStats]] = {}
     for p in profiles:
         for f in p.functions:
             by.setdefault(f.name, []).append(f)
+    return by
+
+
+def timings(profiles: Sequence[Profile], pool: Pool | None = None,
+            by: dict[str, list[FunctionStats]] | None = None) -> dict[str, Timing]:
+    """Every function's time a run over `profiles` (runs of one configuration and plan); `pool`: their
+    stacks pooled already; `by`: their functions `by_name` already."""
+    by = by_name(profiles) if by is None else by
     if not by:
         return {}
     if pool is None and all(p.stacks for p in profiles):
@@ -88,12 +95,13 @@ def timings(profiles: Sequence[Profile], pool: Pool | None = None) -> dict[str, 
         if all(stack_only(f) for f in fs):
             out[name] = _sampled(name, fs, profiles, pool, cpu)
         else:
-            out[name] = _traced(name, [f for f in fs if not stack_only(f)], profiles)
+            out[name] = _traced(name, [f for f in fs if not stack_only(f)], profiles, len(fs) < len(profiles))
     return out
 
 
-def _traced(name: str, fs: list[FunctionStats], profiles: Sequence[Profile]) -> Timing:
-    zeros = [0.0] * sum(1 for p in profiles if p.function(name) is None and p.plan.is_traced(name))
+def _traced(name: str, fs: list[FunctionStats], profiles: Sequence[Profile], lacking: bool) -> Timing:
+    """`lacking`: some run lacks the function (where its plan traced it, that run measured 0)."""
+    zeros = [0.0] * sum(1 for p in profiles if lacking and p.function(name) is None and p.plan.is_traced(name))
     native = all(f.correctable for f in fs)
     totals = [float(f.native_ns if native else f.total_ns) for f in fs] + zeros
     return Timing(inference.center(totals), inference.center([float(f.exclusive_ns) for f in fs] + zeros),

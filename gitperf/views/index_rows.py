@@ -18,9 +18,9 @@ from gitperf import checks
 from gitperf.checks.decision import UNRESOLVED_WORDS
 from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
-from gitperf.core.model import Mode, Profile, StoredProfile
+from gitperf.core.model import FunctionStats, Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
-from gitperf.stats.timing import Timing, stack_only, timings
+from gitperf.stats.timing import Timing, by_name, stack_only, timings
 from gitperf.store.notes import NotesStore
 from gitperf.views.report import headline
 
@@ -64,8 +64,9 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     rows = []
     for key, ps in checks.group(profiles).items():
         runs = [p.profile for p in ps]
-        timed = timings(runs)
-        values = [_run_values(runs, n, t) for n, t in timed.items()]
+        by = by_name(runs)
+        timed = timings(runs, by=by)
+        values = [_run_values(by[n], t) for n, t in timed.items()]
         workload, plan = runs[0].header.workload, runs[0].plan.describe()
         for (name, t), vs, (_center, lo, hi) in zip(timed.items(), values, _centered(values)):
             pooled = t.calls is None
@@ -75,18 +76,18 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
                 "total_min": None if pooled else min(vs), "total_max": None if pooled else max(vs),
                 "ci_low": None if pooled else lo, "ci_high": None if pooled else hi,
                 "exclusive_ns": t.exclusive_ns, "sampled": int(t.sampled),
-                "location": next((f.location for p in runs if (f := p.function(name)) and f.location), ""),
+                "location": next((f.location for f in by[name] if f.location), ""),
             })
     return rows
 
 
-def _run_values(runs: list[Profile], name: str, t: Timing) -> list[float]:
-    """A traced function's runs' values in its figure's measure (native where that is); a stack-sampled
-    function's figure alone (pooled: its runs' values are not what it is the center of)."""
+def _run_values(fs: list[FunctionStats], t: Timing) -> list[float]:
+    """A traced function's runs' values in its figure's measure (native where that is; `fs`: its stats
+    in the runs that have it); a stack-sampled function's figure alone (pooled: its runs' values are
+    not what it is the center of)."""
     if t.calls is None:
         return [t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns]
-    return [float(f.native_ns if t.native else f.total_ns) for p in runs
-            if (f := p.function(name)) is not None and not stack_only(f)]
+    return [float(f.native_ns if t.native else f.total_ns) for f in fs if not stack_only(f)]
 
 
 def _centered(sessions: list[list[float]]) -> list[tuple[float, float | None, float | None]]:
