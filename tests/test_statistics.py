@@ -444,6 +444,35 @@ def test_squeeze_borrows_where_noise_is_alike_and_keeps_it_apart_where_it_differ
     assert inference.squeeze([0.1, 0.2], [3, 3], [1, 2]) is None
 
 
+def test_row_medians_are_numpys_to_the_last_bit():
+    """The index's medians without `np.median`'s overhead (`inference.row_medians`) must not move a
+    row of it: odd and even rows, ties, windows of a series, a single column."""
+    rng = np.random.default_rng(7)
+    for rows, cols in itertools.product((1, 10, 176), (1, 2, 5, 25, 200)):
+        x = rng.lognormal(0, 3, (rows, cols)) * rng.choice([-1, 1], (rows, cols))
+        for m in (x, np.round(x, 1), np.lib.stride_tricks.sliding_window_view(x.ravel(), cols)):
+            assert np.array_equal(inference.row_medians(m), np.median(m, axis=1)), (rows, cols)
+
+
+def test_trigamma_is_polygammas_to_the_last_bit():
+    """`inference._trigamma` (Hurwitz's zeta) for `scipy.special.polygamma(1, y)`, which squeeze's
+    moment fit and its inverse read, over the range the fit meets and beyond."""
+    from scipy import special
+    y = np.concatenate([np.geomspace(1e-6, 1e9, 20_000), np.random.default_rng(3).uniform(0.01, 50, 20_000)])
+    assert np.array_equal(inference._trigamma(y), special.polygamma(1, y))
+    assert all(inference._trigamma(float(v)) == float(special.polygamma(1, v)) for v in y[::997])
+
+    def inverse_by_polygamma(x):  # (limma's trigammaInverse as it read before: the Newton steps' tetragamma too)
+        y = 0.5 + 1 / x
+        for _ in range(50):
+            tri = float(special.polygamma(1, y))
+            step = tri * (1 - tri / x) / float(special.polygamma(2, y))
+            y += step
+            if -step / y < 1e-8:
+                return y
+    assert all(inference._trigamma_inverse(x) == inverse_by_polygamma(x) for x in np.geomspace(1e-5, 1e6, 300))
+
+
 def test_spreads_of_rows_are_the_spread_of_each():
     rng = np.random.default_rng(4)
     for n in (2, 3, 4, 5, 9, 10):

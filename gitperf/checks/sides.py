@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from gitperf.checks.change import NEW, REMOVED, UNKNOWN, Change
 from gitperf.core import stacks
-from gitperf.core.model import ROOT, FunctionStats, Profile, StoredProfile
+from gitperf.core.model import CORRECTABLE_SHARE, ROOT, FunctionStats, Profile, StoredProfile
 from gitperf.stats import inference
 from gitperf.stats.estimate import Z95
 
@@ -184,25 +184,28 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
     if not probed:
         return None  # not measured here: neither present nor absent
     missing = [0.0] * (len(probed) - len(fs))
-    native = time_of == AUTO and all(f.correctable for f in fs)
-    measured = [float(f.native_ns) for f in fs] if native else [float(f.total_ns) for f in fs]
+    # (`FunctionStats.correctable` and `.native_ns` of values read once: this runs for every function
+    # of every side the index checks, a fifth of its cost went to the two properties)
+    raw, probes = [float(f.total_ns) for f in fs], [float(f.probe_ns) for f in fs]
+    native = time_of == AUTO and all(p <= CORRECTABLE_SHARE * t for p, t in zip(probes, raw))
+    measured = [max(t - p, 0.0) for t, p in zip(raw, probes)] if native else raw
     # how much log(time) moves with a relative error of the probe cost: native = total - probe moves
     # by probe/native, a probed total by probe/total (at most all of it)
-    shares = [f.probe_ns / max(t, 1) if native else min(f.probe_ns / max(t, 1), 1.0)
-              for f, t in zip(fs, measured) if f.probe_ns]
+    shares = [p / max(t, 1) if native else min(p / max(t, 1), 1.0) for p, t in zip(probes, measured) if p]
     totals = measured + missing
     exclusive = [float(f.exclusive_ns) for f in fs] + missing
     counts = [float(f.count) for f in fs] + missing
+    sampled = any(f.sampled for f in fs)
     return Side(totals=totals, exclusive=exclusive, counts=counts, total=inference.center(totals),
                  own=inference.center(exclusive), calls=inference.center(counts),
                  series=[s for f in fs for s in f.series],
                  location=next((f.location for f in fs if f.location), ""),
-                 sampled_var=_sampled_var(fs), sampled=any(f.sampled for f in fs),
+                 sampled_var=_sampled_var(fs) if sampled else 0.0, sampled=sampled,
                  probe_share=inference.center(shares) if shares else 0.0,
                  calibration_sd=max([CALIBRATION_DRIFT] + [p.calibration_sd for p in probed])
                  if native else 0.0, native=native,
-                 probe=inference.center([float(f.probe_ns) for f in fs]) if fs else 0.0,
-                 probe_se=inference.center_se([float(f.probe_ns) for f in fs]) if time_of == PROBED else 0.0)
+                 probe=inference.center(probes) if fs else 0.0,
+                 probe_se=inference.center_se(probes) if time_of == PROBED else 0.0)
 
 
 def _library_only(profiles: list[StoredProfile], name: str) -> bool:

@@ -125,12 +125,26 @@ TREND_WINDOW = 8  # the running median of the log variances spans an eighth of t
 TREND_MIN = 11  # ...and at least this many
 
 
+def row_medians(m: np.ndarray) -> np.ndarray:
+    """`np.median(m, axis=1)` of a matrix without NaNs, to the last bit (the middle value, or the mean
+    of the two: 5,000 random matrices), at a third of its cost: its general path's overhead was most
+    of the ~30 us it took on the index's 10 x 200 and 176 x 25 matrices, several times a check."""
+    n = m.shape[1]
+    if n < 2:
+        return np.median(m, axis=1)
+    k = n // 2
+    if n % 2:
+        return np.partition(m, k, axis=1)[:, k]
+    p = np.partition(m, (k - 1, k), axis=1)
+    return (p[:, k - 1] + p[:, k]) / 2
+
+
 def running_median(x: np.ndarray, half: int) -> np.ndarray:
     """The median of each value's window of `half` values either side (fewer at the ends)."""
     n = len(x)
     out = np.empty(n)
     if n > 2 * half + 1:
-        out[half:n - half] = np.median(np.lib.stride_tricks.sliding_window_view(x, 2 * half + 1), axis=1)
+        out[half:n - half] = row_medians(np.lib.stride_tricks.sliding_window_view(x, 2 * half + 1))
         ends = list(range(half)) + list(range(n - half, n))
     else:
         ends = range(n)
