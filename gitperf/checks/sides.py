@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 
 from gitperf.checks.change import NEW, REMOVED, UNKNOWN, Change
 from gitperf.core import stacks
-from gitperf.core.model import CORRECTABLE_SHARE, ROOT, FunctionStats, Profile, StoredProfile
+from gitperf.core.model import ROOT, FunctionStats, Profile, StoredProfile
 from gitperf.stats import inference
 from gitperf.stats.estimate import Z95
+from gitperf.stats.timing import run_times
 
 
 @dataclass(frozen=True)
@@ -184,11 +185,7 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
     if not probed:
         return None  # not measured here: neither present nor absent
     missing = [0.0] * (len(probed) - len(fs))
-    # (`FunctionStats.correctable` and `.native_ns` of values read once: this runs for every function
-    # of every side the index checks, a fifth of its cost went to the two properties)
-    raw, probes = [float(f.total_ns) for f in fs], [float(f.probe_ns) for f in fs]
-    native = time_of == AUTO and all(p <= CORRECTABLE_SHARE * t for p, t in zip(probes, raw))
-    measured = [max(t - p, 0.0) for t, p in zip(raw, probes)] if native else raw
+    measured, native, probes = run_times(fs, native_allowed=time_of == AUTO)
     # how much log(time) moves with a relative error of the probe cost: native = total - probe moves
     # by probe/native, a probed total by probe/total (at most all of it)
     shares = [p / max(t, 1) if native else min(p / max(t, 1), 1.0) for p, t in zip(probes, measured) if p]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from gitperf.core import stacks
-from gitperf.core.model import FunctionStats, Profile
+from gitperf.core.model import CORRECTABLE_SHARE, FunctionStats, Profile
 from gitperf.stats import inference
 
 
@@ -99,14 +99,25 @@ def timings(profiles: Sequence[Profile], pool: Pool | None = None,
     return out
 
 
+def run_times(fs: Sequence[FunctionStats], native_allowed: bool = True) -> tuple[list[float], bool, list[float]]:
+    """A function's runs' times (`fs`: its stats in the runs that have it) in the measure `show` prints
+    and a check compares: native estimates (`FunctionStats.native_ns`) where every run's is usable
+    (`.correctable`) and `native_allowed`, else the probed totals; whether native; the probe times.
+    (The two properties' rule on values read once: every function of every side the index checks
+    asks, and the properties were a fifth of measuring a side.)"""
+    raw, probes = [float(f.total_ns) for f in fs], [float(f.probe_ns) for f in fs]
+    if native_allowed and all(p <= CORRECTABLE_SHARE * t for p, t in zip(probes, raw)):
+        return [max(t - p, 0.0) for t, p in zip(raw, probes)], True, probes
+    return raw, False, probes
+
+
 def _traced(name: str, fs: list[FunctionStats], profiles: Sequence[Profile], lacking: bool) -> Timing:
     """`lacking`: some run lacks the function (where its plan traced it, that run measured 0)."""
     zeros = [0.0] * sum(1 for p in profiles if lacking and p.function(name) is None and p.plan.is_traced(name))
-    native = all(f.correctable for f in fs)
-    totals = [float(f.native_ns if native else f.total_ns) for f in fs] + zeros
-    return Timing(inference.center(totals), inference.center([float(f.exclusive_ns) for f in fs] + zeros),
+    times, native, probes = run_times(fs)
+    return Timing(inference.center(times + zeros), inference.center([float(f.exclusive_ns) for f in fs] + zeros),
                   inference.center([float(f.count) for f in fs] + zeros), len(fs), any(f.sampled for f in fs),
-                  native and any(f.probe_ns for f in fs))
+                  native and any(probes))
 
 
 def _sampled(name: str, fs: list[FunctionStats], profiles: Sequence[Profile], pool: Pool | None,
