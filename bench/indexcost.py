@@ -63,13 +63,12 @@ STAGES = {"read": "reading the note", "notes": "reading it and deriving its rows
 def instructions(tree: Path, repo: Path, commits: int, stage: str = "all") -> int:
     """Callgrind's count of the whole child process deriving the first WARM commits and running `stage`
     on the `commits` after them (run in the history's directory: `python -c` looks for modules in its
-    working directory first).  One string hash seed for every child: with a random one the same tree
-    on the same history counted 133.0 to 136.3 M a commit (set and dict orders move the work), which
-    hides a change of 2%."""
+    working directory first).  The same tree on the same history counted 131.7 to 136.3 M a commit in six
+    runs at aad1e44 (three of them with one fixed string hash seed): a change of 2% needs several runs
+    of each tree."""
     r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
                         str(repo), str(WARM), str(WARM + commits), stage], capture_output=True, text=True,
-                       cwd=repo.parent, env=dict(os.environ, PYTHONPATH=str(tree),
-                                                 PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0")))
+                       cwd=repo.parent, env=dict(os.environ, PYTHONPATH=str(tree)))
     m = re.search(r"Collected : (\d+)", r.stderr)
     if r.returncode or not m:
         raise SystemExit(f"callgrind failed under {tree}: {r.stderr[-2000:]}")
