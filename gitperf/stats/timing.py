@@ -113,7 +113,7 @@ def run_times(fs: Sequence[FunctionStats], native_allowed: bool = True) -> tuple
 
 def _traced(name: str, fs: list[FunctionStats], profiles: Sequence[Profile], lacking: bool) -> Timing:
     """`lacking`: some run lacks the function (where its plan traced it, that run measured 0)."""
-    zeros = [0.0] * sum(1 for p in profiles if lacking and p.function(name) is None and p.plan.is_traced(name))
+    zeros = [0.0] * (sum(1 for p in profiles if p.function(name) is None and p.plan.is_traced(name)) if lacking else 0)
     times, native, probes = run_times(fs)
     return Timing(inference.center(times + zeros), inference.center([float(f.exclusive_ns) for f in fs] + zeros),
                   inference.center([float(f.count) for f in fs] + zeros), len(fs), any(f.sampled for f in fs),
