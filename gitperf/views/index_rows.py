@@ -229,11 +229,12 @@ def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
 
 
 
-CHANGE_COLUMNS = ("workload", "function", "type", "relative", "ci_low", "ci_high", "confidence", "absolute_ns",
-                  "base_ns", "target_ns", "exclusive_delta_ns", "method", "noise", "location", "measure", "share",
-                  "decided")
+# A change's fields the pages query: its texts as they are, its numbers as `to_dict` writes them (`json_number`)
+CHANGE_TEXTS = ("workload", "function", "type", "method", "noise", "location", "measure", "decided")
+CHANGE_NUMBERS = ("relative", "ci_low", "ci_high", "confidence", "absolute_ns", "base_ns", "target_ns",
+                  "exclusive_delta_ns", "share")
 
-_change_columns = operator.attrgetter(*CHANGE_COLUMNS)
+_change_texts, _change_numbers = operator.attrgetter(*CHANGE_TEXTS), operator.attrgetter(*CHANGE_NUMBERS)
 
 
 def change_row(commit: str, rank: int, c: checks.Change) -> dict:
@@ -241,7 +242,8 @@ def change_row(commit: str, rank: int, c: checks.Change) -> dict:
     writes them, without building all of it: a third of storing 200,000 changes was `to_dict`).  Its
     method is stored as its stem and its words (`split_method`), which the table's view joins again."""
     instr = c.instructions or (None, None)
-    row = {"commit": commit, **dict(zip(CHANGE_COLUMNS, map(checks.change.json_number, _change_columns(c)))),
+    row = {"commit": commit, **dict(zip(CHANGE_TEXTS, _change_texts(c))),
+           **dict(zip(CHANGE_NUMBERS, map(checks.change.json_number, _change_numbers(c)))),
            "changed": int(c.changed), "since": c.since or "", "rank": rank, "instr_base": instr[0],
            "instr_target": instr[1]}
     row["method"], row["words"] = split_method(c.method)
