@@ -454,6 +454,23 @@ def test_row_medians_are_numpys_to_the_last_bit():
             assert np.array_equal(inference.row_medians(m), np.median(m, axis=1)), (rows, cols)
 
 
+def test_run_times_follow_the_stats_own_native_rule():
+    """`stats.timing.run_times` restates `FunctionStats.correctable` and `.native_ns` on values read once
+    (the index asks for every function of every side): it must read what the properties read, in every
+    case the rule has, and probed totals where native estimates are not allowed."""
+    from gitperf.stats.timing import run_times
+    rng = np.random.default_rng(5)
+    cases = [[(0, 0)], [(1_000, 200)], [(1_000, 201)], [(10, 3), (10, 1)], [(7, 7)], []]
+    cases += [[(int(t), int(t * s)) for t, s in zip(rng.integers(0, 10**12, 3), rng.uniform(0, 0.3, 3))]
+              for _ in range(500)]
+    for runs in cases:
+        fs = [FunctionStats("f", 1, total, total // 2, probe_ns=probe) for total, probe in runs]
+        native = all(f.correctable for f in fs)
+        expected = [float(f.native_ns if native else f.total_ns) for f in fs]
+        assert run_times(fs) == (expected, native, [float(f.probe_ns) for f in fs]), runs
+        assert run_times(fs, native_allowed=False)[:2] == ([float(f.total_ns) for f in fs], False), runs
+
+
 def test_trigamma_is_polygammas_to_the_last_bit():
     """`inference._trigamma` (Hurwitz's zeta) for `scipy.special.polygamma(1, y)`, which squeeze's
     moment fit and its inverse read, over the range the fit meets and beyond."""

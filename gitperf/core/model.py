@@ -158,6 +158,8 @@ class FunctionStats:
         calls = self.outer_calls or self.count
         return self.total_ns / calls if calls else 0.0
 
+    # (`stats.timing.run_times` applies these two properties' rule to many runs' values at once, for
+    # the index's hot path: a change here is a change there, which a test holds them to)
     @property
     def native_ns(self) -> int:
         """Inclusive time with the calibrated probe time taken out: an estimate of the native time."""
