@@ -242,3 +242,60 @@ def test_every_view_says_the_verdict_in_the_same_words(empty_repo, outcome, view
         assert r.stdout.splitlines()[0] == f"git perf check {commits[2][:12]} against {commits[1][:12]}: {words}"
     else:
         assert r.stdout.splitlines()[0].endswith(f"git perf: {commits[2][:12]} (commit 2): {words}"), r.stdout[:300]
+
+
+def _random_runs(rng, runs: int) -> list:
+    """A side's runs with every case `checks.sides` and `stats.timing` tell apart: functions missing
+    from a run, sampled in one, probes none, few, beyond CORRECTABLE_SHARE, beyond the time itself or in some runs only, series
+    and locations in some runs, calibrations of several spreads."""
+    from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+    names = [f"f{i}" for i in range(40)]
+    out = []
+    for r in range(runs):
+        fs = []
+        for i, n in enumerate(names):
+            if i % 7 == 3 and rng.random() < 0.5:
+                continue
+            total = int(rng.integers(1, 10**9))
+            share = [0.0, 0.05, 0.3, rng.uniform(0, 0.25), 1.2][i % 5] * (rng.random() < 0.8 if i % 4 == 1 else 1)
+            sampled = i % 11 == 5 and rng.random() < 0.5
+            fs.append(FunctionStats(n, int(rng.integers(0, 1000)), total, int(total * rng.uniform(0, 1)),
+                                    probe_ns=int(total * share), sampled=sampled,
+                                    ci_low=total * 0.9 if sampled else None, ci_high=total * 1.1 if sampled else None,
+                                    series=((1, 5), (2, 7)) if i % 6 == 2 and r else (),
+                                    location="" if r == 0 and i % 3 else f"a.c:{i}"))
+        h = Header("t", "c", "app", "b", (), "w", "bcc", "m", "k", 0.0, 1.0)
+        out.append(Profile(h, Metrics(PRT=1.0), PlanRecord(probed=tuple(names)), tuple(fs),
+                           calibration={"entry": 20.0, "entry_sd": float(rng.uniform(1, 5))}))
+    return out
+
+
+def test_a_sides_arrays_measure_what_each_function_measures_alone():
+    """`checks.sides` measures the functions every run counted at once (`stats.timing.exact`): each
+    must be the `Side` that `_measure_side` gives that function alone, `timings` the `Timing` its
+    scalar path gives and a history commit's centers each function's own, value for value and type for
+    type (the index's rows are compared to the bit)."""
+    from gitperf.checks import sides
+    from gitperf.checks.designs import history
+    from gitperf.stats import inference, timing
+    rng = np.random.default_rng(7)
+    arrays = 0
+    for runs in (1, 2, 3, 4, 5, 3, 3):
+        profiles = timing.Runs(_random_runs(rng, runs))
+        by = timing.by_name(profiles)
+        for how in (sides.AUTO, sides.PROBED):
+            measured = sides._exact_sides(profiles, how)
+            arrays += len(measured)
+            for name, side in measured.items():
+                alone = sides._measure_side(profiles, name, how)
+                assert (side, [type(v) for v in vars(side).values()]) == (alone, [type(v) for v in vars(alone).values()])
+        for name, t in timing.timings(profiles, by=by).items():
+            fs = [f for f in by[name] if not timing.stack_only(f)]
+            if fs and not any(f.sampled for f in by[name]):
+                assert t == timing._traced(name, fs, profiles, len(by[name]) < len(profiles)), name
+        for native in (True, False):  # a history commit's centers (`designs.history._commit_levels`)
+            levels = history._commit_levels(profiles, native)
+            alone = {n: inference.center(v) for n in by if any(v := [
+                float(p.times(native)[n]) if p.function(n) else 0.0 for p in profiles if p.function(n) or p.plan.is_traced(n)])}
+            assert (levels, [type(v) for v in levels.values()]) == (alone, [float] * len(alone))
+    assert arrays > 300  # (most functions went the arrays' way)

@@ -16,12 +16,14 @@ import functools
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from gitperf.checks.change import NEW, REMOVED, UNKNOWN, Change
 from gitperf.core import stacks
 from gitperf.core.model import ROOT, FunctionStats, Profile, StoredProfile
-from gitperf.stats import inference
+from gitperf.stats import inference, timing
 from gitperf.stats.estimate import Z95
-from gitperf.stats.timing import run_times
+from gitperf.stats.timing import Runs, run_times
 
 
 @dataclass(frozen=True)
@@ -124,25 +126,12 @@ AUTO, PROBED = "auto", "probed"  # which time `_measure_side` reads: see CORRECT
 PROBE_MATCH = 0.02
 
 
-class Runs(tuple):
-    """One commit's runs as a cache key: the same profile objects (a profile holds dicts, so it has
-    no hash of its own; identity is what a reader's cache hands out again)."""
-
-    def __hash__(self):
-        if "_hash" not in self.__dict__:  # (asked on every lookup of one of its functions)
-            self.__dict__["_hash"] = hash(tuple(map(id, self)))
-        return self.__dict__["_hash"]
-
-    def __eq__(self, other):
-        return len(self) == len(other) and all(a is b for a, b in zip(self, other))
-
-
 class _Measured(dict):
     """One side's functions, each measured (`_measure_side`) the first time it is asked for (None: no
     run measured it)."""
 
     def __init__(self, runs: Runs, time_of: str):
-        super().__init__()
+        super().__init__(_exact_sides(runs, time_of))
         self.runs, self.time_of = runs, time_of
 
     def __missing__(self, name: str) -> Side | None:
@@ -203,6 +192,30 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
                  if native else 0.0, native=native,
                  probe=inference.center(probes) if fs else 0.0,
                  probe_se=inference.center_se(probes) if time_of == PROBED else 0.0)
+
+
+def _exact_sides(runs: Runs, time_of: str) -> dict[str, Side]:
+    """`_measure_side` of every function that each run counted (`timing.exact`), from its arrays."""
+    e = timing.exact(runs, time_of == AUTO)
+    # a probe's share of the time it is in (`_measure_side`): rows of probed calls in every run or in none
+    shares = e.probes / np.maximum(e.times, 1.0)
+    shares = np.where(e.native[:, None], shares, np.minimum(shares, 1.0))
+    every, some = e.probes.all(axis=1), e.probes.any(axis=1)
+    share = np.where(every, inference.row_medians(shares), 0.0).tolist()
+    calibration = max([CALIBRATION_DRIFT] + [p.calibration_sd for p in runs])
+    total, own, calls, probe = (a.tolist() for a in (e.total, e.own, e.calls, inference.row_medians(e.probes)))
+    out = {}
+    for i, (fs, native) in enumerate(zip(e.stats, e.native.tolist())):
+        if some[i] and not every[i]:
+            out[fs[0].name] = _measure_side(runs, fs[0].name, time_of)  # (a run without probed calls in it)
+            continue
+        out[fs[0].name] = Side(
+            totals=e.times[i].tolist(), exclusive=e.exclusive[i].tolist(), counts=e.counts[i].tolist(),
+            total=total[i], own=own[i], calls=calls[i], series=[s for f in fs for s in f.series],
+            location=next((f.location for f in fs if f.location), ""), probe_share=share[i],
+            calibration_sd=calibration if native else 0.0, native=native, probe=probe[i],
+            probe_se=inference.center_se(e.probes[i].tolist()) if time_of == PROBED else 0.0)
+    return out
 
 
 def _library_only(profiles: list[StoredProfile], name: str) -> bool:

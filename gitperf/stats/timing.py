@@ -18,8 +18,11 @@ function's exclusive within its inclusive.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
+
+import numpy as np
 
 from gitperf.core import stacks
 from gitperf.core.model import CORRECTABLE_SHARE, FunctionStats, Profile
@@ -80,6 +83,55 @@ def by_name(profiles: Sequence[Profile]) -> dict[str, list[FunctionStats]]:
     return by
 
 
+class Runs(tuple):
+    """One commit's runs as a cache key: the same profile objects (a profile holds dicts, so it has
+    no hash of its own; identity is what a reader's cache hands out again)."""
+
+    def __hash__(self):
+        if "_hash" not in self.__dict__:  # (asked on every lookup of one of its functions)
+            self.__dict__["_hash"] = hash(tuple(map(id, self)))
+        return self.__dict__["_hash"]
+
+    def __eq__(self, other):
+        return len(self) == len(other) and all(a is b for a, b in zip(self, other))
+
+
+@dataclass(frozen=True)
+class Exact:
+    """The functions that every one of a set of runs counted (none sampled in any run), as arrays: a row
+    a function (`names`, `stats`: its stats in each run), a column a run.  `times` in `run_times`'
+    measure, decided per row (`native`); `total`, `own`, `calls`: the centers of the rows' times,
+    exclusive times and counts.  Most functions of a side are these, read at once by `timings` and a
+    check's sides (`checks.sides`); the others one at a time."""
+
+    names: list[str]
+    stats: list[list[FunctionStats]]
+    raw: np.ndarray  # their inclusive times (`total_ns`)
+    times: np.ndarray
+    native: np.ndarray
+    probes: np.ndarray
+    exclusive: np.ndarray
+    counts: np.ndarray
+    total: np.ndarray
+    own: np.ndarray
+    calls: np.ndarray
+
+
+@functools.lru_cache(maxsize=8)
+def exact(runs: Runs, native_allowed: bool) -> Exact:
+    """`Exact` of `runs` (remembered for the last few: a commit's runs are the target of its check, the
+    rows of its summaries and the base of its child's check)."""
+    rows = [fs for f in (runs[0].functions if runs else ()) if not f.sampled
+            and None not in (fs := [p.function(f.name) for p in runs]) and not any(g.sampled for g in fs)]
+    values = np.array([[(g.total_ns, g.probe_ns, g.exclusive_ns, g.count) for g in fs] for fs in rows],
+                      float).reshape(len(rows), len(runs), 4)
+    raw, probes, exclusive, counts = (values[:, :, k] for k in range(4))
+    native = (probes <= CORRECTABLE_SHARE * raw).all(axis=1) & native_allowed
+    times = np.where(native[:, None], np.maximum(raw - probes, 0.0), raw)
+    return Exact([fs[0].name for fs in rows], rows, raw, times, native, probes, exclusive, counts,
+                 *(inference.row_medians(m) for m in (times, exclusive, counts)))
+
+
 def timings(profiles: Sequence[Profile], pool: Pool | None = None,
             by: dict[str, list[FunctionStats]] | None = None) -> dict[str, Timing]:
     """Every function's time a run over `profiles` (runs of one configuration and plan); `pool`: their
@@ -90,9 +142,11 @@ def timings(profiles: Sequence[Profile], pool: Pool | None = None,
     if pool is None and all(p.stacks for p in profiles):
         pool = Pool.of(profiles)
     cpu = inference.center([on_cpu_ns(p) for p in profiles])
-    out = {}
+    out, counted = {}, _exact_timings(exact(Runs(profiles), True))
     for name, fs in by.items():
-        if all(stack_only(f) for f in fs):
+        if name in counted:
+            out[name] = counted[name]
+        elif all(stack_only(f) for f in fs):
             out[name] = _sampled(name, fs, profiles, pool, cpu)
         else:
             out[name] = _traced(name, [f for f in fs if not stack_only(f)], profiles, len(fs) < len(profiles))
@@ -109,6 +163,13 @@ def run_times(fs: Sequence[FunctionStats], native_allowed: bool = True) -> tuple
     if native_allowed and all(p <= CORRECTABLE_SHARE * t for p, t in zip(probes, raw)):
         return [max(t - p, 0.0) for t, p in zip(raw, probes)], True, probes
     return raw, False, probes
+
+
+def _exact_timings(e: Exact) -> dict[str, Timing]:
+    """`_traced`'s figures of the functions every run counted, from their arrays."""
+    runs, probed = e.times.shape[1], (e.native & e.probes.any(axis=1)).tolist()
+    return {n: Timing(t, o, c, runs, False, p)
+            for n, t, o, c, p in zip(e.names, e.total.tolist(), e.own.tolist(), e.calls.tolist(), probed)}
 
 
 def _traced(name: str, fs: list[FunctionStats], profiles: Sequence[Profile], lacking: bool) -> Timing:

@@ -20,7 +20,7 @@ from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import FunctionStats, Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
-from gitperf.stats.timing import Timing, by_name, stack_only, timings
+from gitperf.stats.timing import Runs, Timing, by_name, exact, stack_only, timings
 from gitperf.store.notes import NotesStore
 from gitperf.views.report import headline
 
@@ -63,10 +63,12 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     of different modes are different series: an estimate is never averaged with an exact total."""
     rows = []
     for key, ps in checks.group(profiles).items():
-        runs = [p.profile for p in ps]
+        runs = Runs(p.profile for p in ps)
         by = by_name(runs)
         timed = timings(runs, by=by)
-        values = [_run_values(by[n], t) for n, t in timed.items()]
+        counted = exact(runs, True)  # (the functions every run counted: their values are its rows)
+        counted = dict(zip(counted.names, counted.times.tolist()))
+        values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in timed.items()]
         workload, plan = runs[0].header.workload, runs[0].plan.describe()
         for (name, t), vs, (_center, lo, hi) in zip(timed.items(), values, _centered(values)):
             pooled = t.calls is None

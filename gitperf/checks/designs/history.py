@@ -20,12 +20,15 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from gitperf.checks.decision import Tested
 from gitperf.checks.noisemodel import (MIN_HISTORY, NOISE_FLOOR, SUCCESSIVE_DF, Sessions, Shift, center_scale,
                                        runs_of)
-from gitperf.checks.sides import Runs, Side, Sides, absent_is_zero, extra_var
+from gitperf.checks.sides import Side, Sides, absent_is_zero, extra_var
 from gitperf.core.model import ROOT, StoredProfile
 from gitperf.stats import inference
+from gitperf.stats.timing import Runs, exact
 
 
 # Session-to-session SD of a workload's log total when there is no history to measure it: on these
@@ -157,8 +160,12 @@ def history_levels(profiles: list[StoredProfile], both: dict[str, tuple[Side, Si
 def _commit_levels(runs: Runs, native: bool) -> dict[str, float]:
     """Every function's center over one commit's runs, in native (or inclusive) time; a function a
     run lacks counts 0 where that run's plan traced it, and one that is 0 throughout is left out."""
-    names = {f.name for p in runs for f in p.functions}
-    times, out = [p.times(native) for p in runs], {}
+    counted = exact(runs, True)  # (the functions every run counted: their centers at once)
+    rows = np.maximum(counted.raw - counted.probes, 0.0) if native else counted.raw
+    out = {n: c for n, c, nonzero in zip(counted.names, inference.row_medians(rows).tolist(), rows.any(axis=1).tolist())
+           if nonzero}
+    names = {f.name for p in runs for f in p.functions}.difference(counted.names)
+    times = [p.times(native) for p in runs]
     for n in names:
         v = [float(x) if (x := ts.get(n)) is not None else 0.0
              for ts, p in zip(times, runs) if n in ts or absent_is_zero(p, n)]
