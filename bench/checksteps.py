@@ -43,14 +43,14 @@ STEPS = [
     (index_rows.checks, "check", "  the check (`checks.check`)"),
     (verdict, "changed", "    the functions the diff changed (git diff)"),
     (compare, "pair", "    each function's two sides (`sides.pair`)"),
-    (sides, "_measure_side", "      of which a side measured afresh"),
+    (sides, "_exact_sides", "      of which the target side's `Side`s from its arrays"),
     (compare, "_shared", "    what the tests share (shift, history's noise)"),
     (compare, "session_noise", "      of which the history's session noise"),
     (compare, "center_spreads", "      of which the resampled centers' spreads"),
     (compare, "_tests", "    one test for each function"),
     (compare, "decide", "    Holm and intervals"),
     (compare, "_change", "    a `Change` for each function"),
-    (index_rows, "change_row", "  each change's row"),
+    (index_rows, "change_columns", "  the changes as the table's columns"),
 ]
 
 

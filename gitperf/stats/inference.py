@@ -293,7 +293,7 @@ def pooled_replicate_sigmas(a, b) -> tuple[np.ndarray, float]:
     """`pooled_replicate_sigma` of the two groups (row i of `a`, row i of `b`) of many functions at
     once, every group of three runs or more (matrices: functions x runs)."""
     la, lb = (np.log(np.maximum(np.asarray(x, float), 1.0)) for x in (a, b))
-    pairs = [np.abs(g[:, i] - g[:, j]) for g in (la, lb) for i, j in zip(*np.triu_indices(g.shape[1], 1))]
+    pairs = [np.abs(g[:, i] - g[:, j]) for g in (la, lb) for i, j in zip(*_pairs(g.shape[1]))]
     df = PAIRS_EFFICIENCY * (la.shape[1] - 1 + lb.shape[1] - 1)
     return np.median(np.column_stack(pairs), axis=1) / (math.sqrt(2) * NORMAL_Q3), df
 
@@ -350,7 +350,7 @@ def qn_scale(x: Sequence[float]) -> float:
 def _qn_rows(v: np.ndarray) -> np.ndarray:
     """`qn_scale` of every row of a matrix (rows of n >= 2 values) at once."""
     n = v.shape[1]
-    i, j = np.triu_indices(n, 1)
+    i, j = _pairs(n)
     h = n // 2 + 1
     k = h * (h - 1) // 2
     return 2.2219 * np.partition(np.abs(v[:, i] - v[:, j]), k - 1, axis=1)[:, k - 1] * qn_factor(n)
@@ -528,6 +528,15 @@ def center_interval_bounds(log_center: float, sigma: float, df: float, n: int,
     return lo + 1, hi + 1
 
 
+@functools.lru_cache(maxsize=32)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (i, j) index arrays of every pair i < j of n values (`np.triu_indices`, which builds an n x n
+    mask each call: three times a commit in the index's summaries and checks); read-only, being shared."""
+    i, j = np.triu_indices(n, 1)
+    i.flags.writeable = j.flags.writeable = False
+    return i, j
+
+
 def center_intervals(rows: np.ndarray, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`center` and `center_interval` of every row of a matrix (sessions of as many runs) at once:
     the index derives them for every function of every commit (two of a commit's ~30 ms at 200
@@ -538,7 +547,7 @@ def center_intervals(rows: np.ndarray, confidence: float = 0.95) -> tuple[np.nda
         return centers, np.full(len(rows), np.nan), np.full(len(rows), np.nan)
     logs = np.log(np.maximum(rows, 1.0))
     if n >= 3:
-        i, j = np.triu_indices(n, 1)
+        i, j = _pairs(n)
         sigma = _centers(np.abs(logs[:, i] - logs[:, j])) / (math.sqrt(2) * NORMAL_Q3)  # (their median)
     else:
         sigma = np.abs(logs[:, 0] - logs[:, 1]) / math.sqrt(2)

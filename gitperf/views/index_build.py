@@ -32,6 +32,7 @@ from gitperf.core.proc import die_with_parent
 from gitperf.core.progress import Progress
 from gitperf.store.caching import CachingStore
 from gitperf.views import index_rows as rows
+from gitperf.views.index_rows import Columns
 
 PARALLEL_FROM = 100  # commits: fewer are derived in the calling process (a worker's start is ~25 commits' work)
 # Beyond ~8 workers the writer is the bottleneck (1,000 commits: ~2 s of its inserts against ~16 s of
@@ -70,14 +71,16 @@ class Rows:
     tables: dict[str, tuple[tuple[str, ...], list[list]]] = field(default_factory=dict)
     commits: int = 0
 
-    def add(self, table: str, dicts: list[dict], whole: tuple[str, ...] = ()) -> None:
-        """Rows of one table as dicts; the columns in `whole` (nanoseconds) rounded to integers."""
-        if not dicts:
+    def add(self, table: str, given: list[dict] | Columns, whole: tuple[str, ...] = ()) -> None:
+        """Rows of one table, as dicts or as columns; the columns in `whole` (nanoseconds) rounded to integers."""
+        if not given:
             return
-        cols = tuple(dicts[0])
+        columns = isinstance(given, Columns)
+        cols = tuple(given if columns else given[0])
         have = self.tables.setdefault(table, (cols, [[] for _ in cols]))
         assert have[0] == cols, (table, have[0], cols)
-        for c, mine, col in zip(cols, have[1], zip(*map(operator.itemgetter(*cols), dicts))):
+        values = given.values() if columns else zip(*map(operator.itemgetter(*cols), given))
+        for c, mine, col in zip(cols, have[1], values):
             mine.extend([round(v) if v is not None and math.isfinite(v) else v for v in col] if c in whole else col)
 
 

@@ -10,11 +10,13 @@ import json
 import math
 import operator
 from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 import pygit2
 
 from gitperf import checks
+from gitperf.checks.change import json_number
 from gitperf.checks.decision import UNRESOLVED_WORDS
 from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
@@ -41,7 +43,7 @@ def first_line(c: pygit2.Commit) -> str:
     return c.message.splitlines()[0] if c.message else ""
 
 
-def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, list[dict]]:
+def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, list[dict] | Columns]:
     """Per table, the rows of the check of `commit`: its verdict and every function's change
     (no-change included: the commit page's table shows each function's change vs the baseline with
     its interval).  The check is `git perf check`'s own, without the opinions of other methods."""
@@ -52,7 +54,7 @@ def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, li
             "verdicts": [{"commit": commit, "workload": p.workload,
                           "result": checks.result_of([p], [c for c in r.changes if c.workload == p.workload])}
                          for p in r.pairs],
-            "changes": [change_row(commit, i, c) for i, c in enumerate(r.changes)]}
+            "changes": change_columns(commit, r.changes)}
 
 
 def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
@@ -239,17 +241,26 @@ CHANGE_NUMBERS = ("relative", "ci_low", "ci_high", "confidence", "absolute_ns", 
 _change_texts, _change_numbers = operator.attrgetter(*CHANGE_TEXTS), operator.attrgetter(*CHANGE_NUMBERS)
 
 
-def change_row(commit: str, rank: int, c: checks.Change) -> dict:
-    """A change as a row of the changes table (the columns the pages query; numbers as `to_dict`
-    writes them, without building all of it: a third of storing 200,000 changes was `to_dict`).  Its
+class Columns(dict):
+    """A table's rows as columns (name -> a list of values, one a row), which the index's writer takes as
+    they are (`index_build.Rows.add`); a list of row dicts is the other shape it takes."""
+
+
+def change_columns(commit: str, changes: Sequence[checks.Change]) -> Columns:
+    """The changes as the changes table's columns, in the order given (`rank`): the columns the pages
+    query, numbers as `to_dict` writes them (`json_number`), without building all of it (a third of
+    storing 200,000 changes was `to_dict`) and a column at a time (~200 rows a commit).  A change's
     method is stored as its stem and its words (`split_method`), which the table's view joins again."""
-    instr = c.instructions or (None, None)
-    row = {"commit": commit, **dict(zip(CHANGE_TEXTS, _change_texts(c))),
-           **dict(zip(CHANGE_NUMBERS, map(checks.change.json_number, _change_numbers(c)))),
-           "changed": int(c.changed), "since": c.since or "", "rank": rank, "instr_base": instr[0],
-           "instr_target": instr[1]}
-    row["method"], row["words"] = split_method(c.method)
-    return row
+    if not changes:
+        return Columns()
+    out = Columns(commit=[commit] * len(changes))
+    out.update(zip(CHANGE_TEXTS, map(list, zip(*map(_change_texts, changes)))))
+    out.update((k, [json_number(v) for v in column]) for k, column in zip(CHANGE_NUMBERS, zip(*map(_change_numbers, changes))))
+    instr = [c.instructions or (None, None) for c in changes]
+    out.update(changed=[int(c.changed) for c in changes], since=[c.since or "" for c in changes],
+               rank=list(range(len(changes))), instr_base=[i[0] for i in instr], instr_target=[i[1] for i in instr])
+    out["method"], out["words"] = map(list, zip(*map(split_method, out["method"])))
+    return out
 
 
 def split_method(method: str) -> tuple[str, str | None]:
