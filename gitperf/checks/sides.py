@@ -203,18 +203,19 @@ def _exact_sides(runs: Runs, time_of: str) -> dict[str, Side]:
     every, some = e.probes.all(axis=1), e.probes.any(axis=1)
     share = np.where(every, inference.row_medians(shares), 0.0).tolist()
     calibration = max([CALIBRATION_DRIFT] + [p.calibration_sd for p in runs])
-    total, own, calls, probe = (a.tolist() for a in (e.total, e.own, e.calls, inference.row_medians(e.probes)))
+    probes = e.probes.tolist() if time_of == PROBED else None
+    rows = zip(e.names, e.stats, e.native.tolist(), (some & ~every).tolist(), e.times.tolist(), e.exclusive.tolist(),
+               e.counts.tolist(), e.total.tolist(), e.own.tolist(), e.calls.tolist(), inference.row_medians(e.probes).tolist())
     out = {}
-    for i, (fs, native) in enumerate(zip(e.stats, e.native.tolist())):
-        if some[i] and not every[i]:
-            out[fs[0].name] = _measure_side(runs, fs[0].name, time_of)  # (a run without probed calls in it)
+    for i, (name, fs, native, mixed, totals, exclusive, counts, total, own, calls, probe) in enumerate(rows):
+        if mixed:  # (probed calls in some runs, not in all)
+            out[name] = _measure_side(runs, name, time_of)
             continue
-        out[fs[0].name] = Side(
-            totals=e.times[i].tolist(), exclusive=e.exclusive[i].tolist(), counts=e.counts[i].tolist(),
-            total=total[i], own=own[i], calls=calls[i], series=[s for f in fs for s in f.series],
-            location=next((f.location for f in fs if f.location), ""), probe_share=share[i],
-            calibration_sd=calibration if native else 0.0, native=native, probe=probe[i],
-            probe_se=inference.center_se(e.probes[i].tolist()) if time_of == PROBED else 0.0)
+        out[name] = Side(
+            totals=totals, exclusive=exclusive, counts=counts, total=total, own=own, calls=calls,
+            series=[s for f in fs for s in f.series], location=fs[0].location or next((f.location for f in fs if f.location), ""),
+            probe_share=share[i], calibration_sd=calibration if native else 0.0, native=native, probe=probe,
+            probe_se=inference.center_se(probes[i]) if probes else 0.0)
     return out
 
 

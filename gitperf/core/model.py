@@ -307,6 +307,10 @@ class Profile:
     def function(self, name: str) -> FunctionStats | None:
         return self._by_name.get(name)
 
+    def functions_named(self, names: list[str]) -> list[FunctionStats | None]:
+        """`function` of each name, in order (a side's functions at once: `stats.timing.exact`)."""
+        return list(map(self._by_name.get, names))
+
     @cached_property
     def _by_name(self) -> dict[str, FunctionStats]:
         """Name -> stats (checks look up every function in every profile: a scan would be quadratic)."""
