@@ -26,7 +26,7 @@ ROOT_SHARE = 0.25  # of the error budget, for the workload total
 CHANGED_SHARE = 0.5  # of the error budget left after the root, for the functions the commit changed
 
 
-@dataclass(frozen=True)
+@dataclass
 class Tested:
     """One function's test statistic on the log scale, its standard error and where the noise came from."""
 
@@ -46,7 +46,7 @@ class Tested:
     exclusive: tuple[float, float] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Result:
     """One test's outcome, scipy-style: the statistic (log ratio), its Holm-adjusted one-sided
     p-values, and the interval of the relative change at the check's confidence."""

@@ -62,7 +62,7 @@ def in_target_names(sides: Sides) -> Sides:
                    history=[[_renamed(p, new) for p in ps] for ps in sides.history])
 
 
-@dataclass(frozen=True)
+@dataclass
 class Side:
     """One function on one side, per run."""
 

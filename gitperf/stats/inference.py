@@ -22,7 +22,7 @@ MAD_TO_SD = 1.4826
 NORMAL_Q3 = 0.6744897501960817  # the standard normal's third quartile
 
 
-@dataclass(frozen=True)
+@dataclass
 class Noise:
     """Run-to-run standard deviation of log(time) and where the estimate came from."""
 
@@ -82,7 +82,7 @@ def spread(values: Sequence[float]) -> tuple[float, float]:
     return qn_scale(values), QN_EFFICIENCY * (n - 1)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Prior:
     """The distribution a function's own variance is drawn from (`squeeze`): a scaled inverse
     chi-square with `df` degrees of freedom around `var` (df inf: its noise is its neighbours')."""

@@ -64,7 +64,7 @@ class Pool:
         return max(self.inclusive.get(name, 0), sum(f.stack_samples for f in fs))
 
 
-@dataclass(frozen=True)
+@dataclass
 class Timing:
     """One function's time a run, in ns."""
 
