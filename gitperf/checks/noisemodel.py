@@ -100,7 +100,12 @@ def shift_of(both: dict[str, tuple[Side, Side]], cfg: CheckConfig, sizes: dict[s
 
 def center_scale(t: Side, b: Side) -> float:
     """The standard error of the difference of the two centers, in units of one run's SD."""
-    return math.sqrt(inference.center_var(len(t.totals)) + inference.center_var(len(b.totals)))
+    return _center_scale(len(t.totals), len(b.totals))
+
+
+@functools.lru_cache(maxsize=64)
+def _center_scale(target_runs: int, base_runs: int) -> float:  # (every function's test asks: a few run counts)
+    return math.sqrt(inference.center_var(target_runs) + inference.center_var(base_runs))
 
 
 def priors(names: list[str], noise: dict[str, tuple[float, float]], sizes: dict[str, float]) -> dict[str, inference.Prior]:
