@@ -68,7 +68,7 @@ _RANK = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT
          UNRESOLVED: 5, UNKNOWN: 5, NO_CHANGE: 6}
 
 
-@dataclass(frozen=True)
+@dataclass
 class Change:
     workload: str
     function: str
