@@ -80,7 +80,7 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
                 "total_min": None if pooled else min(vs), "total_max": None if pooled else max(vs),
                 "ci_low": None if pooled else lo, "ci_high": None if pooled else hi,
                 "exclusive_ns": t.exclusive_ns, "sampled": int(t.sampled),
-                "location": next((f.location for f in by[name] if f.location), ""),
+                "location": by[name][0].location or next((f.location for f in by[name] if f.location), ""),
             })
     return rows
 
