@@ -204,8 +204,9 @@ def _exact_sides(runs: Runs, time_of: str) -> dict[str, Side]:
     share = np.where(every, inference.row_medians(shares), 0.0).tolist()
     calibration = max([CALIBRATION_DRIFT] + [p.calibration_sd for p in runs])
     probes = e.probes.tolist() if time_of == PROBED else None
-    rows = zip(e.names, e.stats, e.native.tolist(), (some & ~every).tolist(), e.times.tolist(), e.exclusive.tolist(),
-               e.counts.tolist(), e.total.tolist(), e.own.tolist(), e.calls.tolist(), inference.row_medians(e.probes).tolist())
+    rows = zip(e.names, e.stats, e.native.tolist(), (some & ~every).tolist(), e.times.tolist(),
+               e.exclusive.tolist(), e.counts.tolist(), e.total.tolist(), e.own.tolist(), e.calls.tolist(),
+               inference.row_medians(e.probes).tolist())
     out = {}
     for i, (name, fs, native, mixed, totals, exclusive, counts, total, own, calls, probe) in enumerate(rows):
         if mixed:  # (probed calls in some runs, not in all)
@@ -213,7 +214,8 @@ def _exact_sides(runs: Runs, time_of: str) -> dict[str, Side]:
             continue
         out[name] = Side(
             totals=totals, exclusive=exclusive, counts=counts, total=total, own=own, calls=calls,
-            series=[s for f in fs for s in f.series], location=fs[0].location or next((f.location for f in fs if f.location), ""),
+            series=[s for f in fs for s in f.series],
+            location=fs[0].location or next((f.location for f in fs if f.location), ""),
             probe_share=share[i], calibration_sd=calibration if native else 0.0, native=native, probe=probe,
             probe_se=inference.center_se(probes[i]) if probes else 0.0)
     return out

@@ -127,15 +127,19 @@ def exact(runs: Runs, native_allowed: bool) -> Exact:
     """`Exact` of `runs` (remembered for the last few: a commit's runs are the target of its check, the
     rows of its summaries and the base of its child's check)."""
     names = [f.name for f in runs[0].functions] if runs else []
-    rows = [fs for fs in zip(*(p.functions_named(names) for p in runs)) if None not in fs and not any(g.sampled for g in fs)]
+    rows = [fs for fs in zip(*(p.functions_named(names) for p in runs))
+            if None not in fs and not any(g.sampled for g in fs)]
     # (from one iterator of every value: numpy reads nested lists of ints at twice the cost)
     values = np.fromiter(itertools.chain.from_iterable(map(_VALUES, itertools.chain.from_iterable(rows))), float,
                          4 * len(rows) * len(runs)).reshape(len(rows), len(runs), 4)
     raw, probes, exclusive, counts = (values[:, :, k] for k in range(4))
     native = (probes <= CORRECTABLE_SHARE * raw).all(axis=1) & native_allowed
     times = np.where(native[:, None], np.maximum(raw - probes, 0.0), raw)
-    return Exact([fs[0].name for fs in rows], rows, raw, times, native, probes, exclusive, counts,
-                 *(inference.row_medians(m) for m in (times, exclusive, counts)))
+    out = Exact([fs[0].name for fs in rows], rows, raw, times, native, probes, exclusive, counts,
+                *(inference.row_medians(m) for m in (times, exclusive, counts)))
+    for a in (raw, probes, exclusive, counts, times, native, out.total, out.own, out.calls):  # (read-only: shared)
+        a.flags.writeable = False
+    return out
 
 
 def timings(profiles: Sequence[Profile], pool: Pool | None = None,

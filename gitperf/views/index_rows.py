@@ -255,7 +255,8 @@ def change_columns(commit: str, changes: Sequence[checks.Change]) -> Columns:
         return Columns()
     out = Columns(commit=[commit] * len(changes))
     out.update(zip(CHANGE_TEXTS, map(list, zip(*map(_change_texts, changes)))))
-    out.update((k, [json_number(v) for v in column]) for k, column in zip(CHANGE_NUMBERS, zip(*map(_change_numbers, changes))))
+    numbers = zip(*map(_change_numbers, changes))
+    out.update((k, [json_number(v) for v in column]) for k, column in zip(CHANGE_NUMBERS, numbers))
     instr = [c.instructions or (None, None) for c in changes]
     out.update(changed=[int(c.changed) for c in changes], since=[c.since or "" for c in changes],
                rank=list(range(len(changes))), instr_base=[i[0] for i in instr], instr_target=[i[1] for i in instr])

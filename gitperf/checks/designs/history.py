@@ -161,6 +161,7 @@ def _commit_levels(runs: Runs, native: bool) -> dict[str, float]:
     """Every function's center over one commit's runs, in native (or inclusive) time; a function a
     run lacks counts 0 where that run's plan traced it, and one that is 0 throughout is left out."""
     counted = exact(runs, True)  # (the functions every run counted: their centers at once)
+    # (native: `Profile.times`' native_ns, total less probes whatever their share, as below)
     rows = np.maximum(counted.raw - counted.probes, 0.0) if native else counted.raw
     out = {n: c for n, c, nonzero in zip(counted.names, inference.row_medians(rows).tolist(), rows.any(axis=1).tolist())
            if nonzero}
