@@ -211,6 +211,31 @@ def test_an_unresolved_changes_words_stay_in_its_row_and_its_method_reads_whole(
     assert any("; unresolved: " in m for m in got.values()), "the history gives unresolved changes"
 
 
+def test_every_change_row_reads_as_the_checks_own_change(empty_repo):
+    """The index's changes go to its writer as columns (`index_rows.change_columns`): each row must read
+    as the check's `Change.to_dict()`, the one JSON shape, column for column (nanoseconds whole), in the
+    check's report order."""
+    from gitperf import checks
+    from gitperf.views.index_rows import CHANGE_NUMBERS, CHANGE_TEXTS
+    commits = history(empty_repo, 12, slow_at=8)
+    repo = open_repo(empty_repo)
+    idx = Index(repo, CheckConfig())
+    idx.update()
+    whole = ("absolute_ns", "base_ns", "target_ns", "exclusive_delta_ns")
+    cols = CHANGE_TEXTS + CHANGE_NUMBERS + ("changed", "since", "rank")
+    store = NotesStore(repo)
+    want, got = [], []
+    for c in commits:
+        for rank, x in enumerate(checks.check(store, c, replace(CheckConfig(), votes=False)).changes):
+            d = x.to_dict() | {"changed": int(x.changed), "since": x.since or "", "rank": rank}
+            want.append(tuple(round(d[k]) if k in whole and d[k] is not None else d[k] for k in cols))
+        got += idx.db.conn.execute(f"select {', '.join(f'[{k}]' for k in cols)} from changes where [commit] = ? "
+                                   "order by rank", (c,)).fetchall()
+    assert len(got) > 2 * len(commits), "every function's change has a row"
+    assert got == want
+    assert any(None in row for row in got), "some change has an undefined number (NaN written as null)"
+
+
 def test_paired_ratios_chain_from_the_parents_measured_time_and_break_where_a_commit_has_none():
     from gitperf.web.plots import chained
     total = [{"seq": q, "total_ns": t * 1e6} for q, t in ((1, 10.0), (2, 11.0), (3, 30.0), (4, 20.0), (5, 21.0), (8, 9.0))]
