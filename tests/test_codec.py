@@ -149,6 +149,7 @@ def _line(**parts) -> str:
     (_line(h__command="./prog"), r"'h\.command': expected a list of strings, got './prog'"),
     (_line(p__removed={"x": [1]}), r"'p\.removed\.x\[0\]': expected text, got 1"),
     (_line(f__0__so=[1, 2], f__0__sd=[3]), "2 ordinals but 1 durations"),
+    (_line(f__1__n="fn_0<int>"), r"'f\[1\]\.name': function 'fn_0<int>' is listed twice"),
 ])
 def test_hostile_lines_are_refused_with_the_field_and_the_reason(line, words):
     with pytest.raises(NoteFormatError, match=words):
