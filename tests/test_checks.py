@@ -246,8 +246,8 @@ def test_every_view_says_the_verdict_in_the_same_words(empty_repo, outcome, view
 
 def _random_runs(rng, runs: int) -> list:
     """A side's runs with every case `checks.sides` and `stats.timing` tell apart: functions missing
-    from a run, sampled in one, probes none, few, beyond CORRECTABLE_SHARE, beyond the time itself or in some runs only, series
-    and locations in some runs, calibrations of several spreads."""
+    from a run, sampled in one, probes none, few, beyond CORRECTABLE_SHARE, beyond the time itself or
+    in some runs only, series and locations in some runs, calibrations of several spreads."""
     from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
     names = [f"f{i}" for i in range(40)]
     out = []

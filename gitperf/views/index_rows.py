@@ -68,8 +68,8 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
         runs = Runs(p.profile for p in ps)
         by = by_name(runs)
         timed = timings(runs, by=by)
-        counted = exact(runs, True)  # (the functions every run counted: their values are its rows)
-        counted = dict(zip(counted.names, counted.times.tolist()))
+        table = exact(runs, True)  # (the functions every run counted: their values are its rows)
+        counted = dict(zip(table.names, table.times.tolist()))
         values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in timed.items()]
         workload, plan = runs[0].header.workload, runs[0].plan.describe()
         for (name, t), vs, (_center, lo, hi) in zip(timed.items(), values, _centered(values)):
