@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -446,6 +447,18 @@ def _serve(root: Path, port: int) -> tuple[subprocess.Popen, str]:
                 raise AssertionError(f"git perf serve exited: {proc.stderr.read()}")
             time.sleep(0.1)
     raise AssertionError("git perf serve did not answer within 60 s")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_stops_on_sigterm_and_ctrl_c_and_says_so(synthetic, sig):
+    """SIGTERM (CI ending a job, `timeout`) and Ctrl-C stop the dashboard through its loop's shutdown,
+    which nothing in the process can swallow (a KeyboardInterrupt raised inside a finalizer can be: a
+    CI run's server served on after SIGTERM, its git parent waiting).  git passes the signal on and waits."""
+    root, _ = synthetic
+    proc, _url = _serve(root, _free_port())
+    proc.send_signal(sig)
+    proc.wait(10)
+    assert proc.stderr.read().splitlines()[-1] == "stopped"
 
 
 def test_serve_listens_on_loopback_and_answers(server):

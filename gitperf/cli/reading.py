@@ -152,7 +152,21 @@ def serve(host, port, rebuild):
     server = make_server(host, sock.getsockname()[1], create_app(repo.workdir or repo.path, hosts=names), threaded=True,
                          fd=sock.fileno())
     _echo(f"git perf dashboard on http://{host}:{server.port}/  (Ctrl-C stops)", err=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        _echo("stopped", err=True)
+    _stop_on_signals(server)
+    server.serve_forever()
+    _echo("stopped", err=True)
+
+
+def _stop_on_signals(server) -> None:
+    """Ctrl-C and SIGTERM end the dashboard by asking its loop to stop (`shutdown`, from a thread: it waits
+    for the loop), not by the KeyboardInterrupt the CLI raises for them: raised at whatever bytecode the
+    main thread is at, it can be swallowed (inside a finalizer: "Exception ignored in ..."), and a CI run's
+    `git perf serve` served on after SIGTERM, its git parent waiting for it in git's handler.  (werkzeug's
+    loop swallowed the others: "stopped" was never printed.)"""
+    import signal
+    import threading
+
+    def stop(_signum, _frame):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, stop)
