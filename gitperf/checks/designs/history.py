@@ -166,7 +166,7 @@ def _commit_levels(runs: Runs, native: bool) -> dict[str, float]:
     out = {n: c for n, c, nonzero in zip(counted.names, inference.row_medians(rows).tolist(), rows.any(axis=1).tolist())
            if nonzero}
     names = {f.name for p in runs for f in p.functions}.difference(counted.names)
-    times = [p.times(native) for p in runs]
+    times = [p.times(native) for p in runs] if names else []  # (the others, one at a time: most commits have none)
     for n in names:
         v = [float(x) if (x := ts.get(n)) is not None else 0.0
              for ts, p in zip(times, runs) if n in ts or absent_is_zero(p, n)]
