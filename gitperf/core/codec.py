@@ -212,10 +212,11 @@ def _profile(line) -> Profile:
     bad = next((k for k, v in parts.items() if "|" in v), None)
     if bad:
         raise NoteFormatError(f"field '{bad}' contains '|', which no name git perf writes contains")
-    if len({f.name for f in line.f}) != len(line.f):  # (every reader looks a function up by its name)
-        seen: set[str] = set()
-        i = next(i for i, f in enumerate(line.f) if f.name in seen or seen.add(f.name))
-        raise NoteFormatError(f"field 'f[{i}].name': function {line.f[i].name!r} is listed twice in one profile")
+    seen: set[str] = set()  # (every reader looks a function up by its name)
+    for i, f in enumerate(line.f):
+        if f.name in seen:
+            raise NoteFormatError(f"field 'f[{i}].name': function {f.name!r} is listed twice in one profile")
+        seen.add(f.name)
     return Profile(header=header, metrics=line.m, plan=_plan(line.p),
                    functions=tuple(_function(f, i) for i, f in enumerate(line.f)), calibration=line.cal,
                    instructions=tuple(InstructionCounts(total=w.total, functions=w.functions, error=w.error,
