@@ -130,7 +130,7 @@ def moderate(s: float, df: float, s0: float | None) -> tuple[float, float]:
 
 def runs_of(session: list[StoredProfile], name: str, native: bool) -> list[float]:
     """A function's time in each run of a history session that measured it (`Profile.times`)."""
-    return [float(v) for p in session if (v := p.profile.times(native).get(name)) is not None]
+    return [float(v) for p in session if (v := p.profile.time_of(name, native)) is not None]
 
 
 def center_spreads(sides: Sides, both: dict[str, tuple[Side, Side]]) -> dict[str, inference.Noise]:
@@ -197,20 +197,32 @@ def session_noise(levels: list[dict[str, float]], big: list[str], now: dict[str,
     if not len(diffs):
         return None
     resid = diffs - _row_medians(diffs[:, at])[:, None]
-    own: dict[str, tuple[float, float]] = {}
+    return Sessions(_moderated(resid, names, levels[0]), _pair_scale(resid[:, [col[n] for n in now]], list(now.values())),
+                    runs)
+
+
+def _moderated(resid: np.ndarray, names: list[str], sizes: dict[str, float]) -> dict[str, inference.Noise]:
+    """Each function's spread of its residuals (`resid`'s column, one row per consecutive pair of
+    sessions), moderated towards functions of its size (`priors`' rule, all functions at once)."""
+    cols, sds, dfs = [], [], []
     seen = np.sum(~np.isnan(resid), axis=0)
     for k in set(seen.tolist()) - set(range(MIN_HISTORY - 1)):  # (all functions of k pairs at once)
-        cols = np.flatnonzero(seen == k)
-        of = resid[:, cols].T
-        sds, df = inference.spreads(of[~np.isnan(of)].reshape(len(cols), k))  # (each row's k values, in order)
-        df = SUCCESSIVE_DF * (k - 1) if k >= inference.ROBUST_FROM else df
-        own.update((names[j], (float(sd), df)) for j, sd in zip(cols, sds))
-    prior = priors(list(own), own, levels[0])
-    noise = {}
-    for n, (sd, df) in own.items():
-        var, df = prior[n].moderate(sd ** 2, df) if n in prior else (sd ** 2, df)
-        noise[n] = inference.Noise(math.sqrt(var / 2), df, "history (moderated)" if n in prior else "history")
-    return Sessions(noise, _pair_scale(resid[:, [col[n] for n in now]], list(now.values())), runs)
+        at = np.flatnonzero(seen == k)
+        of = resid[:, at].T
+        sd, df = inference.spreads(of[~np.isnan(of)].reshape(len(at), k))  # (each row's k values, in order)
+        cols.append(at)
+        sds.append(sd)
+        dfs.append(np.full(len(at), SUCCESSIVE_DF * (k - 1) if k >= inference.ROBUST_FROM else df))
+    if not cols:
+        return {}
+    at, df = np.concatenate(cols).tolist(), np.concatenate(dfs)
+    var = np.array([sd ** 2 for sd in np.concatenate(sds).tolist()])  # (Python's pow, as `priors`: numpy's
+    # x*x differs from it in the last bit of one square in a thousand)
+    fit = inference.squeeze_fit(var, df, [sizes[names[j]] for j in at], MODERATION_DF)
+    source = "history (moderated)" if fit else "history"
+    if fit:
+        var, df = inference.moderate_all(*fit, var, df)
+    return {names[j]: inference.Noise(sd, d, source) for j, sd, d in zip(at, np.sqrt(var / 2).tolist(), df.tolist())}
 
 
 # A function's residual tells how noisy the machine was only where its own measurement is exact:

@@ -316,6 +316,12 @@ class Profile:
         """Name -> stats (checks look up every function in every profile: a scan would be quadratic)."""
         return {f.name: f for f in self.functions}
 
+    def time_of(self, name: str, native: bool) -> int | None:
+        """`times(native).get(name)` without building every function's (a few functions of a run: the
+        root's runs in each history session)."""
+        f = self._by_name.get(name)
+        return None if f is None else f.native_ns if native else f.total_ns
+
     def times(self, native: bool) -> dict[str, int]:
         """Name -> `native_ns` (native) or `total_ns`: what a check reads of every function of every run
         of a commit and its ten predecessors (the dashboard's index checks each commit)."""

@@ -165,6 +165,16 @@ def squeeze(variances: Sequence[float], dfs: Sequence[float], sizes: Sequence[fl
     under 50 us: 50-100% between sessions beside 2-5% for the large): the trend keeps a small function
     from being moderated towards a large one's noise.  `min_df` bounds the weight from below (the
     fit's own noise).  One prior per estimate, in order; None under three estimates."""
+    fit = squeeze_fit(variances, dfs, sizes, min_df)
+    if fit is None:
+        return None
+    prior_vars, d0 = fit
+    return [Prior(v, d0) for v in prior_vars.tolist()]  # (numpy scalars one by one: 9 us each)
+
+
+def squeeze_fit(variances: Sequence[float], dfs: Sequence[float], sizes: Sequence[float],
+                min_df: float = 0.0) -> tuple[np.ndarray, float] | None:
+    """`squeeze`'s priors as arrays: every estimate's prior variance, and the weight they share."""
     v = np.maximum(np.asarray(variances, float), VAR_FLOOR)
     d = np.asarray(dfs, float)
     if len(v) < 3:
@@ -178,7 +188,15 @@ def squeeze(variances: Sequence[float], dfs: Sequence[float], sizes: Sequence[fl
     d0 = 2 * _trigamma_inverse(excess) if excess > 0 else math.inf
     d0 = max(d0, min_df)
     shift = float(special.digamma(d0 / 2)) - math.log(d0 / 2) if math.isfinite(d0) else 0.0
-    return [Prior(v, d0) for v in np.exp(trend + shift).tolist()]  # (numpy scalars one by one: 9 us each)
+    return np.exp(trend + shift), d0
+
+
+def moderate_all(prior_vars: np.ndarray, d0: float, variances: np.ndarray,
+                 dfs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`Prior.moderate` of many estimates at once, towards their priors (`squeeze_fit`), to the last bit."""
+    if math.isinf(d0):
+        return prior_vars, np.full(len(prior_vars), math.inf)
+    return (d0 * prior_vars + dfs * variances) / (d0 + dfs), d0 + dfs
 
 
 def p_slower(stat: float, se: float, df: float) -> float:
@@ -274,10 +292,19 @@ def center_diff_sds(sessions: list[np.ndarray], n_target: int, n_base: int) -> n
     resample: the same runs give the same answer."""
     dev = np.concatenate([(g - _centers(g)[:, None]) * math.sqrt(g.shape[1] / (g.shape[1] - 1))
                           for g in sessions if g.shape[1] >= 2], axis=1)
-    rng = np.random.default_rng(0)
-    picks = [rng.integers(0, dev.shape[1], (CENTER_DRAWS, n)) for n in (n_target, n_base)]
-    t, b = (_centers(dev[:, p]) for p in picks)
+    t, b = (_centers(dev[:, p]) for p in _picks(dev.shape[1], n_target, n_base))
     return np.std(t - b, axis=1, ddof=1)
+
+
+@functools.lru_cache(maxsize=16)
+def _picks(deviations: int, n_target: int, n_base: int) -> tuple[np.ndarray, np.ndarray]:
+    """`center_diff_sds`' seeded draws of the deviations' columns, which depend on the counts alone (the
+    index asks with the same few counts every check: drawing them was half of its cost)."""
+    rng = np.random.default_rng(0)
+    picks = tuple(rng.integers(0, deviations, (CENTER_DRAWS, n)) for n in (n_target, n_base))
+    for p in picks:
+        p.flags.writeable = False  # (shared between calls)
+    return picks
 
 
 def _centers(v: np.ndarray) -> np.ndarray:
