@@ -6,6 +6,7 @@ diff touched); the statistics are `compare.compare_workload`'s.  Profiles are pa
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -203,6 +204,7 @@ def check_workload(req: Request, key: str, target: list[StoredProfile], base: Ba
     return pair, found
 
 
+@functools.lru_cache(maxsize=4096)  # (every change's label: a few stems, each with a few hundred figures)
 def noise_kind(label: str) -> str:
     """What a function's noise label says it came from, without its figures: "pooled samples 14 -> 13
     (inclusive), ±4% between builds" is "pooled samples" (a workload's line listed every function's

@@ -18,10 +18,10 @@ functions' median calls: a `Tested` statistic each) -> `decision.decide` (Holm, 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass, replace
-from functools import cached_property
 
 from gitperf.checks.change import DEGRADATION, UNRESOLVED, Change
 from gitperf.checks.decision import Result, Tested, decide, holm_note, threshold, unresolved_words, verdict_of
@@ -54,7 +54,7 @@ class _Shared:
     sessions: Sessions | None  # the residuals' session-to-session noise in the history (unpaired tests)
     run_ns: float = 0.0  # the workload's time a run (`sides.run_time`: what check.min_share is a share of)
 
-    @cached_property
+    @functools.cached_property
     def base_times(self) -> dict[str, Timing]:
         """The base side's times a run as `show` prints them (`stats.timing`; asked for only where a
         stack-sampled function's test has no base value of its own)."""
@@ -66,7 +66,7 @@ class _Shared:
         t = self.base_times.get(n) if b.sampled else None
         return t.exclusive_ns if t is not None and t.calls is None else b.total
 
-    @cached_property
+    @functools.cached_property
     def common_shift(self) -> str:
         """The common shift in words, which every unpaired change's method and measure quote."""
         return f"{math.expm1(self.shift.common):+.1%}"
@@ -159,11 +159,17 @@ def _change(sh: _Shared, sides: tuple[Side, Side], r: Result, method: str, chang
 
 def _measure(sh: _Shared, t: Side, b: Side, x: Tested) -> str:
     """What a change's before and after values are, when the test did not say (`Change.measure`)."""
-    if t.sampled or b.sampled:
+    return _measure_words(t.sampled or b.sampled, t.native and b.native,
+                          "" if x.name == ROOT or sh.paired else sh.common_shift)
+
+
+@functools.lru_cache(maxsize=64)  # (every function's change: a few kinds a check)
+def _measure_words(sampled: bool, native: bool, shift: str) -> str:
+    if sampled:
         what = "own time per run (stack samples x time on a CPU)"
     else:
-        what = "inclusive time per run" + (", probes taken out" if t.native and b.native else " (probed time)")
-    return what if x.name == ROOT or sh.paired else what + f", net of the common shift {sh.common_shift}"
+        what = "inclusive time per run" + (", probes taken out" if native else " (probed time)")
+    return what + f", net of the common shift {shift}" if shift else what
 
 
 def compare_workload(sides: Sides, cfg: CheckConfig, changed: frozenset[str] = frozenset(),

@@ -39,6 +39,8 @@ def _same_file(location_file: str, path: str) -> bool:
 
 def touched(hunk_list: list[Hunk], locations: dict[str, str]) -> set[str]:
     """Names of the functions (name -> "file:line") whose span a hunk overlaps."""
+    if not hunk_list:
+        return set()
     by_file: dict[str, list[tuple[int, str]]] = {}
     for name, loc in locations.items():
         file, _, line = loc.rpartition(":")

@@ -81,7 +81,16 @@ class Rows:
         assert have[0] == cols, (table, have[0], cols)
         values = given.values() if columns else zip(*map(operator.itemgetter(*cols), given))
         for c, mine, col in zip(cols, have[1], values):
-            mine.extend([round(v) if v is not None and math.isfinite(v) else v for v in col] if c in whole else col)
+            mine.extend(_whole(col) if c in whole else col)
+
+
+def _whole(column) -> list:
+    """Nanoseconds rounded to integers; None, NaN and infinities kept as they are (most columns have
+    none of them: the plain `round` of each first, at 60% of the cost)."""
+    try:
+        return list(map(round, column))
+    except (TypeError, ValueError, OverflowError):  # (None; NaN; an infinity)
+        return [round(v) if v is not None and math.isfinite(v) else v for v in column]
 
 
 class _Deriver:
