@@ -27,7 +27,12 @@ from gitperf.store.notes import NotesStore
 from gitperf.views.report import headline
 
 
-def note_rows(store: NotesStore, commit: str, oid: str) -> dict[str, list[dict]]:
+class Columns(dict):
+    """A table's rows as columns (name -> a list of values, one a row), which the index's writer takes as
+    they are (`index_build.Rows.add`); a list of row dicts is the other shape it takes."""
+
+
+def note_rows(store: NotesStore, commit: str, oid: str) -> dict[str, list[dict] | Columns]:
     """Per table, the rows of the note of commit `commit` (blob `oid`; notes on other objects are
     the index's to leave out)."""
     good, bad = store.read(commit)
@@ -57,32 +62,44 @@ def check_rows(store: NotesStore, commit: str, cfg: CheckConfig) -> dict[str, li
             "changes": change_columns(commit, r.changes)}
 
 
-def summaries(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+def summaries(commit: str, profiles: list[StoredProfile]) -> Columns:
     """One row per (comparison key, function): its time a run as `show` and `check` print it
     (`stats.timing`: inclusive, or own where no stacks tell it; calls None where not counted), and for
     a traced function the range and 95% interval of its runs' values in the same measure (a
     stack-sampled function's pooled figure is no median of its runs, and claims neither).  Profiles
-    of different modes are different series: an estimate is never averaged with an exact total."""
-    rows = []
+    of different modes are different series: an estimate is never averaged with an exact total.
+    As columns (`Columns`: ~200 rows a commit)."""
+    out = Columns((c, []) for c in SUMMARY_COLUMNS)
     for key, ps in checks.group(profiles).items():
         runs = Runs(p.profile for p in ps)
         by = by_name(runs)
         timed = timings(runs, by=by)
         table = exact(runs, True)  # (the functions every run counted: their values are its rows)
         counted = dict(zip(table.names, table.times.tolist()))
-        values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in timed.items()]
-        workload, plan = runs[0].header.workload, runs[0].plan.describe()
-        for (name, t), vs, (_center, lo, hi) in zip(timed.items(), values, _centered(values)):
-            pooled = t.calls is None
-            rows.append({
-                "commit": commit, "config_key": key, "workload": workload, "name": name, "plan": plan,
-                "runs": t.runs, "count": t.calls, "total_ns": t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns,
-                "total_min": None if pooled else min(vs), "total_max": None if pooled else max(vs),
-                "ci_low": None if pooled else lo, "ci_high": None if pooled else hi,
-                "exclusive_ns": t.exclusive_ns, "sampled": int(t.sampled),
-                "location": by[name][0].location or next((f.location for f in by[name] if f.location), ""),
-            })
-    return rows
+        names, ts = list(timed), list(timed.values())
+        values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in zip(names, ts)]
+        pooled = [t.calls is None for t in ts]
+        _, low, high = zip(*_centered(values)) if ts else ((), (), ())
+        k, workload, plan = len(ts), runs[0].header.workload, runs[0].plan.describe()
+        for c, v in (("commit", commit), ("config_key", key), ("workload", workload), ("plan", plan)):
+            out[c] += [v] * k
+        out["name"] += names
+        out["runs"] += [t.runs for t in ts]
+        out["count"] += [t.calls for t in ts]
+        out["total_ns"] += [t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns for t in ts]
+        out["total_min"] += [None if p else min(vs) for p, vs in zip(pooled, values)]
+        out["total_max"] += [None if p else max(vs) for p, vs in zip(pooled, values)]
+        out["ci_low"] += [None if p else lo for p, lo in zip(pooled, low)]
+        out["ci_high"] += [None if p else hi for p, hi in zip(pooled, high)]
+        out["exclusive_ns"] += [t.exclusive_ns for t in ts]
+        out["sampled"] += [int(t.sampled) for t in ts]
+        out["location"] += [by[n][0].location or next((f.location for f in by[n] if f.location), "") for n in names]
+    return out if out["commit"] else Columns()
+
+
+# the functions table's columns, in the order its rows have always had them
+SUMMARY_COLUMNS = ("commit", "config_key", "workload", "name", "plan", "runs", "count", "total_ns", "total_min",
+                   "total_max", "ci_low", "ci_high", "exclusive_ns", "sampled", "location")
 
 
 def _run_values(fs: list[FunctionStats], t: Timing) -> list[float]:
@@ -204,7 +221,7 @@ def measured_under(profiles: list[Profile]) -> str:
 TRACED, SAMPLED = "inclusive at native speed (traced)", "own time (stack samples)"
 
 
-def function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
+def function_native_rows(commit: str, profiles: list[StoredProfile]) -> Columns:
     """Per workload, machine and function: its time in the measure comparable across plans that each
     run gives -- traced: inclusive time less the calibrated probe time (when that is at most
     CORRECTABLE_SHARE of it); stack-sampled: its own time, the samples' share of the run -- one row per
@@ -219,9 +236,12 @@ def function_native_rows(commit: str, profiles: list[StoredProfile]) -> list[dic
                 by.setdefault((h.workload, h.machine, f.name, SAMPLED), []).append(float(f.total_ns))
             elif f.count and f.correctable:
                 by.setdefault((h.workload, h.machine, f.name, TRACED), []).append(float(f.native_ns))
-    return [{"commit": commit, "workload": wl, "machine": machine, "name": name, "kind": kind, "runs": len(values),
-             "total_ns": center, "ci_low": lo, "ci_high": hi}
-            for ((wl, machine, name, kind), values), (center, lo, hi) in zip(by.items(), _centered([*by.values()]))]
+    if not by:
+        return Columns()
+    (workloads, machines, names, kinds), centered = zip(*by), _centered([*by.values()])
+    return Columns(commit=[commit] * len(by), workload=list(workloads), machine=list(machines), name=list(names),
+                   kind=list(kinds), runs=list(map(len, by.values())), total_ns=[c for c, _, _ in centered],
+                   ci_low=[lo for _, lo, _ in centered], ci_high=[hi for _, _, hi in centered])
 
 
 def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
@@ -239,11 +259,6 @@ CHANGE_NUMBERS = ("relative", "ci_low", "ci_high", "confidence", "absolute_ns", 
                   "exclusive_delta_ns", "share")
 
 _change_texts, _change_numbers = operator.attrgetter(*CHANGE_TEXTS), operator.attrgetter(*CHANGE_NUMBERS)
-
-
-class Columns(dict):
-    """A table's rows as columns (name -> a list of values, one a row), which the index's writer takes as
-    they are (`index_build.Rows.add`); a list of row dicts is the other shape it takes."""
 
 
 def change_columns(commit: str, changes: Sequence[checks.Change]) -> Columns:
