@@ -94,7 +94,7 @@ def shift_of(both: dict[str, tuple[Side, Side]], cfg: CheckConfig, sizes: dict[s
     # a function absent from some runs can have a median of 0: 1 ns keeps the log finite
     d = {n: math.log(max(ct, 1.0) / max(cb, 1.0)) for n, (ct, cb) in centers.items()}
     big = [n for n, (ct, cb) in centers.items() if n != ROOT and min(ct, cb) >= cfg.min_absolute_ns]
-    common = float(np.median([d[n] for n in big])) if len(big) >= 5 else 0.0
+    common = inference.median([d[n] for n in big]) if len(big) >= 5 else 0.0
     return Shift(log_ratio=d, common=common, both=both, sizes=sizes, big=big)
 
 
@@ -247,8 +247,8 @@ def _pair_scale(resid: np.ndarray, now: list[float]) -> float:
     resid = resid[~np.isnan(resid).all(axis=1)]
     if len(now) < 5 or not len(resid):
         return 1.0
-    typical = float(np.median(_row_medians(np.abs(resid))))
-    spread_now = float(np.median(np.abs(np.asarray(now) - np.median(now))))
+    typical = inference.median(_row_medians(np.abs(resid)))
+    spread_now = inference.median(np.abs(np.asarray(now) - inference.median(now)))
     return max(1.0, spread_now / typical) if typical > 0 else 1.0
 
 

@@ -139,6 +139,15 @@ def row_medians(m: np.ndarray) -> np.ndarray:
     return (p[:, k - 1] + p[:, k]) / 2
 
 
+def median(values) -> float:
+    """`float(np.median(values))` to the last bit, at a fifth of its cost (one row of `row_medians`;
+    numpy's own where there are NaNs or no values)."""
+    v = np.asarray(values, float)
+    if not len(v) or np.isnan(v).any():
+        return float(np.median(v))
+    return float(row_medians(v[None, :])[0])
+
+
 def running_median(x: np.ndarray, half: int) -> np.ndarray:
     """The median of each value's window of `half` values either side (fewer at the ends)."""
     n = len(x)
@@ -322,7 +331,8 @@ def pooled_replicate_sigmas(a, b) -> tuple[np.ndarray, float]:
     la, lb = (np.log(np.maximum(np.asarray(x, float), 1.0)) for x in (a, b))
     pairs = [np.abs(g[:, i] - g[:, j]) for g in (la, lb) for i, j in zip(*_pairs(g.shape[1]))]
     df = PAIRS_EFFICIENCY * (la.shape[1] - 1 + lb.shape[1] - 1)
-    return np.median(np.column_stack(pairs), axis=1) / (math.sqrt(2) * NORMAL_Q3), df
+    d = np.column_stack(pairs)
+    return (np.median(d, axis=1) if np.isnan(d).any() else row_medians(d)) / (math.sqrt(2) * NORMAL_Q3), df
 
 
 def history_sigma(values: Sequence[float], min_points: int) -> Noise | None:

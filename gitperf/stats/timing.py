@@ -120,6 +120,7 @@ class Exact:
 
 
 _VALUES = operator.attrgetter("total_ns", "probe_ns", "exclusive_ns", "count")  # (`exact`'s, in its order)
+_SAMPLED = operator.attrgetter("sampled")
 
 
 @functools.lru_cache(maxsize=8)
@@ -128,7 +129,7 @@ def exact(runs: Runs, native_allowed: bool) -> Exact:
     rows of its summaries and the base of its child's check)."""
     names = [f.name for f in runs[0].functions] if runs else []
     rows = [fs for fs in zip(*(p.functions_named(names) for p in runs))
-            if None not in fs and not any(g.sampled for g in fs)]
+            if None not in fs and not any(map(_SAMPLED, fs))]
     # (from one iterator of every value: numpy reads nested lists of ints at twice the cost)
     values = np.fromiter(itertools.chain.from_iterable(map(_VALUES, itertools.chain.from_iterable(rows))), float,
                          4 * len(rows) * len(runs)).reshape(len(rows), len(runs), 4)

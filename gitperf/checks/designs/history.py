@@ -165,7 +165,9 @@ def _commit_levels(runs: Runs, native: bool) -> dict[str, float]:
     rows = np.maximum(counted.raw - counted.probes, 0.0) if native else counted.raw
     out = {n: c for n, c, nonzero in zip(counted.names, inference.row_medians(rows).tolist(), rows.any(axis=1).tolist())
            if nonzero}
-    names = {f.name for p in runs for f in p.functions}.difference(counted.names)
+    # (every run has the counted functions: one with no other has as many, as most commits' runs do)
+    others = any(len(p.functions) > len(counted.names) for p in runs)
+    names = {f.name for p in runs for f in p.functions}.difference(counted.names) if others else ()
     times = [p.times(native) for p in runs] if names else []  # (the others, one at a time: most commits have none)
     for n in names:
         v = [float(x) if (x := ts.get(n)) is not None else 0.0
