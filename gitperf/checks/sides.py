@@ -281,14 +281,15 @@ WITHHELD = ("probes differ between the sides and outweigh its own time: neither 
 def pair(sides: Sides) -> tuple[list[Change], dict[str, tuple[Side, Side]]]:
     """Every function seen on either side: new and removed ones as simple changes, and the ones
     measured on both sides, to be tested."""
-    names = sorted({f.name for p in sides.target + sides.base for f in p.profile.functions})
+    names = sorted(set().union(*(p.profile.names() for p in sides.target + sides.base)))
     simple: list[Change] = []
     both = {}
     target, base = _sides_of(Runs(p.profile for p in sides.target)), _sides_of(Runs(p.profile for p in sides.base))
     for n in names:
         t, b, like = _sides(target, base, n)
-        t, b = _or_absent(t, b, sides.target, sides.base, n), _or_absent(b, t, sides.base, sides.target, n)
-        t = t if t is not None or b is None else unseen(b, sides.target, n)
+        if t is None or b is None:  # (a side that did not measure it: absent there, or not caught)
+            t, b = _or_absent(t, b, sides.target, sides.base, n), _or_absent(b, t, sides.base, sides.target, n)
+            t = t if t is not None or b is None else unseen(b, sides.target, n)
         if t is None or b is None or not (any(t.totals) or any(b.totals)):
             continue
         if t.sampled != b.sampled and any(t.totals) and any(b.totals):

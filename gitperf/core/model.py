@@ -292,6 +292,11 @@ class Profile:
     def config_key(self) -> str:
         return self.header.config_key
 
+    @cached_property  # (asked of every profile of a check's base and history: ~40 a commit in the index)
+    def comparison_key(self) -> str:
+        """`comparison_key`'s value for this profile."""
+        return f"{self.config_key}|{self.plan.mode}|{self.plan.fingerprint}|{command_id(self.header.command)}"
+
     @property
     def complete(self) -> bool:
         """Partial runs (crash, timeout) measure a different amount of work: never a baseline or target."""
@@ -306,6 +311,10 @@ class Profile:
 
     def function(self, name: str) -> FunctionStats | None:
         return self._by_name.get(name)
+
+    def names(self):
+        """Its functions' names (a set-like view)."""
+        return self._by_name.keys()
 
     def functions_named(self, names: list[str]) -> list[FunctionStats | None]:
         """`function` of each name, in order (a side's functions at once: `stats.timing.exact`)."""
@@ -369,4 +378,4 @@ def comparison_key(p: Profile) -> str:
     plan (`PlanRecord.fingerprint`) and the same workload command: a workload whose command changed
     under its name starts a new series (a 5-round check of a 10 s command once became the stored
     verdict of a 0.2 s workload of the same name).  binary|workload|engine|machine|mode|plan|command."""
-    return f"{p.config_key}|{p.plan.mode}|{p.plan.fingerprint}|{command_id(p.header.command)}"
+    return p.comparison_key

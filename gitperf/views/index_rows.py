@@ -16,7 +16,6 @@ import numpy as np
 import pygit2
 
 from gitperf import checks
-from gitperf.checks.change import json_number
 from gitperf.checks.decision import UNRESOLVED_WORDS
 from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
@@ -271,7 +270,9 @@ def change_columns(commit: str, changes: Sequence[checks.Change]) -> Columns:
     out = Columns(commit=[commit] * len(changes))
     out.update(zip(CHANGE_TEXTS, map(list, zip(*map(_change_texts, changes)))))
     numbers = zip(*map(_change_numbers, changes))
-    out.update((k, [json_number(v) for v in column]) for k, column in zip(CHANGE_NUMBERS, numbers))
+    # (`json_number` inline: a finite number less itself is 0; None, NaN and infinities are null)
+    out.update((k, [v if v is not None and v - v == 0 else None for v in column])
+               for k, column in zip(CHANGE_NUMBERS, numbers))
     instr = [c.instructions or (None, None) for c in changes]
     out.update(changed=[int(c.changed) for c in changes], since=[c.since or "" for c in changes],
                rank=list(range(len(changes))), instr_base=[i[0] for i in instr], instr_target=[i[1] for i in instr])
