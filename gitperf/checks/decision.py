@@ -178,5 +178,5 @@ def error_budget(names: list[str], changed: frozenset[str]) -> tuple[list[float]
         share.update(changed=(1 - ROOT_SHARE) * CHANGED_SHARE, other=(1 - ROOT_SHARE) * (1 - CHANGED_SHARE))
     elif groups["changed"]:
         share["changed"] = 1 - ROOT_SHARE
-    of = {n: g for g, ns in groups.items() for n in ns}
-    return [share[of[n]] / len(groups[of[n]]) / times[n] for n in names], sum(share.values())
+    each = {n: share[g] / len(ns) for g, ns in groups.items() for n in ns}  # (a function's share of its group's)
+    return [each[n] / times[n] for n in names], sum(share.values())

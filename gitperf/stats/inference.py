@@ -100,8 +100,12 @@ class Prior:
 
 def _trigamma(y):
     """The trigamma function: Hurwitz's zeta(2, y), which is what `special.polygamma(1, y)` computes
-    through a Python wrapper at 7x the cost (equal to the last bit on 200,000 values from 1e-6 to 1e9)."""
-    return special.zeta(2, y) if isinstance(y, np.ndarray) else float(special.zeta(2, y))
+    through a Python wrapper at 7x the cost (equal to the last bit on 200,000 values from 1e-6 to 1e9).
+    An array's distinct values once: a check's degrees of freedom take a few values (zeta is ~0.2 us each)."""
+    if not isinstance(y, np.ndarray):
+        return float(special.zeta(2, y))
+    values, at = np.unique(y, return_inverse=True)
+    return special.zeta(2, values)[at]
 
 
 def _trigamma_inverse(x: float) -> float:
@@ -422,7 +426,7 @@ def holm(pvalues: Sequence[float], weights: Sequence[float] | None = None, total
     shares of, when they add up to less (a share kept for hypotheses not tested; default their sum)."""
     m = len(pvalues)
     w = [1.0] * m if weights is None else [max(float(x), 1e-12) for x in weights]
-    order = sorted(range(m), key=lambda i: pvalues[i] / w[i])
+    order = sorted(range(m), key=[p / x for p, x in zip(pvalues, w)].__getitem__)
     remaining = sum(w) if total is None else max(total, sum(w))
     adjusted = [0.0] * m
     running = 0.0
