@@ -71,29 +71,35 @@ def summaries(commit: str, profiles: list[StoredProfile]) -> Columns:
     out = Columns((c, []) for c in SUMMARY_COLUMNS)
     for key, ps in checks.group(profiles).items():
         runs = Runs(p.profile for p in ps)
-        by = by_name(runs)
-        timed = timings(runs, by=by)
-        table = exact(runs, True)  # (the functions every run counted: their values are its rows)
-        counted = dict(zip(table.names, table.times.tolist()))
-        names, ts = list(timed), list(timed.values())
-        values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in zip(names, ts)]
-        pooled = [t.calls is None for t in ts]
-        _, low, high = zip(*_centered(values)) if ts else ((), (), ())
-        k, workload, plan = len(ts), runs[0].header.workload, runs[0].plan.describe()
-        for c, v in (("commit", commit), ("config_key", key), ("workload", workload), ("plan", plan)):
+        k = _add_summaries(out, runs)
+        for c, v in (("commit", commit), ("config_key", key), ("workload", runs[0].header.workload),
+                     ("plan", runs[0].plan.describe())):
             out[c] += [v] * k
-        out["name"] += names
-        out["runs"] += [t.runs for t in ts]
-        out["count"] += [t.calls for t in ts]
-        out["total_ns"] += [t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns for t in ts]
-        out["total_min"] += [None if p else min(vs) for p, vs in zip(pooled, values)]
-        out["total_max"] += [None if p else max(vs) for p, vs in zip(pooled, values)]
-        out["ci_low"] += [None if p else lo for p, lo in zip(pooled, low)]
-        out["ci_high"] += [None if p else hi for p, hi in zip(pooled, high)]
-        out["exclusive_ns"] += [t.exclusive_ns for t in ts]
-        out["sampled"] += [int(t.sampled) for t in ts]
-        out["location"] += [by[n][0].location or next((f.location for f in by[n] if f.location), "") for n in names]
     return out if out["commit"] else Columns()
+
+
+def _add_summaries(out: Columns, runs: Runs) -> int:
+    """The summaries' own columns of one comparison key's runs, added to `out`; how many rows."""
+    by = by_name(runs)
+    timed = timings(runs, by=by)
+    table = exact(runs, True)  # (the functions every run counted: their values are its rows)
+    counted = dict(zip(table.names, table.times.tolist()))
+    names, ts = list(timed), list(timed.values())
+    values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in zip(names, ts)]
+    pooled = [t.calls is None for t in ts]
+    _, low, high = zip(*_centered(values)) if ts else ((), (), ())
+    out["name"] += names
+    out["runs"] += [t.runs for t in ts]
+    out["count"] += [t.calls for t in ts]
+    out["total_ns"] += [t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns for t in ts]
+    out["total_min"] += [None if p else min(vs) for p, vs in zip(pooled, values)]
+    out["total_max"] += [None if p else max(vs) for p, vs in zip(pooled, values)]
+    out["ci_low"] += [None if p else lo for p, lo in zip(pooled, low)]
+    out["ci_high"] += [None if p else hi for p, hi in zip(pooled, high)]
+    out["exclusive_ns"] += [t.exclusive_ns for t in ts]
+    out["sampled"] += [int(t.sampled) for t in ts]
+    out["location"] += [by[n][0].location or next((f.location for f in by[n] if f.location), "") for n in names]
+    return len(ts)
 
 
 # the functions table's columns, in the order its rows have always had them
