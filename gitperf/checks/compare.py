@@ -124,9 +124,14 @@ def _tests(sh: _Shared, both: dict[str, tuple[Side, Side]], changed: frozenset[s
 
 
 def _method(sh: _Shared, r: Result, how: str) -> str:
-    what = ("workload total vs session noise" if r.tested.name == ROOT and not sh.paired else
-            "median call x calls, paired rounds" if r.tested.per_call else
-            "paired rounds" if sh.paired else f"residual vs common shift {sh.common_shift}")
+    return _method_words(r.tested.name == ROOT and not sh.paired, bool(r.tested.per_call), bool(sh.paired),
+                         sh.common_shift, how)
+
+
+@functools.lru_cache(maxsize=64)  # (every function's change: a few kinds a check)
+def _method_words(root_alone: bool, per_call: bool, paired: bool, shift: str, how: str) -> str:
+    what = ("workload total vs session noise" if root_alone else "median call x calls, paired rounds" if per_call else
+            "paired rounds" if paired else f"residual vs common shift {shift}")
     return what + how
 
 
