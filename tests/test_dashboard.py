@@ -237,6 +237,27 @@ def test_every_change_row_reads_as_the_checks_own_change(empty_repo):
     assert any(None in row for row in got), "some change has an undefined number (NaN written as null)"
 
 
+def test_the_writer_stores_nanoseconds_whole_as_round_does_and_keeps_what_is_no_number():
+    """`index_build.Rows.add` rounds the nanosecond columns half to even, as `round`, whether a column
+    holds only numbers (one `map`) or also None, NaN and infinities (kept as they are), from columns or
+    from row dicts alike; other columns stay as given."""
+    import math
+    from gitperf.views.index_build import Rows
+    from gitperf.views.index_rows import Columns
+    numbers = [0.5, 1.5, 2.5, -0.5, -1.5, 3.7, 7, 2 ** 60 + 0.0, 1e15 + 0.5]
+    mixed = numbers + [None, math.nan, math.inf, -math.inf]
+    for ns in (numbers, mixed):
+        rows = Rows()
+        rows.add("t", Columns(ns=list(ns), other=list(ns)), whole=("ns",))
+        rows.add("t", [{"ns": v, "other": v} for v in ns], whole=("ns",))
+        stored, other = rows.tables["t"][1]
+        expected = [v if v is None or not math.isfinite(v) else round(v) for v in ns] * 2
+        assert [type(v) for v in stored] == [type(v) for v in expected]
+        assert all(a == b or a is b for a, b in zip(stored, expected)), (stored, expected)
+        assert all(a is b for a, b in zip(other, list(ns) * 2)) and len(other) == 2 * len(ns)
+    assert stored[:5] == [0, 2, 2, 0, -2]
+
+
 def test_paired_ratios_chain_from_the_parents_measured_time_and_break_where_a_commit_has_none():
     from gitperf.web.plots import chained
     total = [{"seq": q, "total_ns": t * 1e6} for q, t in ((1, 10.0), (2, 11.0), (3, 30.0), (4, 20.0), (5, 21.0), (8, 9.0))]

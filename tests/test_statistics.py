@@ -454,6 +454,39 @@ def test_row_medians_are_numpys_to_the_last_bit():
             assert np.array_equal(inference.row_medians(m), np.median(m, axis=1)), (rows, cols)
 
 
+def test_median_is_numpys_to_the_last_bit():
+    """`inference.median` (the common shift, a pair's scale) for `np.median`: odd and even lengths, ties,
+    a NaN among the values, none at all."""
+    rng = np.random.default_rng(8)
+    for n in (1, 2, 3, 4, 5, 6, 199, 200):
+        for x in (rng.lognormal(0, 3, n) * rng.choice([-1, 1], n), np.round(rng.normal(0, 2, n))):
+            assert inference.median(x) == float(np.median(x)), n
+            assert inference.median(x.tolist()) == float(np.median(x)), n
+    assert math.isnan(inference.median([1.0, math.nan, 2.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (numpy's own, for the mean of nothing)
+        assert math.isnan(inference.median([]))
+
+
+def test_moderating_every_function_at_once_is_moderating_each():
+    """The session noise moderates every function at once (`squeeze_fit`, `moderate_all`): the same
+    priors and posteriors as `squeeze`'s `Prior.moderate` one by one, to the last bit, with a finite
+    weight, a weight raised to `min_df` and an infinite one (noise alike everywhere)."""
+    rng = np.random.default_rng(9)
+    sizes = np.geomspace(1e9, 1e4, 200)
+    for spread, min_df in ((rng.chisquare(3, 200) / 3, 0.0), (rng.chisquare(3, 200) / 3, 40.0),
+                           (np.full(200, 0.01), 0.0)):
+        variances = (spread * 0.01).tolist()
+        dfs = rng.choice([1.65, 2.2, 4.0], 200)
+        priors = inference.squeeze(variances, dfs, sizes, min_df)
+        prior_vars, d0 = inference.squeeze_fit(variances, dfs, sizes, min_df)
+        assert [p.var for p in priors] == prior_vars.tolist() and all(p.df == d0 for p in priors)
+        each = [p.moderate(v, d) for p, v, d in zip(priors, variances, dfs.tolist())]
+        at_once = inference.moderate_all(prior_vars, d0, np.array(variances), dfs)
+        assert each == list(zip(*(a.tolist() for a in at_once))), (min_df, d0)
+    assert math.isinf(d0)
+
+
 def test_run_times_follow_the_stats_own_native_rule():
     """`stats.timing.run_times` restates `FunctionStats.correctable` and `.native_ns` on values read once
     (the index asks for every function of every side): it must read what the properties read, in every
@@ -478,6 +511,8 @@ def test_trigamma_is_polygammas_to_the_last_bit():
     y = np.concatenate([np.geomspace(1e-6, 1e9, 20_000), np.random.default_rng(3).uniform(0.01, 50, 20_000)])
     assert np.array_equal(inference._trigamma(y), special.polygamma(1, y))
     assert all(inference._trigamma(float(v)) == float(special.polygamma(1, v)) for v in y[::997])
+    repeated = np.repeat([0.55, 1.1, 2.2, 0.825], 50)  # (an array's distinct values are computed once)
+    assert np.array_equal(inference._trigamma(repeated), special.polygamma(1, repeated))
 
     def inverse_by_polygamma(x):  # (limma's trigammaInverse as it read before: the Newton steps' tetragamma too)
         y = 0.5 + 1 / x
