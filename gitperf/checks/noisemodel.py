@@ -217,7 +217,7 @@ def _moderated(resid: np.ndarray, names: list[str], sizes: dict[str, float]) -> 
         return {}
     at, df = np.concatenate(cols).tolist(), np.concatenate(dfs)
     var = np.array([sd ** 2 for sd in np.concatenate(sds).tolist()])  # (Python's pow, as `priors`: numpy's
-    # x*x differs from it in the last bit of one square in a thousand)
+    # x*x differs from it in the last bit of about one square in 1,200)
     fit = inference.squeeze_fit(var, df, [sizes[names[j]] for j in at], MODERATION_DF)
     source = "history (moderated)" if fit else "history"
     if fit:

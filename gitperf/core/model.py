@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import KeysView
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -312,7 +313,7 @@ class Profile:
     def function(self, name: str) -> FunctionStats | None:
         return self._by_name.get(name)
 
-    def names(self):
+    def names(self) -> KeysView[str]:
         """Its functions' names (a set-like view)."""
         return self._by_name.keys()
 

@@ -310,7 +310,7 @@ def center_diff_sds(sessions: list[np.ndarray], n_target: int, n_base: int) -> n
 @functools.lru_cache(maxsize=16)
 def _picks(deviations: int, n_target: int, n_base: int) -> tuple[np.ndarray, np.ndarray]:
     """`center_diff_sds`' seeded draws of the deviations' columns, which depend on the counts alone (the
-    index asks with the same few counts every check: drawing them was half of its cost)."""
+    index asks with the same few counts every check: drawing them was 40% of its cost)."""
     rng = np.random.default_rng(0)
     picks = tuple(rng.integers(0, deviations, (CENTER_DRAWS, n)) for n in (n_target, n_base))
     for p in picks:
