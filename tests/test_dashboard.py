@@ -254,7 +254,8 @@ def test_the_writer_stores_nanoseconds_whole_as_round_does_and_keeps_what_is_no_
         expected = [v if v is None or not math.isfinite(v) else round(v) for v in ns] * 2
         assert [type(v) for v in stored] == [type(v) for v in expected]
         assert all(a == b or a is b for a, b in zip(stored, expected)), (stored, expected)
-        assert all(a is b for a, b in zip(other, list(ns) * 2)) and len(other) == 2 * len(ns)
+        assert len(other) == 2 * len(ns)
+        assert all(a is b for a, b in zip(other, list(ns) * 2))
     assert stored[:5] == [0, 2, 2, 0, -2]
 
 

@@ -480,7 +480,8 @@ def test_moderating_every_function_at_once_is_moderating_each():
         dfs = rng.choice([1.65, 2.2, 4.0], 200)
         priors = inference.squeeze(variances, dfs, sizes, min_df)
         prior_vars, d0 = inference.squeeze_fit(variances, dfs, sizes, min_df)
-        assert [p.var for p in priors] == prior_vars.tolist() and all(p.df == d0 for p in priors)
+        assert [p.var for p in priors] == prior_vars.tolist()
+        assert all(p.df == d0 for p in priors)
         each = [p.moderate(v, d) for p, v, d in zip(priors, variances, dfs.tolist())]
         at_once = inference.moderate_all(prior_vars, d0, np.array(variances), dfs)
         assert each == list(zip(*(a.tolist() for a in at_once))), (min_df, d0)
