@@ -474,18 +474,21 @@ def test_moderating_every_function_at_once_is_moderating_each():
     weight, a weight raised to `min_df` and an infinite one (noise alike everywhere)."""
     rng = np.random.default_rng(9)
     sizes = np.geomspace(1e9, 1e4, 200)
-    for spread, min_df in ((rng.chisquare(3, 200) / 3, 0.0), (rng.chisquare(3, 200) / 3, 40.0),
-                           (np.full(200, 0.01), 0.0)):
-        variances = (spread * 0.01).tolist()
-        dfs = rng.choice([1.65, 2.2, 4.0], 200)
-        priors = inference.squeeze(variances, dfs, sizes, min_df)
-        prior_vars, d0 = inference.squeeze_fit(variances, dfs, sizes, min_df)
+    dfs = rng.choice([1.65, 2.2, 4.0], 200)
+    unlike = np.exp(rng.normal(0, 1.5, 200)) * rng.chisquare(dfs) / dfs * 0.01  # (functions' noise differs)
+    weights = []
+    for variances, min_df in ((unlike, 0.0), (unlike, 40.0), (np.full(200, 0.01), 0.0)):
+        priors = inference.squeeze(variances.tolist(), dfs, sizes, min_df)
+        prior_vars, d0 = inference.squeeze_fit(variances.tolist(), dfs, sizes, min_df)
         assert [p.var for p in priors] == prior_vars.tolist()
         assert all(p.df == d0 for p in priors)
-        each = [p.moderate(v, d) for p, v, d in zip(priors, variances, dfs.tolist())]
-        at_once = inference.moderate_all(prior_vars, d0, np.array(variances), dfs)
+        each = [p.moderate(v, d) for p, v, d in zip(priors, variances.tolist(), dfs.tolist())]
+        at_once = inference.moderate_all(prior_vars, d0, variances, dfs)
         assert each == list(zip(*(a.tolist() for a in at_once))), (min_df, d0)
-    assert math.isinf(d0)
+        weights.append(d0)
+    assert 0 < weights[0] < 40
+    assert weights[1] == 40
+    assert math.isinf(weights[2])
 
 
 def test_run_times_follow_the_stats_own_native_rule():
