@@ -885,3 +885,36 @@ def test_the_commit_page_shows_the_checks_changes_at_a_glance(synthetic):
     assert "before → after:" in page.split('<table class="report">')[1].split("<h2")[0]
     bars = _figure(page, "bars-1")
     assert bars["data"][0]["textposition"] == "none"  # a bar's name once: its axis label
+
+
+def _runs_of(workload: str, seed: int, kinds: str) -> "StoredProfile":
+    """One run of `workload`: its functions traced (t), traced with probes beyond CORRECTABLE_SHARE (p),
+    stack-sampled (s) or not called (0), one a letter."""
+    from helpers import make_profile
+    from gitperf.core.model import StoredProfile
+    p = make_profile("c" * 40, workload, n_functions=len(kinds), seed=seed)
+    fs = [replace(f, sampled=k == "s", count=0 if k in "s0" else f.count, total_ns=0 if k == "0" else f.total_ns,
+                  probe_ns={"t": f.total_ns // 10 + seed, "p": f.total_ns // 2}.get(k, 0))
+          for f, k in zip(p.functions, kinds)]
+    return StoredProfile("c" * 40, seed, f"id{seed}", replace(p, functions=tuple(fs)))
+
+
+def test_the_function_pages_natives_from_arrays_are_the_rows_one_function_at_a_time():
+    """`function_native_rows` reads the runs of a workload that list the same functions, each of one kind,
+    from their arrays (`Profile.numbers`): the same rows in the same order as one function of one run at a
+    time, for interleaved workloads too; runs that differ take the one-at-a-time path."""
+    from gitperf.views import index_rows as R
+
+    def one_at_a_time(runs):
+        by = R._natives_by_function([sp.profile for sp in runs if sp.profile.complete])
+        return R._native_columns("c" * 40, [*by], [len(v) for v in by.values()], R._centered([*by.values()]))
+
+    aligned = [_runs_of("w1", 1, "ttpst0t"), _runs_of("w2", 2, "tst"), _runs_of("w1", 3, "ttpst0t"),
+               _runs_of("w2", 4, "tst"), _runs_of("w1", 5, "ttpst0t")]
+    assert all(R._aligned_natives([sp.profile for sp in aligned[k::2]]) is not None for k in (0, 1))
+    assert R.function_native_rows("c" * 40, aligned) == one_at_a_time(aligned)
+    assert len(R.function_native_rows("c" * 40, aligned)["name"]) == 8, "w1: 5 rows (one not correctable, one not called), w2: 3"
+    for differing in ([_runs_of("w1", 1, "ttps"), _runs_of("w1", 2, "tpps")],  # (a kind differs between runs)
+                      [_runs_of("w1", 1, "tts"), _runs_of("w2", 2, "tt"), _runs_of("w1", 3, "ttst")]):  # (a function more)
+        assert R._aligned_natives([sp.profile for sp in differing if sp.profile.header.workload == "w1"]) is None
+        assert R.function_native_rows("c" * 40, differing) == one_at_a_time(differing)

@@ -643,3 +643,22 @@ def test_a_timelines_band_borrows_the_lines_spread_and_keeps_its_coverage():
     assert one_run[0] == pytest.approx(inference.center_interval_bounds(math.log(1e6), math.log(1.1) / (
         inference._quantile(inference._center_df(3), 0.975) * math.sqrt(inference.center_var(3))),
         inference._center_df(3), 3, 0.95), rel=1e-9)
+
+
+def test_a_sides_counted_functions_from_the_runs_arrays_are_those_read_one_function_at_a_time():
+    """`timing.exact` reads runs that list the same functions in the same order from their arrays
+    (`Profile.numbers`); runs listing them in another order are read one function at a time.  Both give
+    the same functions in the first run's order, the same stats and the same values, a sampled
+    function (in any run) left out."""
+    from helpers import make_profile
+    from gitperf.stats.timing import Runs, exact
+    runs = [make_profile("c" * 40, n_functions=6, seed=s) for s in (1, 2, 3)]
+    runs[1] = replace(runs[1], functions=tuple(replace(f, sampled=f.name == "fn_2<int>", probe_ns=f.total_ns // 3 * (i % 2))
+                                               for i, f in enumerate(runs[1].functions)))
+    shuffled = replace(runs[2], functions=runs[2].functions[::-1])
+    for native in (True, False):
+        a, b = exact(Runs(runs), native), exact(Runs([runs[0], runs[1], shuffled]), native)
+        assert a.names == b.names == [f"fn_{i}<int>" for i in (0, 1, 3, 4, 5)]
+        assert all(x is y for ra, rb in zip(a.stats, b.stats) for x, y in zip(ra, rb))
+        for k in ("raw", "times", "native", "probes", "exclusive", "counts", "total", "own", "calls"):
+            assert np.array_equal(getattr(a, k), getattr(b, k)), k

@@ -6,6 +6,7 @@ which reads that shape back (a check kept in a note, `checks.record`) or says wh
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cmp_to_key
@@ -178,12 +179,15 @@ def _before(a: Change, b: Change) -> int:
     return (ka < kb) - (ka > kb)
 
 
+_SEVERITY = operator.attrgetter("severity")  # (a sort key of every change the index derives)
+
+
 def report_order(changes) -> list[Change]:
     """Changes in the order a report reads them (`_before`).  Time verdicts rank before every other
     kind (`_RANK`), and only they need the pairwise comparison: the rest (most of the index's changes,
     every function's) sort by key."""
     timed = sorted((c for c in changes if c.type in TIMED), key=cmp_to_key(_before))
-    return timed + sorted((c for c in changes if c.type not in TIMED), key=lambda c: c.severity)
+    return timed + sorted((c for c in changes if c.type not in TIMED), key=_SEVERITY)
 
 
 def listed(kind: str, asked: bool) -> bool:

@@ -7,11 +7,15 @@ Only plain data lives here; encoding to a note line is in `codec.py`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import operator
 from collections.abc import KeysView
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from functools import cached_property
+
+import numpy as np
 
 from gitperf.core.typed import Amount, Count, Real, Signed
 
@@ -277,6 +281,11 @@ class InstructionCounts:
     spread_from: str = ""
 
 
+# `Profile.numbers`' columns
+NUMBERS = ("total_ns", "probe_ns", "exclusive_ns", "count", "sampled")
+_NUMBERS = operator.attrgetter(*NUMBERS)
+
+
 @dataclass(frozen=True)
 class Profile:
     header: Header
@@ -320,6 +329,21 @@ class Profile:
     def functions_named(self, names: list[str]) -> list[FunctionStats | None]:
         """`function` of each name, in order (a side's functions at once: `stats.timing.exact`)."""
         return list(map(self._by_name.get, names))
+
+    @cached_property
+    def function_names(self) -> list[str]:
+        """Its functions' names in their order."""
+        return [f.name for f in self.functions]
+
+    @cached_property
+    def numbers(self) -> np.ndarray:
+        """Its functions' `NUMBERS`, a row each in their order (floats: whole nanoseconds are exact below
+        2 ** 53): what the index's readers take of every function of every run at once (`stats.timing.exact`,
+        the function page's natives), read from the functions once."""
+        v = np.fromiter(itertools.chain.from_iterable(map(_NUMBERS, self.functions)), float,
+                        len(NUMBERS) * len(self.functions)).reshape(len(self.functions), len(NUMBERS))
+        v.flags.writeable = False  # (shared by every reader of the profile)
+        return v
 
     @cached_property
     def _by_name(self) -> dict[str, FunctionStats]:

@@ -429,8 +429,8 @@ def holm(pvalues: Sequence[float], weights: Sequence[float] | None = None, total
     adjusted = [0.0] * m
     running = 0.0
     for i in order:
-        running = max(running, min(1.0, pvalues[i] * remaining / w[i]))
-        adjusted[i] = running
+        p = pvalues[i] * remaining / w[i]  # (running = max(running, min(1.0, p)), NaN as 1, without two calls)
+        adjusted[i] = running = (p if p < 1.0 else 1.0) if not p <= running else running
         remaining -= w[i]
     return adjusted
 

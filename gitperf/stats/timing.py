@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from gitperf.core import stacks
-from gitperf.core.model import CORRECTABLE_SHARE, FunctionStats, Profile
+from gitperf.core.model import CORRECTABLE_SHARE, NUMBERS, FunctionStats, Profile
 from gitperf.stats import inference
 
 
@@ -119,28 +119,41 @@ class Exact:
     calls: np.ndarray
 
 
-_VALUES = operator.attrgetter("total_ns", "probe_ns", "exclusive_ns", "count")  # (`exact`'s, in its order)
 _SAMPLED = operator.attrgetter("sampled")
+_VALUES = operator.attrgetter(*NUMBERS[:4])  # (`exact`'s, in its order)
 
 
 @functools.lru_cache(maxsize=8)
 def exact(runs: Runs, native_allowed: bool) -> Exact:
     """`Exact` of `runs` (remembered for the last few: a commit's runs are the target of its check, the
     rows of its summaries and the base of its child's check)."""
-    names = [f.name for f in runs[0].functions] if runs else []
-    rows = [fs for fs in zip(*(p.functions_named(names) for p in runs))
-            if None not in fs and not any(map(_SAMPLED, fs))]
-    # (from one iterator of every value: numpy reads nested lists of ints at twice the cost)
-    values = np.fromiter(itertools.chain.from_iterable(map(_VALUES, itertools.chain.from_iterable(rows))), float,
-                         4 * len(rows) * len(runs)).reshape(len(rows), len(runs), 4)
+    names, rows, values = _counted(runs)
     raw, probes, exclusive, counts = (values[:, :, k] for k in range(4))
     native = (probes <= CORRECTABLE_SHARE * raw).all(axis=1) & native_allowed
     times = np.where(native[:, None], np.maximum(raw - probes, 0.0), raw)
-    out = Exact([fs[0].name for fs in rows], rows, raw, times, native, probes, exclusive, counts,
+    out = Exact(names, rows, raw, times, native, probes, exclusive, counts,
                 *(inference.row_medians(m) for m in (times, exclusive, counts)))
     for a in (raw, probes, exclusive, counts, times, native, out.total, out.own, out.calls):  # (read-only: shared)
         a.flags.writeable = False
     return out
+
+
+def _counted(runs: Runs) -> tuple[list[str], list[tuple[FunctionStats, ...]], np.ndarray]:
+    """The functions every run counted (in the first run's order), their stats in each run, and their
+    `NUMBERS` but `sampled` (function x run x number).  From the runs' own arrays where they list the
+    same functions in the same order (the runs of one plan: most of them)."""
+    first = runs[0].function_names if runs else []
+    if runs and all(p.function_names == first for p in runs[1:]):
+        v = np.stack([p.numbers for p in runs], axis=1)
+        keep = (v[:, :, 4] == 0).all(axis=1)
+        rows = list(itertools.compress(zip(*(p.functions for p in runs)), keep.tolist()))
+        return list(itertools.compress(first, keep.tolist())), rows, v[keep, :, :4]
+    rows = [fs for fs in zip(*(p.functions_named(first) for p in runs))
+            if None not in fs and not any(map(_SAMPLED, fs))]
+    # (from one iterator of every value: numpy reads nested lists of ints at twice the cost)
+    values = np.fromiter(itertools.chain.from_iterable(map(_VALUES, itertools.chain.from_iterable(rows))), float,
+                         4 * len(rows) * len(runs)).reshape(len(rows), len(runs), 4)
+    return [fs[0].name for fs in rows], rows, values
 
 
 def timings(profiles: Sequence[Profile], pool: Pool | None = None,

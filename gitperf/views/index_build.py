@@ -104,6 +104,11 @@ class _Deriver:
 
     def __call__(self, jobs: list[Job]) -> Rows:
         out = Rows(commits=len(jobs))
+        with _unverified_reads():
+            self._derive(jobs, out)
+        return out
+
+    def _derive(self, jobs: list[Job], out: Rows) -> None:
         for job in jobs:
             derived = {}
             if job.oid is not None:
@@ -112,7 +117,20 @@ class _Deriver:
                 derived |= rows.check_rows(self.store, job.commit, self.cfg)
             for table, dicts in derived.items():
                 out.add(table, dicts, self.whole.get(table, ()))
-        return out
+
+
+@contextmanager
+def _unverified_reads() -> Iterator[None]:
+    """libgit2 without hashing every object it reads again (`enable_strict_hash_verification`, on by
+    default; git's own readers leave it to `git fsck`): a deriver only reads, and a damaged note still
+    fails zlib's checksum and its line's own (`core.codec`).  The SHA-1 of each note and tree read was
+    1.3% of a commit's instructions (`bench/indexcost.py`).  A process-wide option, back at libgit2's
+    default after (git perf sets it nowhere else)."""
+    pygit2.settings.enable_strict_hash_verification(False)
+    try:
+        yield
+    finally:
+        pygit2.settings.enable_strict_hash_verification(True)
 
 
 def derive(source: Source, jobs: list[Job], say: Progress) -> Iterator[Rows]:

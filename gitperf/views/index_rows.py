@@ -19,7 +19,7 @@ from gitperf import checks
 from gitperf.checks.decision import UNRESOLVED_WORDS
 from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
-from gitperf.core.model import FunctionStats, Mode, Profile, StoredProfile
+from gitperf.core.model import CORRECTABLE_SHARE, NUMBERS, FunctionStats, Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
 from gitperf.stats.timing import Runs, Timing, by_name, exact, stack_only, timings
 from gitperf.store.notes import NotesStore
@@ -118,16 +118,22 @@ def _run_values(fs: list[FunctionStats], t: Timing) -> list[float]:
 
 def _centered(sessions: list[list[float]]) -> list[tuple[float, float | None, float | None]]:
     """Each session's center and its interval (`inference.center_interval`; None with one run), the
-    sessions of as many runs at once (`inference.center_intervals`)."""
+    sessions of as many runs at once (`_intervals`)."""
     out: list = [None] * len(sessions)
     by_runs: dict[int, list[int]] = {}
     for i, s in enumerate(sessions):
         by_runs.setdefault(len(s), []).append(i)
     for at in by_runs.values():
-        centers, low, high = inference.center_intervals(np.array([sessions[i] for i in at], float))
-        for i, c, lo, hi in zip(at, centers.tolist(), low.tolist(), high.tolist()):
-            out[i] = (c, None if math.isnan(lo) else lo, None if math.isnan(hi) else hi)
+        for i, c in zip(at, _intervals(np.array([sessions[i] for i in at], float))):
+            out[i] = c
     return out
+
+
+def _intervals(sessions: np.ndarray) -> list[tuple[float, float | None, float | None]]:
+    """`_centered` of a matrix, a session a row (`inference.center_intervals`: each row alone)."""
+    centers, low, high = inference.center_intervals(sessions)
+    return [(c, None if math.isnan(lo) else lo, None if math.isnan(hi) else hi)
+            for c, lo, hi in zip(centers.tolist(), low.tolist(), high.tolist())]
 
 
 def profile_row(p: StoredProfile, siblings: list[StoredProfile]) -> dict:
@@ -231,22 +237,64 @@ def function_native_rows(commit: str, profiles: list[StoredProfile]) -> Columns:
     run gives -- traced: inclusive time less the calibrated probe time (when that is at most
     CORRECTABLE_SHARE of it); stack-sampled: its own time, the samples' share of the run -- one row per
     kind, the center of the runs with its interval (the function page's series)."""
+    complete = [sp.profile for sp in profiles if sp.profile.complete]
+    runs: dict[tuple[str, str], list[Profile]] = {}
+    for p in complete:
+        runs.setdefault((p.header.workload, p.header.machine), []).append(p)
+    aligned = [_aligned_natives(ps) for ps in runs.values()]
+    if None in aligned:  # (one function of one run at a time)
+        by = _natives_by_function(complete)
+        keys, values = [*by], [*by.values()]
+        return _native_columns(commit, keys, list(map(len, values)), _centered(values))
+    keys, counts, centered = [], [], []
+    for (workload, machine), (names, kinds, values) in zip(runs, aligned):
+        keys += [(workload, machine, n, k) for n, k in zip(names, kinds)]
+        counts += [values.shape[1]] * len(names)
+        centered += _intervals(values)
+    return _native_columns(commit, keys, counts, centered)
+
+
+def _native_columns(commit: str, keys: list[tuple[str, str, str, str]], runs: list[int],
+                    centered: list[tuple[float, float | None, float | None]]) -> Columns:
+    if not keys:
+        return Columns()
+    (workloads, machines, names, kinds), (totals, low, high) = zip(*keys), zip(*centered)
+    return Columns(commit=[commit] * len(keys), workload=list(workloads), machine=list(machines), name=list(names),
+                   kind=list(kinds), runs=runs, total_ns=list(totals), ci_low=list(low), ci_high=list(high))
+
+
+def _natives_by_function(runs: list[Profile]) -> dict[tuple[str, str, str, str], list[float]]:
+    """Per (workload, machine, function, kind), the runs' values in that kind's measure; the rows in the
+    order the runs first have them."""
     by: dict[tuple[str, str, str, str], list[float]] = {}
-    for sp in profiles:
-        if not sp.profile.complete:
-            continue
-        h = sp.profile.header
-        for f in sp.profile.functions:
+    for p in runs:
+        h = p.header
+        for f in p.functions:
             if f.sampled:
                 by.setdefault((h.workload, h.machine, f.name, SAMPLED), []).append(float(f.total_ns))
             elif f.count and f.correctable:
                 by.setdefault((h.workload, h.machine, f.name, TRACED), []).append(float(f.native_ns))
-    if not by:
-        return Columns()
-    (workloads, machines, names, kinds), centered = zip(*by), _centered([*by.values()])
-    return Columns(commit=[commit] * len(by), workload=list(workloads), machine=list(machines), name=list(names),
-                   kind=list(kinds), runs=list(map(len, by.values())), total_ns=[c for c, _, _ in centered],
-                   ci_low=[lo for _, lo, _ in centered], ci_high=[hi for _, _, hi in centered])
+    return by
+
+
+def _aligned_natives(runs: list[Profile]) -> tuple[list[str], list[str], np.ndarray] | None:
+    """`_natives_by_function`'s rows of one workload's runs on one machine from their arrays
+    (`Profile.numbers`), where every run lists the same functions in the same order, each of one kind in
+    all of them (the runs of one plan: a later run adds no row, so the rows and their order are the
+    same): the functions, their kinds and their runs' values (a row each); None where the runs differ."""
+    names = runs[0].function_names
+    if any(p.function_names != names for p in runs[1:]):
+        return None
+    v = np.stack([p.numbers for p in runs])  # (run x function x number)
+    total, probe, count, sampled = (v[:, :, NUMBERS.index(k)] for k in ("total_ns", "probe_ns", "count", "sampled"))
+    sampled = sampled != 0
+    traced = ~sampled & (count != 0) & (probe <= CORRECTABLE_SHARE * total)  # (`FunctionStats.correctable`)
+    kind = np.where(sampled, 1, np.where(traced, 2, 0))
+    if (kind != kind[0]).any():
+        return None
+    at = np.flatnonzero(kind[0])
+    values = np.where(sampled, total, np.maximum(total - probe, 0.0)).T[at]  # (`native_ns`)
+    return [names[i] for i in at.tolist()], [SAMPLED if k == 1 else TRACED for k in kind[0, at].tolist()], values
 
 
 def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
