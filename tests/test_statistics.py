@@ -18,7 +18,7 @@ import pytest
 from gitperf import checks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile, StoredProfile
-from gitperf.stats import inference, models
+from gitperf.stats import inference, models, votes
 
 N_FUNCTIONS = 20
 RUNS = 5  # the documented sample size: runs per side (workload repeat = 5)
@@ -194,9 +194,9 @@ def test_weighted_holm_controls_and_focuses():
 def test_change_points_locate_a_level_shift_and_ignore_noise():
     rng = np.random.default_rng(10)
     flat = list(100 * np.exp(rng.normal(0, 0.02, 20)))
-    assert inference.change_points(flat) == []
+    assert votes.change_points(flat) == []
     step = flat[:12] + [v * 1.3 for v in flat[12:]]
-    cps = inference.change_points(step)
+    cps = votes.change_points(step)
     assert [c.index for c in cps] == [12]
     assert cps[0].after / cps[0].before == pytest.approx(1.3, rel=0.05)
 
@@ -207,18 +207,18 @@ def test_welch_p_is_scipys_welch_test():
     rng = np.random.default_rng(12)
     for na, nb, shift, scale in [(5, 5, 0.0, 1.0), (5, 2, 0.5, 3.0), (3, 5, -2.0, 0.1), (4, 4, 1.0, 1.0)]:
         a, b = rng.normal(0, 1, na), rng.normal(shift, scale, nb)
-        assert inference.welch_p(a, b) == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue, rel=1e-9)
+        assert votes.welch_p(a, b) == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue, rel=1e-9)
     a = np.array([1.0, 1.0, 1.0])  # one side constant (scipy warns of its variance's precision: it is 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         expected = stats.ttest_ind([1.5, 2.0], a, equal_var=False).pvalue
-    assert inference.welch_p(a, np.array([1.5, 2.0])) == pytest.approx(expected, rel=1e-9)
+    assert votes.welch_p(a, np.array([1.5, 2.0])) == pytest.approx(expected, rel=1e-9)
 
 
 def test_robust_z_ignores_an_outlier_in_the_history():
     hist = [100, 101, 99, 100, 300, 100, 102]
-    assert inference.robust_z(100, hist) < 1
-    assert inference.robust_z(150, hist) > checks.HISTORY_Z
+    assert votes.robust_z(100, hist) < 1
+    assert votes.robust_z(150, hist) > checks.HISTORY_Z
 
 
 def test_noise_analysis_counts_aa_alarms_and_measures_spread():
@@ -662,3 +662,28 @@ def test_a_sides_counted_functions_from_the_runs_arrays_are_those_read_one_funct
         assert all(x is y for ra, rb in zip(a.stats, b.stats) for x, y in zip(ra, rb))
         for k in ("raw", "times", "native", "probes", "exclusive", "counts", "total", "own", "calls"):
             assert np.array_equal(getattr(a, k), getattr(b, k)), k
+
+
+def test_a_checks_intervals_at_once_are_each_functions_interval():
+    """`inference.intervals` (every function of a check, a quantile per degrees of freedom) gives each
+    statistic `interval`'s bounds, to the last bit, infinite ones and infinite degrees of freedom included."""
+    rng = np.random.default_rng(7)
+    d = rng.normal(0, 0.5, 300).tolist() + [0.0, 800.0]
+    se = rng.uniform(0.001, 0.4, 302).tolist()
+    df = rng.choice([2.0, 2.8, 4.2, 9.0, math.inf], 302).tolist()
+    got = inference.intervals(d, se, df, 0.95)
+    assert got == [inference.interval(*x, 0.95) for x in zip(d, se, df)]
+    assert got[-1][1] == math.inf
+
+
+def test_the_other_methods_vote_on_a_mean_call_a_third_slower():
+    """`checks.opinions.opinions_of` over two sides' sampled calls (`stats.votes`): the rank test, the
+    bootstrap interval of the mean call and the history's z-score each name a call a third slower."""
+    from gitperf.checks.opinions import opinions_of
+    from gitperf.checks.sides import Side
+    rng = np.random.default_rng(3)
+    calls = lambda scale: [(k, int(v)) for k, v in enumerate(rng.normal(1000 * scale, 30, 40))]  # noqa: E731
+    t, b = (Side([40_000.0 * s] * 3, [0.0] * 3, [40.0] * 3, series=calls(s)) for s in (1.33, 1.0))
+    votes, per_call = opinions_of(t, b, 9.0, CheckConfig(), 1)
+    assert {votes[k] for k in ("mann-whitney", "bootstrap-mean", "history-z", "average-amount")} == {"degradation"}
+    assert 0.25 < per_call[0] < per_call[1] < 0.4

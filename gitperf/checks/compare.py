@@ -33,7 +33,7 @@ from gitperf.checks.opinions import level_shift_since, opinions_of
 from gitperf.checks.sides import Side, Sides, pair, run_time
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import ROOT
-from gitperf.stats import inference
+from gitperf.stats.votes import robust_z
 from gitperf.stats.timing import Timing, timings
 
 
@@ -148,7 +148,7 @@ def _change(sh: _Shared, sides: tuple[Side, Side], r: Result, method: str, chang
     if kind == UNRESOLVED:
         method += "; " + unresolved_words(*r.ci, limit)
     h = sh.values(x.name) if sh.opinions else []  # (the z-score is an opinion; the index asks for none)
-    z = inference.robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
+    z = robust_z(run_t, h) if len(h) >= MIN_HISTORY else None
     votes, per_call = opinions_of(t, b, z, sh.cfg, sh.sign) if sh.opinions else ({}, None)
     since = level_shift_since(sh.history(x.name), run_t, 1 - sh.cfg.confidence, sh.sign) if kind == DEGRADATION else None
     return Change(

@@ -66,12 +66,15 @@ def decide(tested: list[Tested], changed: frozenset[str], cfg: CheckConfig, sign
     """Holm-adjusted one-sided p-values (with the weighted budget) and intervals; a function tested
     twice (time a run, median call) keeps the test with the smaller p-value — the median call's only
     where it agrees with the time a run (`_agrees`; `run_ns`: each function's base time a run)."""
-    weights, total = error_budget([x.name for x in tested], changed)
+    names = [x.name for x in tested]
+    weights, total = error_budget(names, changed)
     stats, ses, dfs = [sign * x.statistic for x in tested], [x.se for x in tested], [x.df for x in tested]
     worse = inference.holm(inference.p_slowers(stats, ses, dfs), weights, total)
     better = inference.holm(inference.p_slowers([-x for x in stats], ses, dfs), weights, total)
-    results = [Result(x, pw, pb, inference.interval(x.statistic, x.se, x.df, cfg.confidence))
-               for x, pw, pb in zip(tested, worse, better)]
+    results = [Result(x, pw, pb, ci) for x, pw, pb, ci in
+               zip(tested, worse, better, inference.intervals([x.statistic for x in tested], ses, dfs, cfg.confidence))]
+    if len(set(names)) == len(names):
+        return results  # (no function tested twice: nothing to choose)
     per_run = {r.tested.name: r for r in results if r.tested.per_call is None}
     best: dict[str, Result] = {}
     for r in results:

@@ -10,7 +10,8 @@ import numpy as np
 from gitperf.checks.change import DEGRADATION, NO_CHANGE, OPTIMIZATION, UNKNOWN
 from gitperf.checks.sides import Side
 from gitperf.core.config import CheckConfig
-from gitperf.stats import inference, models
+from gitperf.stats import models
+from gitperf.stats.votes import bootstrap_ratio_ci, change_points, mann_whitney_slower
 
 
 HISTORY_Z = 3.5  # Iglewicz & Hoaglin's outlier cut-off for the modified z-score
@@ -32,8 +33,8 @@ def _votes(t: Side, b: Side, cfg: CheckConfig) -> dict[str, str]:
     bs = [d for _, d in b.series]
     if len(ts) >= 10 and len(bs) >= 10:
         alpha = 1 - cfg.confidence
-        slower = inference.mann_whitney_slower(ts, bs)
-        faster = inference.mann_whitney_slower(bs, ts)
+        slower = mann_whitney_slower(ts, bs)
+        faster = mann_whitney_slower(bs, ts)
         out["mann-whitney"] = DEGRADATION if slower < alpha else OPTIMIZATION if faster < alpha else NO_CHANGE
         tx, bx = np.array([o for o, _ in t.series], float), np.array([o for o, _ in b.series], float)
         mt_model = models.best_regression(tx, ts)
@@ -74,7 +75,7 @@ def opinions_of(t: Side, b: Side, z: float | None, cfg: CheckConfig, sign: int):
     votes = _votes(t, b, cfg)
     per_call = None
     if len(t.series) >= 10 and len(b.series) >= 10:
-        per_call = inference.bootstrap_ratio_ci([v for _, v in t.series], [v for _, v in b.series])
+        per_call = bootstrap_ratio_ci([v for _, v in t.series], [v for _, v in b.series])
         up, down = per_call[0] >= cfg.min_relative, per_call[1] <= -cfg.min_relative  # the whole interval moved
         votes["bootstrap-mean"] = (DEGRADATION if (up if sign > 0 else down) else
                                    OPTIMIZATION if (down if sign > 0 else up) else NO_CHANGE)
@@ -91,5 +92,5 @@ def level_shift_since(history: list[tuple[str, float]], now: float, alpha: float
         return None
     series = [v for _, v in reversed(history)] + [now]  # oldest first
     order = [c for c, _ in reversed(history)] + [""]
-    shifts = [c for c in inference.change_points(series, window=5, alpha=alpha) if sign * (c.after - c.before) > 0]
+    shifts = [c for c in change_points(series, window=5, alpha=alpha) if sign * (c.after - c.before) > 0]
     return (order[shifts[-1].index] or None) if shifts else None

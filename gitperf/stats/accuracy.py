@@ -57,7 +57,7 @@ def kendall_tau(ref: Mapping[str, float], est: Mapping[str, float], k: int = 10)
     top = _ranked(ref)[:k]
     if len(top) < 2:
         return 1.0
-    from scipy import stats  # (here: 0.3 s to import, see inference.mann_whitney_slower)
+    from scipy import stats  # (here: 0.3 s to import, see votes.mann_whitney_slower)
     tau = stats.kendalltau([ref[n] for n in top], [est.get(n, 0.0) for n in top]).statistic
     return 0.0 if tau != tau else float(tau)  # nan: the estimate ties them all
 
