@@ -887,7 +887,7 @@ def test_the_commit_page_shows_the_checks_changes_at_a_glance(synthetic):
     assert bars["data"][0]["textposition"] == "none"  # a bar's name once: its axis label
 
 
-def _runs_of(workload: str, seed: int, kinds: str) -> "StoredProfile":
+def _runs_of(workload: str, seed: int, kinds: str):
     """One run of `workload`: its functions traced (t), traced with probes beyond CORRECTABLE_SHARE (p),
     stack-sampled (s) or not called (0), one a letter."""
     from helpers import make_profile
