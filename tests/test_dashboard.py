@@ -918,3 +918,21 @@ def test_the_function_pages_natives_from_arrays_are_the_rows_one_function_at_a_t
                       [_runs_of("w1", 1, "tts"), _runs_of("w2", 2, "tt"), _runs_of("w1", 3, "ttst")]):  # (a function more)
         assert R._aligned_natives([sp.profile for sp in differing if sp.profile.header.workload == "w1"]) is None
         assert R.function_native_rows("c" * 40, differing) == one_at_a_time(differing)
+
+
+def test_a_notes_summaries_from_the_counted_table_are_those_from_each_functions_values():
+    """`index_rows.summaries` takes the counted functions' table (`timing.exact`) as the rows' values where
+    every function was counted in every run, else each function's values one at a time: the same row of
+    every function either way (here the second way by a sampled function only one run has)."""
+    from helpers import make_profile
+    from gitperf.core.model import FunctionStats, StoredProfile
+    from gitperf.views import index_rows as R
+    runs = [make_profile("c" * 40, n_functions=5, seed=s) for s in (1, 7, 3)]
+    extra = FunctionStats(name="extra", count=0, total_ns=900, exclusive_ns=900, sampled=True, ci_low=800.0, ci_high=1000.0)
+    more = runs[:2] + [replace(runs[2], functions=runs[2].functions + (extra,))]
+    rows = lambda ps: R.summaries("c" * 40, [StoredProfile("c" * 40, i, f"id{i}", p) for i, p in enumerate(ps)])  # noqa: E731
+    table = lambda s: [tuple(s[k][i] for k in R.SUMMARY_COLUMNS) for i in range(len(s["name"]))]  # noqa: E731
+    counted, each = table(rows(runs)), table(rows(more))
+    assert [r[3] for r in each] == [f"fn_{i}<int>" for i in range(5)] + ["extra"]
+    assert counted == each[:5]
+    assert all(r[8] is not None and r[8] < r[7] < r[9] for r in counted), "a range around each center"

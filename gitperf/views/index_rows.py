@@ -83,17 +83,22 @@ def _add_summaries(out: Columns, runs: Runs) -> int:
     by = by_name(runs)
     timed = timings(runs, by=by)
     table = exact(runs, True)  # (the functions every run counted: their values are its rows)
-    counted = dict(zip(table.names, table.times.tolist()))
     names, ts = list(timed), list(timed.values())
-    values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in zip(names, ts)]
     pooled = [t.calls is None for t in ts]
-    _, low, high = zip(*_centered(values)) if ts else ((), (), ())
+    if names == table.names:  # (every function counted in every run: the table's rows are the values)
+        low, high = zip(*[c[1:] for c in _intervals(table.times)]) if ts else ((), ())
+        least, most = table.times.min(axis=1).tolist(), table.times.max(axis=1).tolist()
+    else:
+        counted = dict(zip(table.names, table.times.tolist()))
+        values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in zip(names, ts)]
+        _, low, high = zip(*_centered(values)) if ts else ((), (), ())
+        least, most = map(min, values), map(max, values)
     out["name"] += names
     out["runs"] += [t.runs for t in ts]
     out["count"] += [t.calls for t in ts]
     out["total_ns"] += [t.exclusive_ns if t.inclusive_ns is None else t.inclusive_ns for t in ts]
-    out["total_min"] += [None if p else min(vs) for p, vs in zip(pooled, values)]
-    out["total_max"] += [None if p else max(vs) for p, vs in zip(pooled, values)]
+    out["total_min"] += [None if p else v for p, v in zip(pooled, least)]
+    out["total_max"] += [None if p else v for p, v in zip(pooled, most)]
     out["ci_low"] += [None if p else lo for p, lo in zip(pooled, low)]
     out["ci_high"] += [None if p else hi for p, hi in zip(pooled, high)]
     out["exclusive_ns"] += [t.exclusive_ns for t in ts]
