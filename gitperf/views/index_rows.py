@@ -10,7 +10,7 @@ import json
 import math
 import operator
 from dataclasses import replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import pygit2
@@ -21,7 +21,7 @@ from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import CORRECTABLE_SHARE, NUMBERS, FunctionStats, Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
-from gitperf.stats.timing import Runs, Timing, by_name, exact, stack_only, timings
+from gitperf.stats.timing import Exact, Runs, Timing, by_name, exact, stack_only, timings
 from gitperf.store.notes import NotesStore
 from gitperf.views.report import headline
 
@@ -85,14 +85,7 @@ def _add_summaries(out: Columns, runs: Runs) -> int:
     table = exact(runs, True)  # (the functions every run counted: their values are its rows)
     names, ts = list(timed), list(timed.values())
     pooled = [t.calls is None for t in ts]
-    if names == table.names:  # (every function counted in every run: the table's rows are the values)
-        low, high = zip(*[c[1:] for c in _intervals(table.times)]) if ts else ((), ())
-        least, most = table.times.min(axis=1).tolist(), table.times.max(axis=1).tolist()
-    else:
-        counted = dict(zip(table.names, table.times.tolist()))
-        values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in zip(names, ts)]
-        _, low, high = zip(*_centered(values)) if ts else ((), (), ())
-        least, most = map(min, values), map(max, values)
+    least, most, low, high = _ranges(table, by, timed) if ts else ((), (), (), ())
     out["name"] += names
     out["runs"] += [t.runs for t in ts]
     out["count"] += [t.calls for t in ts]
@@ -105,6 +98,19 @@ def _add_summaries(out: Columns, runs: Runs) -> int:
     out["sampled"] += [int(t.sampled) for t in ts]
     out["location"] += [by[n][0].location or next((f.location for f in by[n] if f.location), "") for n in names]
     return len(ts)
+
+
+def _ranges(table: Exact, by: dict[str, list[FunctionStats]], timed: dict[str, Timing]) -> tuple[Iterable, ...]:
+    """Each function's least and greatest value over the runs and its center's interval (`_centered`),
+    in the order of `timed`: from the counted functions' table where it has every function (its rows
+    are their values), else one function at a time."""
+    if list(timed) == table.names:
+        low, high = zip(*[c[1:] for c in _intervals(table.times)])
+        return table.times.min(axis=1).tolist(), table.times.max(axis=1).tolist(), low, high
+    counted = dict(zip(table.names, table.times.tolist()))
+    values = [counted[n] if n in counted else _run_values(by[n], t) for n, t in timed.items()]
+    _, low, high = zip(*_centered(values))
+    return map(min, values), map(max, values), low, high
 
 
 # the functions table's columns, in the order its rows have always had them
