@@ -281,7 +281,7 @@ class InstructionCounts:
     spread_from: str = ""
 
 
-# `Profile.numbers`' columns
+# `Profile.numbers`' columns (`sampled` last: the counted functions' table takes the others, `stats.timing.exact`)
 NUMBERS = ("total_ns", "probe_ns", "exclusive_ns", "count", "sampled")
 _NUMBERS = operator.attrgetter(*NUMBERS)
 

@@ -138,14 +138,22 @@ def exact(runs: Runs, native_allowed: bool) -> Exact:
     return out
 
 
+def aligned_numbers(runs: Sequence[Profile]) -> np.ndarray | None:
+    """The runs' `Profile.numbers` at once (function x run x number) where every run lists the same
+    functions in the same order (the runs of one plan: most of them); None where they differ."""
+    first = runs[0].function_names
+    if any(p.function_names != first for p in runs[1:]):
+        return None
+    return np.stack([p.numbers for p in runs], axis=1)
+
+
 def _counted(runs: Runs) -> tuple[list[str], list[tuple[FunctionStats, ...]], np.ndarray]:
     """The functions every run counted (in the first run's order), their stats in each run, and their
-    `NUMBERS` but `sampled` (function x run x number).  From the runs' own arrays where they list the
-    same functions in the same order (the runs of one plan: most of them)."""
+    `NUMBERS` but `sampled`, the last (function x run x number): from the runs' arrays where they line
+    up (`aligned_numbers`), else one function at a time."""
     first = runs[0].function_names if runs else []
-    if runs and all(p.function_names == first for p in runs[1:]):
-        v = np.stack([p.numbers for p in runs], axis=1)
-        keep = (v[:, :, 4] == 0).all(axis=1)
+    if runs and (v := aligned_numbers(runs)) is not None:
+        keep = (v[:, :, NUMBERS.index("sampled")] == 0).all(axis=1)
         rows = list(itertools.compress(zip(*(p.functions for p in runs)), keep.tolist()))
         return list(itertools.compress(first, keep.tolist())), rows, v[keep, :, :4]
     rows = [fs for fs in zip(*(p.functions_named(first) for p in runs))

@@ -21,7 +21,7 @@ from gitperf.core import stacks
 from gitperf.core.config import CheckConfig
 from gitperf.core.model import CORRECTABLE_SHARE, NUMBERS, FunctionStats, Mode, Profile, StoredProfile
 from gitperf.stats import accuracy, inference
-from gitperf.stats.timing import Exact, Runs, Timing, by_name, exact, stack_only, timings
+from gitperf.stats.timing import Exact, Runs, Timing, aligned_numbers, by_name, exact, stack_only, timings
 from gitperf.store.notes import NotesStore
 from gitperf.views.report import headline
 
@@ -293,19 +293,19 @@ def _aligned_natives(runs: list[Profile]) -> tuple[list[str], list[str], np.ndar
     (`Profile.numbers`), where every run lists the same functions in the same order, each of one kind in
     all of them (the runs of one plan: a later run adds no row, so the rows and their order are the
     same): the functions, their kinds and their runs' values (a row each); None where the runs differ."""
-    names = runs[0].function_names
-    if any(p.function_names != names for p in runs[1:]):
+    v = aligned_numbers(runs)  # (function x run x number)
+    if v is None:
         return None
-    v = np.stack([p.numbers for p in runs])  # (run x function x number)
     total, probe, count, sampled = (v[:, :, NUMBERS.index(k)] for k in ("total_ns", "probe_ns", "count", "sampled"))
     sampled = sampled != 0
     traced = ~sampled & (count != 0) & (probe <= CORRECTABLE_SHARE * total)  # (`FunctionStats.correctable`)
     kind = np.where(sampled, 1, np.where(traced, 2, 0))
-    if (kind != kind[0]).any():
+    if (kind != kind[:, :1]).any():
         return None
-    at = np.flatnonzero(kind[0])
-    values = np.where(sampled, total, np.maximum(total - probe, 0.0)).T[at]  # (`native_ns`)
-    return [names[i] for i in at.tolist()], [SAMPLED if k == 1 else TRACED for k in kind[0, at].tolist()], values
+    at = np.flatnonzero(kind[:, 0])
+    values = np.where(sampled, total, np.maximum(total - probe, 0.0))[at]  # (`native_ns`)
+    names = runs[0].function_names
+    return [names[i] for i in at.tolist()], [SAMPLED if k == 1 else TRACED for k in kind[at, 0].tolist()], values
 
 
 def stack_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
