@@ -18,7 +18,7 @@ import msgspec
 from _common import table
 
 from gitperf.core import codec
-from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile, series_fields
 
 
 def profile(n: int, series: int) -> Profile:
@@ -27,7 +27,7 @@ def profile(n: int, series: int) -> Profile:
         name=f"ns::fn_{i}<int>", count=rnd.randint(1, 10 ** 6), total_ns=rnd.randint(1, 10 ** 9),
         exclusive_ns=rnd.randint(1, 10 ** 8), min_ns=10, max_ns=1000, hist=tuple(rnd.randint(0, 99) for _ in range(12)),
         location=f"src/f{i}.cpp:{i}", stack_samples=3, probe_ns=100,
-        series=tuple((k * 3, rnd.randint(1, 999)) for k in range(series))) for i in range(n))
+        **series_fields([(k * 3, rnd.randint(1, 999)) for k in range(series)])) for i in range(n))
     header = Header("1", "c" * 40, "build/app", "id", ("./app",), "w", "bcc", "m", "k", 1.0, 2.0)
     return Profile(header=header, metrics=Metrics(), plan=PlanRecord(probed=tuple(f.name for f in fs)), functions=fs)
 

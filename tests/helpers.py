@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from gitperf.checks.change import NO_CHANGE, UNRESOLVED
-from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile, series_fields
 
 NO_VERDICT = (NO_CHANGE, UNRESOLVED)  # the outcomes of a function that are not an alarm
 
@@ -16,7 +16,7 @@ def make_profile(commit: str, workload: str = "w", n_functions: int = 3, seed: i
     funcs = tuple(
         FunctionStats(name=f"fn_{i}<int>", count=100 + i + seed, total_ns=10_000 * (i + 1) + seed,
                       exclusive_ns=5_000 * (i + 1), min_ns=10, max_ns=900, hist=(0, 1, 5, 3),
-                      series=tuple((k * 3, 1000 + (k * 37 + i) % 500) for k in range(series)))
+                      **series_fields([(k * 3, 1000 + (k * 37 + i) % 500) for k in range(series)]))
         for i in range(n_functions))
     header = Header(tool_version="test", commit=commit, binary="app", build_id="abc", command=("./app",),
                     workload=workload, engine="bcc", machine="m1", kernel="6.x", started=time.time(),

@@ -248,7 +248,7 @@ def _random_runs(rng, runs: int) -> list:
     """A side's runs with every case `checks.sides` and `stats.timing` tell apart: functions missing
     from a run, sampled in one, probes none, few, beyond CORRECTABLE_SHARE, beyond the time itself or
     in some runs only, series and locations in some runs, calibrations of several spreads."""
-    from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile
+    from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile, series_fields
     names = [f"f{i}" for i in range(40)]
     out = []
     for r in range(runs):
@@ -261,8 +261,8 @@ def _random_runs(rng, runs: int) -> list:
             sampled = i % 11 == 5 and rng.random() < 0.5
             fs.append(FunctionStats(n, int(rng.integers(0, 1000)), total, int(total * rng.uniform(0, 1)),
                                     probe_ns=int(total * share), sampled=sampled,
-                                    ci_low=total * 0.9 if sampled else None, ci_high=total * 1.1 if sampled else None,
-                                    series=((1, 5), (2, 7)) if i % 6 == 2 and r else (),
+                                    ci=(total * 0.9, total * 1.1) if sampled else None,
+                                    **series_fields([(1, 5), (2, 7)] if i % 6 == 2 and r else []),
                                     location="" if r == 0 and i % 3 else f"a.c:{i}"))
         h = Header("t", "c", "app", "b", (), "w", "bcc", "m", "k", 0.0, 1.0)
         out.append(Profile(h, Metrics(PRT=1.0), PlanRecord(probed=tuple(names)), tuple(fs),

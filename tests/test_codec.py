@@ -4,11 +4,13 @@ import json
 import random
 import zlib
 
+import msgspec
 import pytest
 from helpers import make_profile
 
 from gitperf.core import codec
 from gitperf.core.errors import NoteFormatError
+from gitperf.core.model import MAX_SERIES
 
 
 def test_roundtrip_is_exact():
@@ -18,10 +20,10 @@ def test_roundtrip_is_exact():
     assert "\n" not in line
     assert codec.decode(line) == p
     from dataclasses import replace
-    sampled = replace(p, functions=tuple(replace(f, stack_samples=9, library_samples=4) for f in p.functions))
+    sampled = replace(p, functions=tuple(msgspec.structs.replace(f, stack_samples=9, library_samples=4) for f in p.functions))
     assert codec.decode(codec.encode(sampled)) == sampled != p
     # a recursive function's outermost calls (fewer than its calls) survive, and set its mean
-    recursive = replace(p.functions[1], count=100, outer_calls=2, total_ns=5_000)
+    recursive = msgspec.structs.replace(p.functions[1], count=100, outer_calls=2, total_ns=5_000)
     q = codec.decode(codec.encode(replace(p, functions=(p.functions[0], recursive))))
     assert q.functions[1] == recursive
     assert q.functions[1].mean_ns == 2_500
@@ -46,22 +48,38 @@ def test_roundtrip_is_exact():
 
 
 def test_every_field_of_a_function_survives_the_note():
-    """The reader builds FunctionStats without its __init__ (a third of the cost, for the index): a
-    field the wire left out would read as its default.  Every field set away from its default comes
-    back; a field added to the model fails here until it has a value below and a key in the codec."""
-    from dataclasses import MISSING, fields, replace
+    """The reader decodes a line straight into FunctionStats, whose fields `codec._function_to_json`
+    writes one by one: a field it left out would read as its default.  Every field set away from its
+    default comes back, as the same type; a field added to the model fails here until it has a value
+    below and a line in the writer."""
+    from dataclasses import replace
     from gitperf.core.model import FunctionStats
     values = {"name": "ns::f<int>", "count": 7, "total_ns": 9_000, "exclusive_ns": -5, "min_ns": 11, "max_ns": 4_000,
-              "hist": (0, 2, 5), "sampled": True, "ci_low": 8_000.5, "ci_high": 10_000.5, "series": ((3, 90), (9, 80)),
-              "stack_samples": 13, "library_samples": 2, "location": "f.cc:3", "recorded": 17, "probe_ns": 19,
-              "nested": 23, "outer_calls": 5, "by_run": True}
-    assert {f.name for f in fields(FunctionStats)} == set(values)
+              "hist": (0, 2, 5), "sampled": True, "ci": (8_000.5, 10_000.5), "series_gaps": (3, 6),
+              "series_ns": (90, 80), "stack_samples": 13, "library_samples": 2, "location": "f.cc:3", "recorded": 17,
+              "probe_ns": 19, "nested": 23, "outer_calls": 5, "by_run": True}
+    fields = msgspec.structs.fields(FunctionStats)
+    assert {x.name for x in fields} == set(values)
     f = FunctionStats(**values)
-    assert all(getattr(f, x.name) != x.default for x in fields(FunctionStats) if x.default is not MISSING)
+    assert all(getattr(f, x.name) != x.default for x in fields if x.default is not msgspec.NODEFAULT)
     p = make_profile("c" * 40, n_functions=1)
     [back] = codec.decode(codec.encode(replace(p, functions=(f,)))).functions
     assert back == f
-    assert vars(back) == vars(f)
+    assert [type(getattr(back, x.name)) for x in fields] == [type(v) for v in values.values()]
+
+
+def test_a_lines_0_and_1_read_as_false_and_true():
+    """A line writes `sampled` and `by_run` as 1 (or leaves them out); readers get bools, which
+    `show --json` prints as true and false."""
+    d = codec.to_json(make_profile("c" * 40, n_functions=4))
+    d["f"][0].update(s=1, br=1, ci=[1.0, 2.0])
+    d["f"][1].update(s=0, br=0)
+    d["f"][2].update(s=1)
+    d["f"][3].update(br=1)
+    fs = codec.from_json(d).functions
+    assert [(f.sampled, f.by_run) for f in fs] == [(True, True), (False, False), (True, False), (False, True)]
+    assert {type(f.sampled) for f in fs} | {type(f.by_run) for f in fs} == {bool}
+    assert (fs[0].ci_low, fs[0].ci_high, fs[1].ci_low) == (1.0, 2.0, None)
 
 
 def test_a_paired_checks_round_and_pairing_are_fields_and_older_notes_keep_them():
@@ -86,7 +104,7 @@ def test_a_root_that_never_returned_is_stored_as_such():
     written to the line, so a stored profile lost it, and `check`'s note saying so with it."""
     from dataclasses import replace
     p = make_profile("e" * 40)
-    exited = replace(p, functions=(replace(p.functions[0], by_run=True),) + p.functions[1:])
+    exited = replace(p, functions=(msgspec.structs.replace(p.functions[0], by_run=True),) + p.functions[1:])
     assert codec.decode(codec.encode(exited)) == exited
     assert codec.decode(codec.encode(p)) == p
 
@@ -159,10 +177,10 @@ def test_hostile_lines_are_refused_with_the_field_and_the_reason(line, words):
 def test_a_series_longer_than_any_collect_keeps_is_thinned_evenly_on_read():
     """1,000,000 sampled calls fit in an 8 KB line; every reader of the commit took 3 s and 450 MB."""
     d = codec.to_json(make_profile("c" * 40, n_functions=3, series=6))
-    n = 3 * codec.MAX_SERIES
+    n = 3 * MAX_SERIES
     d["f"][1].update(so=[1] * n, sd=list(range(n)))
     series = codec.from_json(d).functions[1].series
-    assert len(series) == codec.MAX_SERIES
+    assert len(series) == MAX_SERIES
     # every third call, in order
     assert series[:2] == ((1, 0), (4, 3))
     assert series[-1] == (n - 2, n - 3)

@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import NAMES, commit_line, git, history, profile, run_cli, read_cli
@@ -561,7 +562,7 @@ def test_browser_a_cxx_commit_page_of_long_template_names_fits_1400_pixels(empty
     for i, c in enumerate(commits):
         for _ in range(3):
             p = profile(c, rng, {"parse": 1.6} if i else {})
-            store.add(c, replace(p, functions=tuple(replace(f, name=rename(f.name)) for f in p.functions),
+            store.add(c, replace(p, functions=tuple(msgspec.structs.replace(f, name=rename(f.name)) for f in p.functions),
                                  plan=replace(p.plan, probed=tuple(rename(n) for n in p.plan.probed)),
                                  stacks={";".join(rename(f) for f in k.split(";")): v for k, v in p.stacks.items()}))
     proc, url = _serve(empty_repo, _free_port())
@@ -777,7 +778,7 @@ def test_a_function_page_draws_one_chart_per_workload_whatever_the_plans(empty_r
     for c in commits:
         for _ in range(2):
             p = profile(c, rng)
-            sampled = tuple(replace(f, sampled=True) if f.name == "parse" else f for f in p.functions)
+            sampled = tuple(msgspec.structs.replace(f, sampled=True) if f.name == "parse" else f for f in p.functions)
             store.add(c, replace(p, functions=sampled, plan=replace(p.plan, mode="hybrid")))
     page = create_app(empty_repo).test_client().get("/function/parse").get_data(as_text=True)
     figs = re.findall(r'<script type="application/json" id="history-\d+">(.*?)</script>', page, re.S)
@@ -893,7 +894,7 @@ def _runs_of(workload: str, seed: int, kinds: str):
     from helpers import make_profile
     from gitperf.core.model import StoredProfile
     p = make_profile("c" * 40, workload, n_functions=len(kinds), seed=seed)
-    fs = [replace(f, sampled=k == "s", count=0 if k in "s0" else f.count, total_ns=0 if k == "0" else f.total_ns,
+    fs = [msgspec.structs.replace(f, sampled=k == "s", count=0 if k in "s0" else f.count, total_ns=0 if k == "0" else f.total_ns,
                   probe_ns={"t": f.total_ns // 10 + seed, "p": f.total_ns // 2}.get(k, 0))
           for f, k in zip(p.functions, kinds)]
     return StoredProfile("c" * 40, seed, f"id{seed}", replace(p, functions=tuple(fs)))
@@ -928,7 +929,7 @@ def test_a_notes_summaries_from_the_counted_table_are_those_from_each_functions_
     from gitperf.core.model import FunctionStats, StoredProfile
     from gitperf.views import index_rows as R
     runs = [make_profile("c" * 40, n_functions=5, seed=s) for s in (1, 7, 3)]
-    extra = FunctionStats(name="extra", count=0, total_ns=900, exclusive_ns=900, sampled=True, ci_low=800.0, ci_high=1000.0)
+    extra = FunctionStats(name="extra", count=0, total_ns=900, exclusive_ns=900, sampled=True, ci=(800.0, 1000.0))
     more = runs[:2] + [replace(runs[2], functions=runs[2].functions + (extra,))]
     rows = lambda ps: R.summaries("c" * 40, [StoredProfile("c" * 40, i, f"id{i}", p) for i, p in enumerate(ps)])  # noqa: E731
     table = lambda s: [tuple(s[k][i] for k in R.SUMMARY_COLUMNS) for i in range(len(s["name"]))]  # noqa: E731

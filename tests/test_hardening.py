@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import msgspec
 import pytest
 from conftest import git, history, init_repo, run_cli, read_cli
 from interrupts import running
@@ -282,7 +283,7 @@ def test_names_from_pulled_notes_cannot_drive_the_terminal(empty_repo):
     evil = "evil\x1b]0;pwned\x07\u202e"
     p = make(commits[-1], np.random.default_rng(3), {"parse": 2.0})
     from dataclasses import replace as dc_replace
-    p = dc_replace(p, functions=tuple(dc_replace(f, name=evil) if f.name == "parse" else f for f in p.functions))
+    p = dc_replace(p, functions=tuple(msgspec.structs.replace(f, name=evil) if f.name == "parse" else f for f in p.functions))
     NotesStore(open_repo(empty_repo)).add(commits[-1], p)
     for args in (("show", "HEAD", "--top", "0"), ("check", "HEAD"), ("diff", "HEAD~1", "HEAD", "--top", "0"),
                  ("report", "HEAD")):
@@ -481,7 +482,7 @@ def test_function_names_that_do_not_survive_a_url_path_still_have_pages_and_expo
     store = NotesStore(open_repo(empty_repo))
     [p, *_], _ = store.read(commits[-1])
     odd = ["/etc/passwd", "", "x\ny", "..", "a/../b", "~tilde"]
-    renamed = tuple(dc_replace(f, name=odd[i]) if i < len(odd) else f
+    renamed = tuple(msgspec.structs.replace(f, name=odd[i]) if i < len(odd) else f
                     for i, f in enumerate(x for x in p.profile.functions if x.name != "main"))
     main = [f for f in p.profile.functions if f.name == "main"]
     store.add(commits[-1], dc_replace(p.profile, functions=tuple(main) + renamed))

@@ -8,6 +8,7 @@ import re
 import subprocess
 from dataclasses import replace
 
+import msgspec
 import pytest
 from conftest import NAMES, history, read_cli
 
@@ -166,7 +167,7 @@ def test_show_gives_a_stack_only_function_no_calls_and_its_inclusive_time_from_t
     from gitperf.views.render import profile_json, show_text
     p = profile("c" * 40, np.random.default_rng(1))
     own = 500_000_000
-    parse = FunctionStats("parse", 0, own, own, sampled=True, ci_low=own * 0.9, ci_high=own * 1.1)
+    parse = FunctionStats("parse", 0, own, own, sampled=True, ci=(own * 0.9, own * 1.1))
     p = replace(p, functions=(p.functions[0], parse),
                 stacks={"main;parse": 400, "main;parse;[library]": 100, "main;parse;hash": 100, "main": 400},
                 metrics=Metrics(PRT=1.2, WAIT=0.2))
@@ -181,7 +182,7 @@ def test_show_gives_a_stack_only_function_no_calls_and_its_inclusive_time_from_t
     assert f["inclusive_ns"] == pytest.approx(6e8)
     assert f["counted"] is False
     # a function with no samples of its own (only ever a caller): its stacks' share of the CPU time
-    main_only = replace(p, functions=(replace(parse, name="main"),), stacks={"main;parse": 1000})
+    main_only = replace(p, functions=(msgspec.structs.replace(parse, name="main"),), stacks={"main;parse": 1000})
     assert profile_json(StoredProfile("c" * 40, 9, "id9", main_only))["functions"][0]["inclusive_ns"] == pytest.approx(1e9)
 
 

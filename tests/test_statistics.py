@@ -12,6 +12,7 @@ import math
 import warnings
 from dataclasses import replace
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -248,7 +249,7 @@ def test_a_function_with_its_own_session_luck_is_judged_by_its_history():
         s = _session(rng, base_ns, factor_sd=0.03, function_sd=0.02, run_sd=0.05)
         jump = math.exp(rng.normal(0, 0.25))
         sessions.append([replace(sp.profile, functions=tuple(
-            replace(f, total_ns=int(f.total_ns * jump)) if f.name == "f5" else f for f in sp.profile.functions))
+            msgspec.structs.replace(f, total_ns=int(f.total_ns * jump)) if f.name == "f5" else f for f in sp.profile.functions))
             for sp in s])
     wrap = [[StoredProfile("c", i, f"s{k}r{i}", p) for i, p in enumerate(s)] for k, s in enumerate(sessions)]
     alone = sum(any(c.type == checks.DEGRADATION and c.function == "f5" for c in
@@ -321,7 +322,7 @@ def test_noise_analysis_survives_functions_whose_comparison_is_withheld():
     for k in range(4):
         probe_share = 0.5 + 0.1 * k  # probes differ between every two sessions by far more than PROBE_MATCH
         sessions.append([replace(sp.profile, functions=tuple(
-            replace(f, probe_ns=int(f.total_ns * probe_share), nested=1000 + 100 * k) if f.name == "f3" else f
+            msgspec.structs.replace(f, probe_ns=int(f.total_ns * probe_share), nested=1000 + 100 * k) if f.name == "f3" else f
             for f in sp.profile.functions)) for sp in _session(rng, base_ns, **MACHINE)])
     wrap = [[StoredProfile("c", i, f"s{k}r{i}", p) for i, p in enumerate(s)] for k, s in enumerate(sessions)]
     found = checks.compare_workload(checks.Sides("w", wrap[1], wrap[0]), CheckConfig(), opinions=False)
@@ -653,7 +654,7 @@ def test_a_sides_counted_functions_from_the_runs_arrays_are_those_read_one_funct
     from helpers import make_profile
     from gitperf.stats.timing import Runs, exact
     runs = [make_profile("c" * 40, n_functions=6, seed=s) for s in (1, 2, 3)]
-    runs[1] = replace(runs[1], functions=tuple(replace(f, sampled=f.name == "fn_2<int>", probe_ns=f.total_ns // 3 * (i % 2))
+    runs[1] = replace(runs[1], functions=tuple(msgspec.structs.replace(f, sampled=f.name == "fn_2<int>", probe_ns=f.total_ns // 3 * (i % 2))
                                                for i, f in enumerate(runs[1].functions)))
     shuffled = replace(runs[2], functions=runs[2].functions[::-1])
     for native in (True, False):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import git
@@ -20,7 +21,8 @@ from gitperf.checks.verdict import judge
 from gitperf.collect.profile import build_functions
 from gitperf.core import codec
 from gitperf.core.config import CheckConfig, CollectConfig
-from gitperf.core.model import FunctionStats, Header, Metrics, PlanRecord, Profile, StoredProfile, comparison_key
+from gitperf.core.model import (FunctionStats, Header, Metrics, PlanRecord, Profile, StoredProfile, comparison_key,
+                                 series_fields)
 from gitperf.engine.base import RawCollection, RawFunction
 from gitperf.engine.workload import RunResult
 from gitperf.git.repo import open_repo
@@ -145,7 +147,7 @@ def test_checks_compare_native_estimates_with_the_calibration_uncertainty():
     g = next(c for c in checks.compare_workload(checks.Sides("w", *exact), CheckConfig(), opinions=False)
              if c.function == "f")
     assert g.ci_high - g.ci_low < f.ci_high - f.ci_low
-    same = [[replace(p, profile=replace(p.profile, functions=tuple(replace(x, probe_ns=0) for x in p.profile.functions)))
+    same = [[replace(p, profile=replace(p.profile, functions=tuple(msgspec.structs.replace(x, probe_ns=0) for x in p.profile.functions)))
              for p in s] for s in (target, base)]
     h = next(c for c in checks.compare_workload(checks.Sides("w", *same), CheckConfig(), opinions=False)
              if c.function == "f")
@@ -206,7 +208,7 @@ def test_a_function_the_target_renamed_is_compared_with_itself_not_removed_and_n
         for p in ps:
             prof = p.profile
             plan = replace(prof.plan, renamed=renamed or {})
-            funcs = tuple(replace(f, name=name if f.name == "parse" else f.name) for f in prof.functions)
+            funcs = tuple(msgspec.structs.replace(f, name=name if f.name == "parse" else f.name) for f in prof.functions)
             out.append(replace(p, profile=replace(prof, plan=plan, functions=funcs)))
         return out
     sides = checks.Sides("w", named(target, new, {old: new}), named(base, old))
@@ -368,7 +370,7 @@ def test_a_changed_function_no_target_run_caught_is_a_count_of_zero_not_a_functi
         funcs = [FunctionStats("main", 1, int(wall * 1e9), 0)]
         if k:
             est = k / n * wall * 1e9
-            funcs.append(FunctionStats("add", 0, int(est), int(est), sampled=True, ci_low=est * 0.8, ci_high=est * 1.2,
+            funcs.append(FunctionStats("add", 0, int(est), int(est), sampled=True, ci=(est * 0.8, est * 1.2),
                                        stack_samples=k))
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=("main", "add"), mode="hybrid", traced=("main",), round=r, pairing="p1",
@@ -401,7 +403,7 @@ def test_a_new_function_only_samples_caught_is_new_where_the_base_build_lacks_it
     def run(commit: str, r: int, changed: tuple[str, ...], write: bool) -> StoredProfile:
         funcs = [FunctionStats("main", 1, 200_000_000, 0)]
         if write:
-            funcs.append(FunctionStats("write", 0, 5_700_000, 5_700_000, sampled=True, ci_low=5e6, ci_high=6.5e6,
+            funcs.append(FunctionStats("write", 0, 5_700_000, 5_700_000, sampled=True, ci=(5e6, 6.5e6),
                                        stack_samples=57))
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=("main",), mode="hybrid", traced=("main",), round=r, pairing="p1", changed=changed)
@@ -445,7 +447,7 @@ def test_paired_rounds_pool_the_samples_of_functions_only_samples_cover():
         est = (k + lib) / n * wall * 1e9
         funcs = [FunctionStats("main", 1, int(wall * 1e9), 0)]
         if k + lib:
-            funcs.append(FunctionStats("leaf", 0, int(est), int(est), sampled=True, ci_low=est * 0.5, ci_high=est * 2,
+            funcs.append(FunctionStats("leaf", 0, int(est), int(est), sampled=True, ci=(est * 0.5, est * 2),
                                        stack_samples=k + lib, library_samples=lib))
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=("main", "leaf"), mode="hybrid", traced=("main",), round=r)
@@ -476,7 +478,7 @@ def test_an_unchanged_functions_own_time_may_differ_between_two_builds_by_placem
 
     def sampled(name: str, k: int, n: int, wall: float) -> FunctionStats:
         est = k / n * wall * 1e9
-        return FunctionStats(name, 0, int(est), int(est), sampled=True, ci_low=est * 0.5, ci_high=est * 2,
+        return FunctionStats(name, 0, int(est), int(est), sampled=True, ci=(est * 0.5, est * 2),
                              stack_samples=k)
 
     def run(commit: str, share: float, r: int) -> StoredProfile:
@@ -570,7 +572,7 @@ def _resizes(added_ns: float, seed: int, rounds: int = 15) -> tuple[list[StoredP
             calls = [2000 * math.exp(rng.normal(0, 0.1)) for _ in range(69)] + list(rng.uniform(2e5, 1.2e6, 3))
             calls = [int(c + (added_ns if side == "t" else 0)) for c in calls]
             funcs = (FunctionStats("main", 1, int(3e7 * math.exp(rng.normal(0, 0.01))), 0),
-                     FunctionStats("resize", 72, sum(calls), sum(calls), series=tuple(enumerate(calls))))
+                     FunctionStats("resize", 72, sum(calls), sum(calls), **series_fields(list(enumerate(calls)))))
             h = Header("t", side, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
             plan = PlanRecord(probed=("main", "resize"), round=r)
             out.append(StoredProfile(side, r, f"{side}{r}", Profile(h, Metrics(), plan, funcs)))
@@ -612,7 +614,8 @@ def test_a_median_call_that_jumps_between_call_sizes_does_not_decide_against_the
                                         ("t", target, (299, 30_300), (301, 121_000))):
             calls = [int(d * math.exp(rng.normal(0, 0.002))) for n, d in (small, large) for _ in range(n)]
             funcs = (FunctionStats("main", 1, int(6e7 * math.exp(rng.normal(0, 0.002))), 0),
-                     FunctionStats("uncompress", 600, sum(calls), sum(calls), series=tuple(enumerate(calls))))
+                     FunctionStats("uncompress", 600, sum(calls), sum(calls),
+                                   **series_fields(list(enumerate(calls)))))
             h = Header("t", side, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
             plan = PlanRecord(probed=("main", "uncompress"), round=r)
             out.append(StoredProfile(side, r, f"{side}{r}", Profile(h, Metrics(), plan, funcs)))
@@ -848,7 +851,7 @@ def test_a_changed_function_no_sample_caught_adds_no_round_once_its_time_is_boun
         wall *= math.exp(rng.normal(0, 0.01))
         hot = int(0.3 * wall * 1e9)
         funcs = (FunctionStats("main", 1, int(wall * 1e9), 0),
-                 FunctionStats("hot", 0, hot, hot, sampled=True, ci_low=hot * 0.95, ci_high=hot * 1.05,
+                 FunctionStats("hot", 0, hot, hot, sampled=True, ci=(hot * 0.95, hot * 1.05),
                                stack_samples=int(0.3 * samples)))
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=("main",), mode="hybrid", traced=("main",), round=r, pairing="p1",
@@ -965,7 +968,7 @@ def test_a_sampled_functions_time_includes_its_callees_from_the_stacks():
         folded = {"main": n - own - under, "main;work": own, **({"main;work;find;[library]": under} if under else {})}
         funcs = [FunctionStats("main", 1, int(wall * 1e9), 0),
                  FunctionStats("work", 0, int(own / n * wall * 1e9), int(own / n * wall * 1e9), sampled=True,
-                               ci_low=1.0, ci_high=2e9, stack_samples=own)]
+                               ci=(1.0, 2e9), stack_samples=own)]
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=("main", "work"), mode="hybrid", traced=("main",), round=r)
         return StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=wall, stack_samples=n), plan,
@@ -1124,8 +1127,8 @@ def _sampled_session(commit: str, counts: dict[str, list[int]]) -> list[StoredPr
         funcs = [FunctionStats("main", 1, 30_000_000, 0)]
         for n, ks in counts.items():
             est, half = ks[r] * 160e3, 1.96 / math.sqrt(ks[r])
-            funcs.append(FunctionStats(n, 0, int(est), int(est), sampled=True, ci_low=est * math.exp(-half),
-                                       ci_high=est * math.exp(half), stack_samples=ks[r]))
+            funcs.append(FunctionStats(n, 0, int(est), int(est), sampled=True,
+                                       ci=(est * math.exp(-half), est * math.exp(half)), stack_samples=ks[r]))
         h = Header("t", commit, "app", "b", (), "w", "bcc", "m1", "k", 0.0, 1.0)
         plan = PlanRecord(probed=tuple(counts), mode="hybrid", traced=("main",))
         out.append(StoredProfile(commit, r, f"{commit}{r}", Profile(h, Metrics(PRT=0.03), plan, tuple(funcs))))

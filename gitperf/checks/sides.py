@@ -16,6 +16,7 @@ import functools
 import math
 from dataclasses import dataclass, field, replace
 
+import msgspec
 import numpy as np
 
 from gitperf.checks.change import NEW, REMOVED, UNKNOWN, Change
@@ -44,7 +45,8 @@ def _renamed(sp: StoredProfile, new: dict[str, str]) -> StoredProfile:
     plan = replace(p.plan, probed=tuple(new.get(n, n) for n in p.plan.probed),
                    traced=tuple(new.get(n, n) for n in p.plan.traced),
                    changed=tuple(new.get(n, n) for n in p.plan.changed))  # (`lacks` compares the sides' lists)
-    profile = replace(p, plan=plan, functions=tuple(replace(f, name=new.get(f.name, f.name)) for f in p.functions),
+    functions = tuple(msgspec.structs.replace(f, name=new.get(f.name, f.name)) for f in p.functions)
+    profile = replace(p, plan=plan, functions=functions,
                       stacks={frames(k): v for k, v in p.stacks.items()},
                       instructions=tuple(replace(i, functions={new.get(n, n): v for n, v in i.functions.items()})
                                          for i in p.instructions))
@@ -184,7 +186,7 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
     sampled = any(f.sampled for f in fs)
     return Side(totals=totals, exclusive=exclusive, counts=counts, total=inference.center(totals),
                  own=inference.center(exclusive), calls=inference.center(counts),
-                 series=[s for f in fs for s in f.series],
+                 series=[s for f in fs if f.series_ns for s in f.series],
                  location=next((f.location for f in fs if f.location), ""),
                  sampled_var=_sampled_var(fs) if sampled else 0.0, sampled=sampled,
                  probe_share=inference.center(shares) if shares else 0.0,
@@ -214,7 +216,7 @@ def _exact_sides(runs: Runs, time_of: str) -> dict[str, Side]:
             continue
         out[name] = Side(
             totals=totals, exclusive=exclusive, counts=counts, total=total, own=own, calls=calls,
-            series=[s for f in fs for s in f.series],
+            series=[s for f in fs if f.series_ns for s in f.series],
             location=fs[0].location or next((f.location for f in fs if f.location), ""),
             probe_share=share[i], calibration_sd=calibration if native else 0.0, native=native, probe=probe,
             probe_se=inference.center_se(probes[i]) if probes else 0.0)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import msgspec
+
 from gitperf.collect.context import CollectContext
 from gitperf.core import codec, stacks
 from gitperf.core.config import Workload
-from gitperf.core.model import (OUTERMOST, PARTLY_TRACED, ROOT, FunctionStats, Header, Metrics, Mode, PlanRecord,
-                                 Profile)
+from gitperf.core.model import (MAX_SERIES, OUTERMOST, PARTLY_TRACED, ROOT, FunctionStats, Header, Metrics, Mode,
+                                 PlanRecord, Profile, series_fields)
 from gitperf.engine.base import RawCollection, RawFunction, Session
 from gitperf.plan.costs import SAMPLE_KEY, call_costs, inside_costs
 from gitperf.plan.optimize import Optimized
@@ -20,7 +22,7 @@ from gitperf.stats import estimate
 # The profile keeps at most this many sampled calls in all, shared among the functions that were
 # called (at least SERIES_FLOOR each): ~2.5 bytes a call compressed keeps a 1000-function profile
 # within tens of kilobytes (ARCHITECTURE.md §5).
-SERIES_BUDGET = codec.MAX_SERIES
+SERIES_BUDGET = MAX_SERIES
 SERIES_FLOOR = 8
 
 
@@ -63,7 +65,8 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
         if not r.count and not r.stack_samples:
             continue
         kw = dict(name=f.name, count=r.count, total_ns=r.total_ns, exclusive_ns=_own_ns(r), min_ns=r.min_ns,
-                  max_ns=r.max_ns, hist=tuple(r.hist), series=_thin(r.series, per_function), recorded=len(r.series),
+                  max_ns=r.max_ns, hist=tuple(r.hist), recorded=len(r.series),
+                  **series_fields(_thin(r.series, per_function)),
                   stack_samples=r.stack_samples, library_samples=r.library_samples,
                   location=locations.get(f.name, ""), nested=r.nested,
                   outer_calls=r.outer if r.outer != r.timed else 0,
@@ -74,7 +77,7 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
             # Only stack samples: exclusive time = share of samples x run time, with its interval.
             est = estimate.sample_share(r.stack_samples, total_samples, wall_ns)
             kw.update(count=0, total_ns=round(est.value), exclusive_ns=round(est.value), sampled=True,
-                      ci_low=est.low, ci_high=est.high, probe_ns=0, nested=0)
+                      ci=(est.low, est.high), probe_ns=0, nested=0)
         elif plan.mode in PARTLY_TRACED:
             # Traced: exact calls and inclusive time.  Its kernel exclusive time would include every
             # untraced callee's; the samples' share keeps exclusive time additive across functions.
@@ -89,7 +92,7 @@ def build_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str, st
             count = estimate.burst_sum([c for c, _t in r.bursts] or [r.count], duty)
             total = estimate.burst_sum([t for _c, t in r.bursts] or [r.total_ns], duty)
             kw.update(count=round(count.value), total_ns=round(total.value),
-                      exclusive_ns=round(r.exclusive_ns / duty), sampled=True, ci_low=total.low, ci_high=total.high,
+                      exclusive_ns=round(r.exclusive_ns / duty), sampled=True, ci=(total.low, total.high),
                       probe_ns=round(kw["probe_ns"] / duty), nested=round(r.nested / duty))
         if (plan.root is not None and f is plan.functions[plan.root] and plan.is_traced(f.name) and r.count
                 and not r.total_ns and not raw.run.partial):
@@ -110,7 +113,7 @@ def _library_functions(plan: ProbePlan, raw: RawCollection, locations: dict[str,
             continue
         est = estimate.sample_share(n, raw.samples_total, raw.on_cpu_s * 1e9)
         out.append(FunctionStats(name=name, count=0, total_ns=round(est.value), exclusive_ns=round(est.value),
-                                 stack_samples=n, sampled=True, ci_low=est.low, ci_high=est.high,
+                                 stack_samples=n, sampled=True, ci=(est.low, est.high),
                                  location=locations.get(name, "")))
     return out
 
@@ -122,7 +125,7 @@ def _root_probe_time(plan: ProbePlan, funcs: list[FunctionStats], cost_ns: dict[
     if (root := next((f for f in funcs if f.by_run), None)) is None:
         return funcs
     probe = predicted_overhead(plan, funcs, cost_ns, samples) * 1e9
-    return [replace(f, probe_ns=round(probe)) if f is root else f for f in funcs]
+    return [msgspec.structs.replace(f, probe_ns=round(probe)) if f is root else f for f in funcs]
 
 
 def _unreturned_root(plan: ProbePlan, raw: RawCollection) -> dict:

@@ -36,22 +36,6 @@ MAX_JSON = 64 << 20
 # ten lines just under MAX_JSON once made `show --json` of one commit take 2.7 GB; the rest of such a
 # note is reported unread.
 MAX_NOTE_JSON = 64 << 20
-# Most sampled calls of one function a profile keeps (`collect.profile.SERIES_BUDGET`, shared by all of
-# them); a longer series in a pulled line is thinned to it on read: 1,000,000 calls in an 8 KB line made
-# every reader of its commit take 3 s and 450 MB (bench/hostile.py).
-MAX_SERIES = 8000
-
-
-def _delta(values: list[int]) -> list[int]:
-    return [v - p for p, v in zip([0] + values[:-1], values)]
-
-
-def _undelta(deltas: list[int]) -> list[int]:
-    out, acc = [], 0
-    for d in deltas:
-        acc += d
-        out.append(acc)
-    return out
 
 
 def _function_to_json(f: FunctionStats) -> dict:
@@ -60,11 +44,9 @@ def _function_to_json(f: FunctionStats) -> dict:
         d["h"] = list(f.hist)
     if f.sampled:
         d["s"] = 1
-        d["ci"] = [f.ci_low, f.ci_high]
-    if f.series:
-        # call ordinals grow, so deltas are small; durations are kept as they are
-        d["so"] = _delta([o for o, _ in f.series])
-        d["sd"] = [v for _, v in f.series]
+        d["ci"] = list(f.ci or (None, None))
+    if f.series_ns:
+        d["so"], d["sd"] = list(f.series_gaps), list(f.series_ns)
     if f.stack_samples:
         d["ss"] = f.stack_samples
     if f.library_samples:
@@ -154,21 +136,17 @@ def from_json(data: dict) -> Profile:
     return parse(json.dumps(data))
 
 
-# FunctionStats's fields and InstructionCounts's under the keys a line spells them with
-_FUNCTION_KEYS = {"name": "n", "count": "c", "total_ns": "t", "exclusive_ns": "x", "min_ns": "lo", "max_ns": "hi",
-                  "hist": "h", "stack_samples": "ss", "library_samples": "ls", "location": "loc", "recorded": "rec",
-                  "probe_ns": "pc", "nested": "nc", "outer_calls": "oc"}
+# InstructionCounts's fields under the keys a line spells them with (FunctionStats carries its own:
+# `core.model.FUNCTION_KEYS`)
 _INSTRUCTION_KEYS = {"total": "t", "functions": "f", "error": "e", "spread_from": "sf"}
 
 
-def _wire(cls, keys: dict[str, str], extra: tuple[tuple[str, str, typing.Any, typing.Any], ...] = ()):
-    """`cls` as a line spells it: its fields named in `keys`, with their annotations (and so their
-    bounds), under the line's keys; `extra` fields (name, key, type, default) for what a line keeps in
-    another shape than the model."""
+def _wire(cls, keys: dict[str, str]):
+    """`cls` as a line spells it: its fields, with their annotations (and so their bounds), under the
+    line's keys."""
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = [(f.name, hints[f.name], _default(f)) for f in dataclasses.fields(cls) if f.name in keys]
-    return msgspec.defstruct(f"Line{cls.__name__}", fields + [(name, typ, default) for name, _, typ, default in extra],
-                             kw_only=True, rename={**keys, **{name: key for name, key, _, _ in extra}})
+    return msgspec.defstruct(f"Line{cls.__name__}", fields, kw_only=True, rename=keys)
 
 
 def _default(f: dataclasses.Field):
@@ -177,18 +155,12 @@ def _default(f: dataclasses.Field):
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else msgspec.NODEFAULT
 
 
-_Function = _wire(FunctionStats, _FUNCTION_KEYS, extra=(
-    ("sampled", "s", typing.Literal[0, 1], 0),
-    ("by_run", "br", typing.Literal[0, 1], 0),  # the root never returned: its total is the run's wall time
-    ("ci", "ci", tuple[typed.Real | None, typed.Real | None] | None, None),  # the interval of a sampled total
-    ("ords", "so", list[typed.Count], []),  # the series: call ordinals as deltas ...
-    ("durs", "sd", list[typed.Count], [])))  # ... and the calls' durations
 _Instructions = _wire(InstructionCounts, _INSTRUCTION_KEYS)
-_Line = msgspec.defstruct("Line", [("v", int), ("h", Header), ("m", Metrics), ("p", PlanRecord), ("f", list[_Function]),
+_Line = msgspec.defstruct("Line", [("v", int), ("h", Header), ("m", Metrics), ("p", PlanRecord), ("f", list[FunctionStats]),
                                    ("cal", dict[str, typed.Amount], {}), ("w", list[_Instructions], []),
                                    ("st", dict[str, typed.Count], {})], kw_only=True)
 _DECODER = msgspec.json.Decoder(_Line)
-_LONG = {"f": {f.encode_name: f.name for f in msgspec.structs.fields(_Function)},
+_LONG = {"f": {f.encode_name: f.name for f in msgspec.structs.fields(FunctionStats)},
          "w": {f.encode_name: f.name for f in msgspec.structs.fields(_Instructions)}}
 
 
@@ -218,35 +190,10 @@ def _profile(line) -> Profile:
             raise NoteFormatError(f"field 'f[{i}].name': function {f.name!r} is listed twice in one profile")
         seen.add(f.name)
     return Profile(header=header, metrics=line.m, plan=_plan(line.p),
-                   functions=tuple(_function(f, i) for i, f in enumerate(line.f)), calibration=line.cal,
+                   functions=tuple(line.f), calibration=line.cal,
                    instructions=tuple(InstructionCounts(total=w.total, functions=w.functions, error=w.error,
                                                            spread_from=w.spread_from) for w in line.w),
                    stacks=line.st)
-
-
-def _function(w, i: int) -> FunctionStats:
-    d = msgspec.structs.asdict(w)
-    ords, durs, ci = d.pop("ords"), d.pop("durs"), d.pop("ci")
-    if len(ords) != len(durs):
-        raise NoteFormatError(f"'f[{i}].series' has {len(ords)} ordinals but {len(durs)} durations")
-    if ords:
-        series = list(zip(_undelta(ords), durs))
-        if len(series) > MAX_SERIES:  # evenly thinned, as collect thins what it keeps
-            series = [series[int(k * len(series) / MAX_SERIES)] for k in range(MAX_SERIES)]
-        d["series"] = tuple(series)
-    if ci is not None:
-        d["ci_low"], d["ci_high"] = ci
-    d["sampled"], d["by_run"] = bool(d["sampled"]), bool(d["by_run"])
-    f = object.__new__(FunctionStats)  # (the frozen dataclass's __init__, which checks nothing, at a third of its cost:
-    f.__dict__.update(_FUNCTION_DEFAULTS)  # ~600 functions a commit in the dashboard's index; msgspec checked them)
-    f.__dict__.update(d)
-    return f
-
-
-# FunctionStats's fields that `_function` sets only when the line has them, at their defaults (every other
-# field has a key on the wire: test_codec.test_every_field_of_a_function_survives_the_note)
-_FUNCTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(FunctionStats)
-                      if f.name in ("series", "ci_low", "ci_high")}
 
 
 def _plan(plan: PlanRecord) -> PlanRecord:

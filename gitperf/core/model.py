@@ -1,7 +1,8 @@
 """The data model shared by every stage (ARCHITECTURE.md §5): one immutable profile per
 (commit, configuration, run), and the one rule for which profiles may be compared.
 
-Only plain data lives here; encoding to a note line is in `codec.py`.
+Only plain data lives here; encoding to a note line is in `codec.py` (which reads a line's functions
+straight into `FunctionStats`, under the keys `FUNCTION_KEYS` gives them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import KeysView
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from functools import cached_property
+from typing import Literal
 
+import msgspec
 import numpy as np
 
 from gitperf.core.typed import Amount, Count, Real, Signed
@@ -119,10 +122,24 @@ class Metrics:
         return {**asdict(self), "measured_overhead": self.measured_overhead}
 
 
-@dataclass(frozen=True)
-class FunctionStats:
+# Most sampled calls of one function a profile keeps (`collect.profile.SERIES_BUDGET`, shared by all of
+# them); a longer series in a pulled line is thinned to it on read: 1,000,000 calls in an 8 KB line made
+# every reader of its commit take 3 s and 450 MB (bench/hostile.py).
+MAX_SERIES = 8000
+
+# A function's fields under the keys a note line spells them with (`core.codec`).  FunctionStats is
+# read straight from a line, as a msgspec Struct, checked against its annotations as it is read: the
+# index reads ~600 of them a commit, and building them from a separate line type once took 9 of its
+# 72 M instructions a commit (docs/MEASUREMENTS.md, "Counted, not sampled").
+FUNCTION_KEYS = {"name": "n", "count": "c", "total_ns": "t", "exclusive_ns": "x", "min_ns": "lo", "max_ns": "hi",
+                 "hist": "h", "sampled": "s", "ci": "ci", "series_gaps": "so", "series_ns": "sd",
+                 "stack_samples": "ss", "library_samples": "ls", "location": "loc", "recorded": "rec",
+                 "probe_ns": "pc", "nested": "nc", "outer_calls": "oc", "by_run": "br"}
+
+
+class FunctionStats(msgspec.Struct, frozen=True, rename=FUNCTION_KEYS):
     """Per-function results.  `count`, `total_ns`, `exclusive_ns` are exact kernel aggregates
-    unless `sampled` is true, in which case `ci_low`/`ci_high` bound the estimate of `total_ns`.
+    unless `sampled` is true, in which case `ci` bounds the estimate of `total_ns`.
 
     `total_ns` sums the inclusive time of the outermost calls: a call of a recursive function (direct or
     mutual) nested in another call of it is inside that call's time already and is not counted again,
@@ -135,11 +152,12 @@ class FunctionStats:
     min_ns: Count = 0
     max_ns: Count = 0
     hist: tuple[Count, ...] = ()  # log2 buckets of inclusive duration: hist[i] counts [2^i, 2^(i+1)) ns
-    sampled: bool = False
-    ci_low: Real | None = None
-    ci_high: Real | None = None
-    # bounded series of sampled calls: (call ordinal within this function, inclusive ns)
-    series: tuple[tuple[Count, Count], ...] = ()
+    sampled: bool | Literal[0, 1] = False  # (a line writes 1: a bool once made, `__post_init__`)
+    ci: tuple[Real | None, Real | None] | None = None  # (low, high) of a sampled total_ns
+    # a bounded series of sampled calls, as a line keeps it (`series` reads it as pairs): each call's
+    # ordinal within this function less the previous one's, and each call's inclusive ns
+    series_gaps: tuple[Count, ...] = ()
+    series_ns: tuple[Count, ...] = ()
     stack_samples: Count = 0  # perf_event samples given to this function: in its own code or a library it called
     # of stack_samples: taken in a library the function called (given to it from the stack, which a
     # stale return address can fool; `checks.compare` compares two builds on the others only)
@@ -155,7 +173,35 @@ class FunctionStats:
     outer_calls: Count = 0
     # the root never returned (the program called exit() inside it: ninja's real_main does), so no call
     # was timed: total_ns is the run's wall time instead (`collect.profile.build_functions`)
-    by_run: bool = False
+    by_run: bool | Literal[0, 1] = False
+
+    def __post_init__(self):
+        # (run for every function a note holds: the common case costs two tests)
+        if self.sampled.__class__ is not bool or self.by_run.__class__ is not bool:
+            msgspec.structs.force_setattr(self, "sampled", self.sampled == 1)
+            msgspec.structs.force_setattr(self, "by_run", self.by_run == 1)
+        if len(self.series_gaps) != len(self.series_ns):  # (msgspec says which function: "- at `$.f[3]`")
+            raise ValueError(f"series has {len(self.series_gaps)} ordinals but {len(self.series_ns)} durations")
+        if len(self.series_ns) > MAX_SERIES:  # evenly thinned, as collect thins what it keeps
+            calls = self.series
+            keep = [calls[int(k * len(calls) / MAX_SERIES)] for k in range(MAX_SERIES)]
+            msgspec.structs.force_setattr(self, "series_gaps", _gaps([o for o, _ in keep]))
+            msgspec.structs.force_setattr(self, "series_ns", tuple(d for _, d in keep))
+
+    @property
+    def series(self) -> tuple[tuple[int, int], ...]:
+        """The sampled calls as (call ordinal within this function, inclusive ns), in call order."""
+        if not self.series_ns:  # (most functions: every check reads every run's)
+            return ()
+        return tuple(zip(itertools.accumulate(self.series_gaps), self.series_ns))
+
+    @property
+    def ci_low(self) -> float | None:
+        return self.ci[0] if self.ci else None
+
+    @property
+    def ci_high(self) -> float | None:
+        return self.ci[1] if self.ci else None
 
     @property
     def mean_ns(self) -> float:
@@ -179,6 +225,17 @@ class FunctionStats:
 # Probe time is taken out of a function's measured time only up to this share of it; beyond, the
 # estimate would be mostly calibration error (why a fifth: ARCHITECTURE.md §10, "Which time").
 CORRECTABLE_SHARE = 0.2
+
+
+def series_fields(calls) -> dict[str, tuple[int, ...]]:
+    """FunctionStats' two series fields for sampled calls given as (call ordinal, inclusive ns) in
+    call order: `FunctionStats(..., **series_fields(calls))`."""
+    return {"series_gaps": _gaps([o for o, _ in calls]), "series_ns": tuple(d for _, d in calls)}
+
+
+def _gaps(ordinals: list[int]) -> tuple[int, ...]:
+    """Each ordinal less the one before it (the first less 0): growing ordinals as small numbers."""
+    return tuple(o - p for p, o in zip([0] + ordinals[:-1], ordinals))
 
 
 @dataclass(frozen=True)

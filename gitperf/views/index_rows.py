@@ -178,8 +178,11 @@ def series_rows(commit: str, profiles: list[StoredProfile]) -> list[dict]:
     out: dict[str, dict] = {}
     for p in profiles:
         for f in p.profile.functions:
-            if f.name not in out and len(f.series) >= MIN_SERIES and len({o for o, _ in f.series}) >= 3:
-                out[f.name] = {"commit": commit, "name": f.name, "series": json.dumps(f.series)}
+            if f.name in out or len(f.series_ns) < MIN_SERIES:
+                continue
+            calls = f.series
+            if len({o for o, _ in calls}) >= 3:
+                out[f.name] = {"commit": commit, "name": f.name, "series": json.dumps(calls)}
     return list(out.values())
 
 

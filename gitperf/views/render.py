@@ -136,8 +136,8 @@ def model_summary(f) -> str:
     """The best regression of a function's sampled calls (duration over call ordinal) and how well
     every model kind fits: "linear R² 0.93 (regressogram 0.95, kernel:gaussian 0.96, ...)"."""
     from gitperf.stats.models import fit_all
-    xs, ys = [o for o, _ in f.series], [d for _, d in f.series]
-    if len(f.series) < 10 or len(set(xs)) < 3:
+    xs, ys = [o for o, _ in f.series], list(f.series_ns)
+    if len(ys) < 10 or len(set(xs)) < 3:
         return ""
     ms = fit_all(xs, ys)
     best = ms[0]
@@ -252,7 +252,7 @@ def profile_json(sp: StoredProfile) -> dict:
     for f in p.functions:
         d = {"name": f.name, "count": f.count, "total_ns": f.total_ns, "exclusive_ns": f.exclusive_ns,
              "min_ns": f.min_ns, "max_ns": f.max_ns, "sampled": f.sampled, "hist_log2": list(f.hist),
-             "series_len": len(f.series), "stack_samples": f.stack_samples, "recorded": f.recorded,
+             "series_len": len(f.series_ns), "stack_samples": f.stack_samples, "recorded": f.recorded,
              "location": f.location, "probe_ns": f.probe_ns, "native_ns": f.native_ns, "nested": f.nested,
              "outer_calls": f.outer_calls or f.count, "mean_ns": f.mean_ns,
              # (total_ns of a stack-only function is its own time: this is its stacks' inclusive share)

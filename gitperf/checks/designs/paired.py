@@ -101,9 +101,9 @@ MIN_CALLS_SEEN = 5
 
 def _median_call(f: FunctionStats | None) -> tuple[float, float] | None:
     """(median, fastest) recorded call of a function in one run, when it recorded enough of them."""
-    if f is None or len(f.series) < MIN_CALLS_SEEN:
+    if f is None or len(f.series_ns) < MIN_CALLS_SEEN:
         return None
-    durations = [float(d) for _, d in f.series]
+    durations = [float(d) for d in f.series_ns]
     return statistics.median(durations), min(durations)
 
 
