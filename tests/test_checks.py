@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import git, history, profile, run_cli, read_cli
@@ -288,7 +289,7 @@ def test_a_sides_arrays_measure_what_each_function_measures_alone():
             arrays += len(measured)
             for name, side in measured.items():
                 alone = sides._measure_side(profiles, name, how)
-                assert (side, [type(v) for v in vars(side).values()]) == (alone, [type(v) for v in vars(alone).values()])
+                assert (side, [type(v) for v in msgspec.structs.astuple(side)]) == (alone, [type(v) for v in msgspec.structs.astuple(alone)])
         for name, t in timing.timings(profiles, by=by).items():
             fs = [f for f in by[name] if not timing.stack_only(f)]
             if fs and not any(f.sampled for f in by[name]):

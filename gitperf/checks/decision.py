@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+
+import msgspec
 
 from gitperf.checks.change import DEGRADATION, NO_CHANGE, OPTIMIZATION, UNRESOLVED
 from gitperf.core.config import CheckConfig
@@ -26,8 +27,7 @@ ROOT_SHARE = 0.25  # of the error budget, for the workload total
 CHANGED_SHARE = 0.5  # of the error budget left after the root, for the functions the commit changed
 
 
-@dataclass
-class Tested:
+class Tested(msgspec.Struct):  # (Structs, these two: `checks.sides.Side` says why)
     """One function's test statistic on the log scale, its standard error and where the noise came from."""
 
     name: str
@@ -46,8 +46,7 @@ class Tested:
     exclusive: tuple[float, float] | None = None
 
 
-@dataclass
-class Result:
+class Result(msgspec.Struct):
     """One test's outcome, scipy-style: the statistic (log ratio), its Holm-adjusted one-sided
     p-values, and the interval of the relative change at the check's confidence."""
 

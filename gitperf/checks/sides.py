@@ -64,14 +64,14 @@ def in_target_names(sides: Sides) -> Sides:
                    history=[[_renamed(p, new) for p in ps] for ps in sides.history])
 
 
-@dataclass
-class Side:
-    """One function on one side, per run."""
+class Side(msgspec.Struct):
+    """One function on one side, per run.  (A Struct, not a dataclass: a check builds two a function,
+    and its `__init__` costs half a dataclass's: 0.29 against 0.66 us with these fields.)"""
 
     totals: list[float]
     exclusive: list[float]
     counts: list[float]
-    series: list[tuple[int, int]] = field(default_factory=list)
+    series: list[tuple[int, int]] = []  # (msgspec copies an empty default for each side)
     location: str = ""
     sampled_var: float = 0.0  # variance of log(total) from sampling (0 when the totals are exact)
     sampled: bool = False  # estimated from samples in some profile (not traced there)

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
+import msgspec
 import numpy as np
 from scipy import special
 
@@ -22,8 +23,7 @@ MAD_TO_SD = 1.4826
 NORMAL_Q3 = 0.6744897501960817  # the standard normal's third quartile
 
 
-@dataclass
-class Noise:
+class Noise(msgspec.Struct):  # (a Struct: a check builds one a function; `checks.sides.Side` says why)
     """Run-to-run standard deviation of log(time) and where the estimate came from."""
 
     sigma: float

@@ -24,6 +24,7 @@ import operator
 from dataclasses import dataclass
 from typing import Sequence
 
+import msgspec
 import numpy as np
 
 from gitperf.core import stacks
@@ -64,8 +65,7 @@ class Pool:
         return max(self.inclusive.get(name, 0), sum(f.stack_samples for f in fs))
 
 
-@dataclass
-class Timing:
+class Timing(msgspec.Struct):  # (a Struct: `checks.sides.Side` says why)
     """One function's time a run, in ns."""
 
     inclusive_ns: float | None  # None: a stack-only function in runs that kept no stacks

@@ -270,11 +270,11 @@ def profile_json(sp: StoredProfile) -> dict:
 
 def session_json(group: list[StoredProfile]) -> dict:
     """A session's functions a run, as its table in `show` prints them (`stats.timing`)."""
-    import dataclasses
+    import msgspec
     p = group[0].profile
     return {"workload": p.header.workload, "comparison_key": comparison_key(p), "pairing": p.plan.pairing,
             "runs": len(group), "profiles": [sp.id for sp in group],
-            "functions": [{"name": n, **dataclasses.asdict(t)} for n, t in timings([sp.profile for sp in group]).items()]}
+            "functions": [{"name": n, **msgspec.structs.asdict(t)} for n, t in timings([sp.profile for sp in group]).items()]}
 
 
 def show_json(commit: str, profiles: list[StoredProfile]) -> dict:
