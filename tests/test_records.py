@@ -10,6 +10,7 @@ import math
 import time
 from dataclasses import replace
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import git, profile, run_cli, read_cli
@@ -49,7 +50,7 @@ def three(empty_repo):
 def test_a_record_reads_back_as_the_result_it_stored():
     c = checks.Change("w", "f<int>", checks.DEGRADATION, 0.5, 10.0, 5.0, 0.99, 0.4, 0.6, "paired rounds",
                       base_ns=20.0, target_ns=30.0, votes={"u": "x"}, per_call_ci=(0.1, 0.2), instructions=(1.0, 2.0))
-    nan = replace(c, function="g", type=checks.UNKNOWN, relative=math.nan, ci_low=math.nan, ci_high=math.nan)
+    nan = msgspec.structs.replace(c, function="g", type=checks.UNKNOWN, relative=math.nan, ci_low=math.nan, ci_high=math.nan)
     pair = checks.WorkloadPair("w", "k", 5, "b" * 40, 5, 0, "paired", ("note",))
     r = checks.CheckResult("a" * 40, "b" * 40, checks.DEGRADATION, (c, nan), (pair,), ("warn",))
     rec = record.parse(record.line(r, ["p1"], at=5.0), "a" * 40)
@@ -274,7 +275,7 @@ def test_names_that_name_nothing_or_hold_control_characters_are_shown_safely(thr
     rng = np.random.default_rng(0)
     result = _check_session(store, commits[0], commits[1], "p1", {"parse": 2.0}, rng)
     evil = "evil\nALL GOOD: no significant change"
-    forged = replace(result, changes=[replace(result.changes[0], function=n) for n in ("nosuchfn", "a/b", "x y", evil)]
+    forged = replace(result, changes=[msgspec.structs.replace(result.changes[0], function=n) for n in ("nosuchfn", "a/b", "x y", evil)]
                      + list(result.changes))
     store.add_lines({commits[1]: [record.line(forged, ["p1"])]})
     text = read_cli(root, "check", commits[1]).stdout

@@ -735,9 +735,9 @@ def test_the_rounds_stop_for_a_function_whose_work_did_not_move_once_no_verdict_
     assert same_work([DECIDED_MAIN, slower], cfg, 10, 60, {"f": Work(0.02, False)}) == set()
     assert same_work([DECIDED_MAIN, slower], cfg, 10, 60, {"f": Work(0.0, True)}) == {"f"}
     # the function's own threshold, not min_relative: a 100 us function's is the 10 us floor, 10%
-    small = replace(_change("f", 0.6, 0.0, 0.3, checks.UNRESOLVED), base_ns=100_000.0)
+    small = msgspec.structs.replace(_change("f", 0.6, 0.0, 0.3, checks.UNRESOLVED), base_ns=100_000.0)
     assert same_work([DECIDED_MAIN, small], cfg, 10, 60, {"f": Work(0.04, False)}) == {"f"}
-    assert same_work([DECIDED_MAIN, replace(small, base_ns=1e6)], cfg, 10, 60, {"f": Work(0.04, False)}) == set()
+    assert same_work([DECIDED_MAIN, msgspec.structs.replace(small, base_ns=1e6)], cfg, 10, 60, {"f": Work(0.04, False)}) == set()
 
 
 def test_the_rounds_stop_for_a_change_about_the_threshold_itself():
@@ -1003,12 +1003,12 @@ def test_a_verdict_says_what_it_adds_to_a_run_and_its_share_of_the_runs_change_e
     from gitperf.checks.verdict import shares
     from gitperf.views.report import check_markdown, check_text
     from gitperf.web.links import FILTERS
-    run = replace(_change("main", 0.999), absolute_ns=1.1e6)
+    run = msgspec.structs.replace(_change("main", 0.999), absolute_ns=1.1e6)
     f = _change("parse", 0.999)
     quiet = _change("main", 0.6, -0.03, 0.04, checks.NO_CHANGE)
     assert [c.share for c in shares([run, f])] == [None, pytest.approx(3e5 / 1.1e6)]
     assert [c.share for c in shares([quiet, f])] == [None, None]  # the run did not move: no denominator
-    faster = replace(_change("main", 0.999, kind=checks.OPTIMIZATION), absolute_ns=-1e6)
+    faster = msgspec.structs.replace(_change("main", 0.999, kind=checks.OPTIMIZATION), absolute_ns=-1e6)
     assert shares([faster, f])[1].share is None  # the other way from the run: no share of it
     words = "+300.00 us a run, 27% of the run's slowdown"
     result = CheckResult("c" * 40, "b" * 40, checks.DEGRADATION, tuple(shares([run, f])),
@@ -1028,9 +1028,9 @@ def test_time_moved_here_is_said_only_where_the_intervals_show_more_than_the_run
     whose least exceeds the run's most says time moved."""
     from gitperf.checks.verdict import shares
     from gitperf.views.report import amount
-    run = replace(_change("main", 0.999, 0.08, 0.16), base_ns=100e6, absolute_ns=12e6)  # +12 ms [+8, +16 ms]
-    within = replace(_change("relax", 0.999, 0.2, 0.6), base_ns=50e6, absolute_ns=17.46e6)  # [+10, +30 ms]
-    apart = replace(within, ci_low=0.4, ci_high=0.6)  # [+20, +30 ms]: beyond the run's +16 ms
+    run = msgspec.structs.replace(_change("main", 0.999, 0.08, 0.16), base_ns=100e6, absolute_ns=12e6)  # +12 ms [+8, +16 ms]
+    within = msgspec.structs.replace(_change("relax", 0.999, 0.2, 0.6), base_ns=50e6, absolute_ns=17.46e6)  # [+10, +30 ms]
+    apart = msgspec.structs.replace(within, ci_low=0.4, ci_high=0.6)  # [+20, +30 ms]: beyond the run's +16 ms
     assert shares([run, within])[1].share == 1.0
     assert amount(17.46e6, 1.0) == "+17.46 ms a run, all of the run's slowdown"
     moved = shares([run, apart])[1].share
@@ -1066,8 +1066,8 @@ def test_a_function_slower_inside_a_faster_run_is_named_but_does_not_make_the_co
     from gitperf.checks.check import result_of
     from gitperf.views.report import check_text
     pair = (WorkloadPair("w", "k", 3, "b" * 40, 3, 0, "-"),)
-    faster = replace(_change("main", 0.999, -0.2, -0.05, checks.OPTIMIZATION), relative=-0.12)
-    add_out = replace(_change("AddOut", 0.999), relative=0.47)
+    faster = msgspec.structs.replace(_change("main", 0.999, -0.2, -0.05, checks.OPTIMIZATION), relative=-0.12)
+    add_out = msgspec.structs.replace(_change("AddOut", 0.999), relative=0.47)
     assert result_of(list(pair), [faster, add_out]) == checks.OPTIMIZATION
     assert result_of(list(pair), [DECIDED_MAIN, add_out]) == checks.DEGRADATION  # the run unresolved: slower
     text = check_text(CheckResult("c" * 40, "b" * 40, checks.OPTIMIZATION, (add_out, faster), pair))

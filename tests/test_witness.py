@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import replace
 
+import msgspec
 import pytest
 from helpers import make_profile
 
@@ -240,7 +241,7 @@ def test_every_time_verdict_says_what_decided_it_in_the_cli_report_and_dashboard
     assert report.decided_by(_change("x", checks.DEGRADATION, relative=0.5).decided) == "time"  # no counts: time alone
     assert faster.decided in report._line(faster)
     assert "own time unchanged" in report._line(faster)
-    assert "own time +1.20 ms" in report._line(replace(faster, exclusive_delta_ns=1.2e6))
+    assert "own time +1.20 ms" in report._line(msgspec.structs.replace(faster, exclusive_delta_ns=1.2e6))
     result = checks.CheckResult("t", "b", checks.OPTIMIZATION, (faster,), ())
     assert f"| {faster.decided} |" in report.check_markdown(result)
     assert checks.Change.from_dict(faster.to_dict()).decided == faster.decided  # stored with the check
@@ -302,8 +303,8 @@ def test_a_threaded_run_is_witnessed_by_all_its_instructions_and_a_waiting_funct
     far below its share of the time) has none."""
     base = _side([{"main": 1_023_826, "worker": 860_000_000, "Bench::Run": 1_000}] * 2)
     target = _side([{"main": 1_021_591, "worker": 1_006_000_000, "Bench::Run": 1_000}])
-    run = replace(_change("main", checks.DEGRADATION, relative=0.147, ci=(0.09, 0.2)), base_ns=79e6)
-    waits = replace(_change("Bench::Run", checks.DEGRADATION, relative=0.15, ci=(0.1, 0.2)), base_ns=78e6)
+    run = msgspec.structs.replace(_change("main", checks.DEGRADATION, relative=0.147, ci=(0.09, 0.2)), base_ns=79e6)
+    waits = msgspec.structs.replace(_change("Bench::Run", checks.DEGRADATION, relative=0.15, ci=(0.1, 0.2)), base_ns=78e6)
     found = {c.function: c for c in witness.annotate([run, waits], target, base)}
     # the run: +17% instructions
     assert found["main"].type == checks.DEGRADATION
@@ -321,10 +322,10 @@ def test_a_function_is_witnessed_on_the_side_where_its_time_is():
     function that waits on the side where its time is stays unwitnessed."""
     base = _side([{"main": 96_575_549, "add": 341_991}] * 2)
     target = _side([{"main": 96_575_536, "add": 216_251_994}])
-    run = replace(_change("main", checks.DEGRADATION, relative=7.6, ci=(5.9, 9.6)), base_ns=25.1e6, target_ns=216.2e6)
-    add = replace(_change("add", checks.DEGRADATION, relative=27.2, ci=(19.5, 36.9), changed=True),
+    run = msgspec.structs.replace(_change("main", checks.DEGRADATION, relative=7.6, ci=(5.9, 9.6)), base_ns=25.1e6, target_ns=216.2e6)
+    add = msgspec.structs.replace(_change("add", checks.DEGRADATION, relative=27.2, ci=(19.5, 36.9), changed=True),
                   base_ns=6.9e6, target_ns=195.6e6)
-    waits = replace(add, function="waits", base_ns=1e6, target_ns=150e6)
+    waits = msgspec.structs.replace(add, function="waits", base_ns=1e6, target_ns=150e6)
     found = {c.function: c for c in witness.annotate([run, add], target, base)}
     assert found["add"].cause, found["add"].method
     assert "do not witness" not in found["add"].method
@@ -397,9 +398,9 @@ def test_the_stop_rule_reads_how_far_each_functions_work_moved():
     that mostly waits, or without counts on both sides."""
     base = _side([{"f": 1_000_000, "g": 1_000, "h": 500}, {"f": 1_010_000, "g": 1_000, "h": 500}])
     target = _side([{"f": 1_030_000, "g": 1_000, "h": 500}])
-    f = replace(_change("f", checks.UNRESOLVED), base_ns=1e6)
-    waits = replace(_change("g", checks.UNRESOLVED), base_ns=9e7)  # 0.1% of the work, 90% of the time
-    root = replace(_change(ROOT, checks.NO_CHANGE), base_ns=1e8)
+    f = msgspec.structs.replace(_change("f", checks.UNRESOLVED), base_ns=1e6)
+    waits = msgspec.structs.replace(_change("g", checks.UNRESOLVED), base_ns=9e7)  # 0.1% of the work, 90% of the time
+    root = msgspec.structs.replace(_change(ROOT, checks.NO_CHANGE), base_ns=1e8)
     counts = lambda side: side[0].profile.instructions  # noqa: E731
     moved = witness.work_moved([root, f, waits], counts(target), counts(base))
     assert moved["f"].moved == pytest.approx(1_030_000 / 1_005_000 - 1 + 0.01, rel=1e-3)  # + the spread: 1%

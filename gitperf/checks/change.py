@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from functools import cmp_to_key
+
+import msgspec
 
 from gitperf.core import typed
 from gitperf.core.errors import EXIT_DEGRADATION, EXIT_NOT_ENOUGH_DATA, EXIT_OK
@@ -69,8 +71,7 @@ _RANK = {DEGRADATION: 0, ACCEPTED: 0, OPTIMIZATION: 1, INSTRUCTIONS: 2, CONFLICT
          UNRESOLVED: 5, UNKNOWN: 5, NO_CHANGE: 6}
 
 
-@dataclass
-class Change:
+class Change(msgspec.Struct):  # (a Struct: every function of a check ends in one; `checks.sides.Side` says why)
     workload: str
     function: str
     type: str
@@ -91,7 +92,7 @@ class Change:
     noise: str = ""  # where the run-to-run spread came from, and its size
     history_z: float | None = None  # robust z-score against the history (with the other methods' votes)
     since: str | None = None  # commit where a level shift in the history began (change-point)
-    votes: dict[str, str] = field(default_factory=dict)  # other methods' verdicts
+    votes: dict[str, str] = {}  # other methods' verdicts (msgspec copies an empty default for each)
     changed: bool = False  # the commit's diff touches this function
     statistic: float = 0.0  # what was tested: log ratio (root) or log ratio minus the common shift
     per_call_ci: tuple[float, float] | None = None  # bootstrap 95% interval of the mean call's change
@@ -132,7 +133,7 @@ class Change:
 
     def to_dict(self) -> dict:
         # (fields one level deep, not `asdict`: its deep copy was a third of building the dashboard's index)
-        d = {f.name: json_number(getattr(self, f.name)) for f in fields(self) if f.name != "statistic"}
+        d = {f: json_number(getattr(self, f)) for f in self.__struct_fields__ if f != "statistic"}
         d["votes"] = dict(self.votes)
         d["members"] = list(self.members)
         d["name"] = readable(self.function)  # `function` is the symbol: the identity across commits
@@ -198,7 +199,7 @@ def listed(kind: str, asked: bool) -> bool:
 
 
 # Change's numbers that `to_dict` writes as null when undefined (NaN): NaN again on read
-_NAN_IF_NULL = frozenset(f.name for f in fields(Change) if f.type == "float")
+_NAN_IF_NULL = frozenset(f.name for f in msgspec.structs.fields(Change) if f.type is float)
 
 
 @dataclass(frozen=True)

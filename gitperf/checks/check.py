@@ -11,6 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 
+import msgspec
 import pygit2
 
 from gitperf.checks.change import (
@@ -312,7 +313,7 @@ def conclude(req: Request, pairs: list[WorkloadPair], changes: list[Change], war
     warnings = list(warnings)
     accepted = req.store.acceptance(req.commit)
     if accepted:
-        changes = [replace(c, type=ACCEPTED) if c.type == DEGRADATION else c for c in changes]
+        changes = [msgspec.structs.replace(c, type=ACCEPTED) if c.type == DEGRADATION else c for c in changes]
         warnings.append(f"this commit's performance change was accepted as intended: {accepted.reason}")
     changes = report_order(changes)
     result = result_of(pairs, changes)

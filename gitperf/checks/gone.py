@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from gitperf.checks.change import INLINED, NEW, REMOVED, Change
 from gitperf.core.fmt import fmt_ns, names

@@ -26,8 +26,9 @@ the paired check did.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Callable
+
+from msgspec.structs import replace
 
 from gitperf.checks import gone, witness
 from gitperf.checks.change import DEGRADATION, OPTIMIZATION, Change

@@ -52,8 +52,10 @@ deterministic and the base runs once (`collect.paired.learnt`; its counts name t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
+
+from msgspec.structs import replace
 
 from gitperf.checks.change import CONFLICT, DEGRADATION, INSTRUCTIONS, NO_CHANGE, OPTIMIZATION, UNRESOLVED, Change
 from gitperf.checks.designs.pooled import PLACEMENT_SPREAD
