@@ -26,7 +26,10 @@ from pathlib import Path
 from _common import ROOT, table
 
 CHILD = """
-import sys
+import os, sys
+# (one CPU: one process derives every commit, in order; with workers, rows are stored in the order
+# their runs finish, which no reader relies on and `tables_reordered` would report)
+os.sched_setaffinity(0, [min(os.sched_getaffinity(0))])
 import pygit2
 from gitperf.core.config import CheckConfig
 from gitperf.views.index import Index

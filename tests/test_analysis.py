@@ -208,6 +208,17 @@ def test_source_hunks_map_to_functions(demo_builds):
         == {"text_generate"}
 
 
+def test_a_hunk_touches_the_functions_of_every_file_dwarf_may_name_its_path_by():
+    """DWARF names a file as the compiler was given it: relative to the build directory, with `./`
+    or `../` before it, or by a longer path than git's; a hunk touches the functions of each name
+    that is its path, ends with it, or that it ends with, and of no other file of its base name."""
+    at = {"./src/io.c": "read", "../lib/src/io.c": "reread", "io.c": "bare", "src/net/io.c": "deeper",
+          "lib/io.c": "other", "src/io.cc": "cxx", "src/mio.c": "prefixed"}
+    locations = {name: f"{file}:10" for file, name in at.items()}
+    touched = sourcediff.touched([sourcediff.Hunk("src/io.c", 12, 1)], locations)
+    assert touched == {"read", "reread", "bare"}
+
+
 def test_cache_serves_an_unchanged_binary_and_survives_damage(demo_builds):
     _, _, builds, cache = demo_builds
     info, first = builds[0]

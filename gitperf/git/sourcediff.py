@@ -41,10 +41,14 @@ def touched(hunk_list: list[Hunk], locations: dict[str, str]) -> set[str]:
     """Names of the functions (name -> "file:line") whose span a hunk overlaps."""
     if not hunk_list:
         return set()
+    # Every file `_same_file` can match a path has the path's base name: only the locations in files
+    # of the hunks' base names are read (the dashboard's index asks this of every commit: a handful of
+    # hunks against its hundreds of functions, each in a file of its own in bench/dashboard.py's history)
+    bases = {h.path.rpartition("/")[2] for h in hunk_list}
     by_file: dict[str, list[tuple[int, str]]] = {}
     for name, loc in locations.items():
         file, _, line = loc.rpartition(":")
-        if file and line.isdigit():
+        if file and file.lstrip("./").rpartition("/")[2] in bases and line.isdigit():
             by_file.setdefault(file, []).append((int(line), name))
     for v in by_file.values():
         v.sort()
