@@ -186,7 +186,7 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
     sampled = any(f.sampled for f in fs)
     return Side(totals=totals, exclusive=exclusive, counts=counts, total=inference.center(totals),
                  own=inference.center(exclusive), calls=inference.center(counts),
-                 series=[s for f in fs if f.series_ns for s in f.series],
+                 series=_calls(fs),
                  location=next((f.location for f in fs if f.location), ""),
                  sampled_var=_sampled_var(fs) if sampled else 0.0, sampled=sampled,
                  probe_share=inference.center(shares) if shares else 0.0,
@@ -194,6 +194,12 @@ def _measure_side(runs: Runs, name: str, time_of: str) -> Side | None:
                  if native else 0.0, native=native,
                  probe=inference.center(probes) if fs else 0.0,
                  probe_se=inference.center_se(probes) if time_of == PROBED else 0.0)
+
+
+def _calls(fs: list[FunctionStats]) -> list[tuple[int, int]]:
+    """The runs' sampled calls, (ordinal, ns) each, of the functions that kept some (`series` builds
+    the pairs, and every side of every function asks: most have none)."""
+    return [s for f in fs if f.series_ns for s in f.series]
 
 
 def _exact_sides(runs: Runs, time_of: str) -> dict[str, Side]:
@@ -216,7 +222,7 @@ def _exact_sides(runs: Runs, time_of: str) -> dict[str, Side]:
             continue
         out[name] = Side(
             totals=totals, exclusive=exclusive, counts=counts, total=total, own=own, calls=calls,
-            series=[s for f in fs if f.series_ns for s in f.series],
+            series=_calls(fs),
             location=fs[0].location or next((f.location for f in fs if f.location), ""),
             probe_share=share[i], calibration_sd=calibration if native else 0.0, native=native, probe=probe,
             probe_se=inference.center_se(probes[i]) if probes else 0.0)

@@ -191,8 +191,6 @@ class FunctionStats(msgspec.Struct, frozen=True, rename=FUNCTION_KEYS):
     @property
     def series(self) -> tuple[tuple[int, int], ...]:
         """The sampled calls as (call ordinal within this function, inclusive ns), in call order."""
-        if not self.series_ns:  # (most functions: every check reads every run's)
-            return ()
         return tuple(zip(itertools.accumulate(self.series_gaps), self.series_ns))
 
     @property
